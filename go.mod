@@ -1,0 +1,3 @@
+module github.com/xlbnet/xlb
+
+go 1.26
