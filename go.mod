@@ -2,4 +2,8 @@ module github.com/xlbnet/xlb
 
 go 1.26.0
 
-require golang.org/x/sys v0.50.0 // indirect
+require (
+	github.com/BurntSushi/toml v1.6.0 // indirect
+	github.com/google/gopacket v1.1.19 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)
