@@ -10,7 +10,6 @@ import (
 
 func addr16(s string) [16]byte { return netip.MustParseAddr(s).As16() }
 
-
 func TestMatcher(t *testing.T) {
 	vip := addr16("203.0.113.10")
 	vip6 := addr16("fd00:f1::10")
