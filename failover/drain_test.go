@@ -1,0 +1,354 @@
+package failover
+
+import (
+	"testing"
+	"time"
+)
+
+// A step of a scenario: the inputs at one moment and what to expect.
+type step struct {
+	after    time.Duration // clock advance before this step
+	backends []Backend
+	tier     Tier
+	eligible string
+}
+
+func runSteps(t *testing.T, p Policy, gs []Group, steps []step) []*State {
+	t.Helper()
+	clk := newClock()
+	var prev *State
+	var out []*State
+	for i, s := range steps {
+		now := clk.Advance(s.after)
+		st := mustCompute(t, p, gs, s.backends, prev, now)
+		if st.Tier != s.tier || names(st.Eligible, false) != s.eligible {
+			t.Fatalf("step %d (+%v): tier %v eligible %q, want %v %q (reason %q)", i, now.Sub(t0), st.Tier, names(st.Eligible, false), s.tier, s.eligible, st.Reason)
+		}
+		out = append(out, st)
+		prev = st
+	}
+	return out
+}
+
+func pf() []Group { return []Group{primary("p"), failoverGroup("f")} }
+
+func pfBackends(p1, p2, f1 Health) []Backend {
+	return []Backend{be("p1", "p", p1), be("p2", "p", p2), be("f1", "f", f1)}
+}
+
+// DESIGN §3 "a switch back needs the condition to hold for failback_delay".
+func TestFailbackDelayHysteresis(t *testing.T) {
+	p := DefaultPolicy()
+	p.FailbackDelay = 30 * time.Second
+	sts := runSteps(t, p, pf(), []step{
+		{backends: pfBackends(up, up, up), tier: TierPrimary, eligible: "p1 p2"},
+		{after: time.Second, backends: pfBackends(down, down, up), tier: TierFailover, eligible: "f1"},
+		// primaries back: failback waits 30 s
+		{after: time.Second, backends: pfBackends(up, down, up), tier: TierFailover, eligible: "f1"},
+		{after: 29 * time.Second, backends: pfBackends(up, down, up), tier: TierFailover, eligible: "f1"},
+		// condition broke: the wait starts again
+		{after: time.Second, backends: pfBackends(down, down, up), tier: TierFailover, eligible: "f1"},
+		{after: time.Second, backends: pfBackends(up, up, up), tier: TierFailover, eligible: "f1"},
+		{after: 29 * time.Second, backends: pfBackends(up, up, up), tier: TierFailover, eligible: "f1"},
+		{after: time.Second, backends: pfBackends(up, up, up), tier: TierPrimary, eligible: "p1 p2"},
+		// switch away from primaries is immediate
+		{after: time.Second, backends: pfBackends(down, down, up), tier: TierFailover, eligible: "f1"},
+		// failover lost while waiting: primaries at once, no waiting
+		{after: time.Second, backends: pfBackends(up, down, up), tier: TierFailover, eligible: "f1"},
+		{after: time.Second, backends: pfBackends(up, down, down), tier: TierPrimary, eligible: "p1"},
+	})
+	if got, want := sts[2].FailbackPendingSince, t0.Add(2*time.Second); !got.Equal(want) {
+		t.Errorf("pending since %v, want %v", got, want)
+	}
+	if got, want := sts[2].NextCompute, t0.Add(32*time.Second); !got.Equal(want) {
+		t.Errorf("NextCompute %v, want %v", got, want)
+	}
+	if !sts[4].FailbackPendingSince.IsZero() {
+		t.Errorf("pending not reset when the condition broke")
+	}
+	if !sts[7].FailbackPendingSince.IsZero() || len(sts[7].Events) != 1 || sts[7].Events[0].From != TierFailover || sts[7].Events[0].To != TierPrimary {
+		t.Errorf("failback: pending %v, events %+v", sts[7].FailbackPendingSince, sts[7].Events)
+	}
+}
+
+func TestFailbackDelayZeroIsImmediate(t *testing.T) {
+	runSteps(t, DefaultPolicy(), pf(), []step{
+		{backends: pfBackends(down, down, up), tier: TierFailover, eligible: "f1"},
+		{after: time.Millisecond, backends: pfBackends(up, down, up), tier: TierPrimary, eligible: "p1"},
+	})
+}
+
+// DESIGN §3 "Draining on failover", connection_drain_on_failover = false:
+// flush the rule's entries at each switch (and only at a switch between
+// primary and failover backends).
+func TestDrainOnFailoverOffFlushes(t *testing.T) {
+	p := DefaultPolicy()
+	p.ConnectionDrainOnFailover = false
+	sts := runSteps(t, p, pf(), []step{
+		{backends: pfBackends(up, up, up), tier: TierPrimary, eligible: "p1 p2"},
+		{after: time.Second, backends: pfBackends(down, down, up), tier: TierFailover, eligible: "f1"},
+		{after: time.Second, backends: pfBackends(up, down, up), tier: TierPrimary, eligible: "p1"},
+		// primary → last resort (both primaries): no switch, no flush
+		{after: time.Second, backends: pfBackends(down, down, down), tier: TierLastResort, eligible: "p1 p2"},
+		// last resort (primaries) → failover: a switch
+		{after: time.Second, backends: pfBackends(down, down, up), tier: TierFailover, eligible: "f1"},
+		// failover → primary fallback: back on primaries, a switch
+		{after: time.Second, backends: []Backend{be("p1", "p", up), be("p2", "p", down), be("f1", "f", down)}, tier: TierPrimary, eligible: "p1"},
+	})
+	want := []uint64{0, 1, 2, 2, 3, 4}
+	for i, st := range sts {
+		if st.FlushGen != want[i] {
+			t.Errorf("step %d: FlushGen %d, want %d", i, st.FlushGen, want[i])
+		}
+		for _, b := range st.Backends {
+			if b.DrainGen != 0 {
+				t.Errorf("step %d: %s DrainGen %d without drain on failover", i, b.Name, b.DrainGen)
+			}
+		}
+	}
+	if ev := sts[1].Events; len(ev) != 1 || !ev[0].Switched || ev[0].From != TierPrimary || ev[0].To != TierFailover || !ev[0].At.Equal(t0.Add(time.Second)) || ev[0].Reason == "" {
+		t.Errorf("switch event %+v", ev)
+	}
+	if ev := sts[3].Events; len(ev) != 1 || ev[0].Switched {
+		t.Errorf("primary → last resort event %+v, want one, not a switch", ev)
+	}
+}
+
+func TestFlushThroughEmpty(t *testing.T) {
+	p := DefaultPolicy()
+	p.ConnectionDrainOnFailover = false
+	p.DropTrafficIfUnhealthy = true
+	sts := runSteps(t, p, pf(), []step{
+		{backends: pfBackends(up, up, down), tier: TierPrimary, eligible: "p1 p2"},
+		{after: time.Second, backends: pfBackends(down, down, down), tier: TierEmpty, eligible: ""},
+		{after: time.Second, backends: pfBackends(down, down, up), tier: TierFailover, eligible: "f1"},
+	})
+	if sts[1].FlushGen != 0 || sts[2].FlushGen != 1 {
+		t.Errorf("FlushGen %d, %d; want 0, 1 (primary → empty → failover is one switch)", sts[1].FlushGen, sts[2].FlushGen)
+	}
+}
+
+// DESIGN §3 "Draining on failover", default true: entries stay on the
+// backends that left the eligible set for at most failover_drain_timeout.
+func TestDrainOnFailoverDeadlines(t *testing.T) {
+	p := DefaultPolicy() // drain on failover, 10 min
+	p.FailoverRatio = 0.6
+	gs := pf()
+	bs := func(p2 Health) []Backend {
+		return []Backend{be("p1", "p", up), be("p2", "p", p2), be("f1", "f", up)}
+	}
+	sts := runSteps(t, p, gs, []step{
+		{backends: bs(up), tier: TierPrimary, eligible: "p1 p2"},
+		{after: time.Minute, backends: bs(down), tier: TierFailover, eligible: "f1"},
+		{after: 15 * time.Minute, backends: bs(up), tier: TierPrimary, eligible: "p1 p2"},
+	})
+	before, switched, back := sts[0], sts[1], sts[2]
+	if switched.FlushGen != 0 {
+		t.Errorf("FlushGen %d with drain on failover", switched.FlushGen)
+	}
+	p1 := backendState(t, switched, "p1")
+	if p1.DrainReason != DrainFailover || !p1.DrainUntil.Equal(t0.Add(11*time.Minute)) || p1.DrainGen != 1 {
+		t.Fatalf("p1 after switch: reason %v until %v gen %d", p1.DrainReason, p1.DrainUntil, p1.DrainGen)
+	}
+	// An entry created on p1 before the switch lives until the deadline.
+	entry := backendState(t, before, "p1").Stamp()
+	if !p1.EntryValid(entry, t0.Add(11*time.Minute-time.Nanosecond), true) {
+		t.Error("entry invalid before the failover drain deadline")
+	}
+	if p1.EntryValid(entry, t0.Add(11*time.Minute), true) {
+		t.Error("entry valid at the failover drain deadline")
+	}
+	if f1 := backendState(t, switched, "f1"); f1.DrainGen != 0 {
+		t.Errorf("f1 entered the set and got drain gen %d", f1.DrainGen)
+	}
+	// Failback: f1 left and drains; p1 is back and its new entries are valid.
+	f1 := backendState(t, back, "f1")
+	if f1.DrainReason != DrainFailover || !f1.DrainUntil.Equal(t0.Add(26*time.Minute)) {
+		t.Errorf("f1 after failback: reason %v until %v", f1.DrainReason, f1.DrainUntil)
+	}
+	p1 = backendState(t, back, "p1")
+	if !p1.EntryValid(p1.Stamp(), t0.Add(time.Hour), true) {
+		t.Error("new entry on p1 invalid after failback")
+	}
+	if p1.EntryValid(entry, t0.Add(16*time.Minute), true) {
+		t.Error("pre-switch entry on p1 came back after failback")
+	}
+	// An unhealthy p2 with a non-persisting protocol loses the entry at once.
+	p2 := backendState(t, switched, "p2")
+	if p2.EntryValid(backendState(t, before, "p2").Stamp(), t0.Add(time.Minute), false) {
+		t.Error("entry on unhealthy p2 valid although it does not persist")
+	}
+	if got, want := switched.NextCompute, t0.Add(11*time.Minute); !got.Equal(want) {
+		t.Errorf("NextCompute %v, want %v", got, want)
+	}
+}
+
+// DESIGN §3 "Draining on removal": the backend leaves the eligible set at
+// once; its entries are honoured until the timeout (0 = immediately).
+func TestDrainOnRemoval(t *testing.T) {
+	gs := []Group{primary("a")}
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		mark    func(time.Time) func(*Backend)
+		reason  DrainReason
+	}{
+		{"removed timeout 0", 0, removed, DrainRemoved},
+		{"removed timeout 30s", 30 * time.Second, removed, DrainRemoved},
+		{"drained timeout 0", 0, drained, DrainAdmin},
+		{"drained timeout 1h", time.Hour, drained, DrainAdmin},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := DefaultPolicy()
+			p.ConnectionDrainingTimeout = tc.timeout
+			clk := newClock()
+			st0 := mustCompute(t, p, gs, []Backend{be("a1", "a", up), be("a2", "a", up)}, nil, clk.now)
+			entry := backendState(t, st0, "a1").Stamp()
+			// The command was received 2 s before Compute saw it.
+			start := clk.now.Add(3 * time.Second)
+			now := clk.Advance(5 * time.Second)
+			st1 := mustCompute(t, p, gs, []Backend{be("a1", "a", up, tc.mark(start)), be("a2", "a", up)}, st0, now)
+			if names(st1.Eligible, false) != "a2" {
+				t.Fatalf("eligible %q, want a2", names(st1.Eligible, false))
+			}
+			a1 := backendState(t, st1, "a1")
+			if a1.DrainReason != tc.reason || !a1.DepartedAt.Equal(start) || !a1.DrainUntil.Equal(start.Add(tc.timeout)) || a1.InService {
+				t.Fatalf("a1: reason %v departed %v until %v in service %v", a1.DrainReason, a1.DepartedAt, a1.DrainUntil, a1.InService)
+			}
+			deadline := start.Add(tc.timeout)
+			if tc.timeout > 0 && !a1.EntryValid(entry, deadline.Add(-time.Nanosecond), true) {
+				t.Error("entry invalid before the draining timeout")
+			}
+			if a1.EntryValid(entry, deadline, true) || a1.EntryValid(entry, now.Add(2*time.Hour), true) {
+				t.Error("entry valid after the draining timeout")
+			}
+			// A later Compute keeps the deadline.
+			st2 := mustCompute(t, p, gs, []Backend{be("a1", "a", up, tc.mark(start)), be("a2", "a", up)}, st1, clk.Advance(time.Second))
+			if b := backendState(t, st2, "a1"); !b.DrainUntil.Equal(deadline) || b.DrainGen != a1.DrainGen {
+				t.Errorf("deadline moved to %v (gen %d → %d)", b.DrainUntil, a1.DrainGen, b.DrainGen)
+			}
+		})
+	}
+}
+
+func TestUndrain(t *testing.T) {
+	p := DefaultPolicy()
+	p.ConnectionDrainingTimeout = time.Minute
+	gs := []Group{primary("a")}
+	clk := newClock()
+	st0 := mustCompute(t, p, gs, []Backend{be("a1", "a", up)}, nil, clk.now)
+	old := backendState(t, st0, "a1").Stamp()
+	st1 := mustCompute(t, p, gs, []Backend{be("a1", "a", up, drained(time.Time{}))}, st0, clk.Advance(time.Second))
+	if st1.Tier != TierEmpty || !backendState(t, st1, "a1").DrainUntil.Equal(t0.Add(61*time.Second)) {
+		t.Fatalf("drain with zero time: tier %v until %v", st1.Tier, backendState(t, st1, "a1").DrainUntil)
+	}
+	st2 := mustCompute(t, p, gs, []Backend{be("a1", "a", up)}, st1, clk.Advance(2*time.Minute))
+	a1 := backendState(t, st2, "a1")
+	if names(st2.Eligible, false) != "a1" || a1.Admin != AdminActive || !a1.InService {
+		t.Fatalf("undrain: eligible %q", names(st2.Eligible, false))
+	}
+	if a1.EntryValid(old, clk.now, true) {
+		t.Error("entry from before the drain came back after undrain")
+	}
+	if !a1.EntryValid(a1.Stamp(), clk.now.Add(time.Hour), true) {
+		t.Error("new entry invalid after undrain")
+	}
+	// A second drain with timeout 0: the entries of the undrained period end now.
+	p.ConnectionDrainingTimeout = 0
+	fresh := a1.Stamp()
+	st3 := mustCompute(t, p, gs, []Backend{be("a1", "a", up, removed(clk.now))}, st2, clk.now)
+	a1 = backendState(t, st3, "a1")
+	if a1.EntryValid(fresh, clk.now, true) || a1.EntryValid(old, clk.now, true) {
+		t.Error("entries valid after removal with timeout 0")
+	}
+}
+
+// Two overlapping departures: an admin drain with timeout 0 during a
+// failover drain ends the old entries at once (the earlier deadline wins).
+func TestAdminDrainDuringFailoverDrain(t *testing.T) {
+	p := DefaultPolicy()
+	gs := pf()
+	clk := newClock()
+	st0 := mustCompute(t, p, gs, pfBackends(up, down, up), nil, clk.now)
+	entry := backendState(t, st0, "p1").Stamp()
+	st2 := mustCompute(t, p, gs, []Backend{be("p1", "p", down), be("p2", "p", down), be("f1", "f", up)}, st0, clk.Advance(time.Second))
+	if st2.Tier != TierFailover || backendState(t, st2, "p1").DrainReason != DrainFailover {
+		t.Fatalf("tier %v, p1 %v", st2.Tier, backendState(t, st2, "p1").DrainReason)
+	}
+	now := clk.Advance(time.Second)
+	st3 := mustCompute(t, p, gs, []Backend{be("p1", "p", down, drained(now)), be("p2", "p", down), be("f1", "f", up)}, st2, now)
+	p1 := backendState(t, st3, "p1")
+	if p1.DrainReason != DrainAdmin || !p1.DrainUntil.Equal(clk.now) {
+		t.Fatalf("p1 reason %v until %v, want ADMIN now", p1.DrainReason, p1.DrainUntil)
+	}
+	if p1.EntryValid(entry, clk.now, true) {
+		t.Error("entry valid after an admin drain with timeout 0")
+	}
+}
+
+// Unhealthy generations: an entry created before its backend went
+// unhealthy is invalid after recovery unless it persists; an entry created
+// while the backend was unhealthy (a replacement in last resort) survives
+// recovery.
+func TestUnhealthyGeneration(t *testing.T) {
+	p := DefaultPolicy()
+	gs := []Group{primary("a")}
+	clk := newClock()
+	st0 := mustCompute(t, p, gs, []Backend{be("a1", "a", up), be("a2", "a", up)}, nil, clk.now)
+	beforeA1 := backendState(t, st0, "a1").Stamp()
+
+	st1 := mustCompute(t, p, gs, []Backend{be("a1", "a", down), be("a2", "a", up)}, st0, clk.Advance(time.Second))
+	a1 := backendState(t, st1, "a1")
+	if a1.UnhealthyGen != 1 {
+		t.Fatalf("UnhealthyGen %d after healthy → unhealthy, want 1", a1.UnhealthyGen)
+	}
+	if a1.EntryValid(beforeA1, clk.now, false) {
+		t.Error("entry valid on unhealthy backend without persistence")
+	}
+	if !a1.EntryValid(beforeA1, clk.now, true) {
+		t.Error("persisting entry invalid on unhealthy backend")
+	}
+	// The replacement goes to a2 and is stamped there.
+	replacement := backendState(t, st1, "a2").Stamp()
+
+	st2 := mustCompute(t, p, gs, []Backend{be("a1", "a", up), be("a2", "a", up)}, st1, clk.Advance(time.Second))
+	if a1 := backendState(t, st2, "a1"); a1.UnhealthyGen != 1 || a1.EntryValid(beforeA1, clk.now, false) {
+		t.Errorf("after recovery: gen %d, the removed entry came back", a1.UnhealthyGen)
+	}
+	if !backendState(t, st2, "a2").EntryValid(replacement, clk.now, false) {
+		t.Error("replacement entry invalid after the old backend recovered")
+	}
+
+	// All down: last resort entries on a1, stamped while unhealthy, survive recovery.
+	st3 := mustCompute(t, p, gs, []Backend{be("a1", "a", down), be("a2", "a", down)}, st2, clk.Advance(time.Second))
+	lastResort := backendState(t, st3, "a1").Stamp()
+	st4 := mustCompute(t, p, gs, []Backend{be("a1", "a", up), be("a2", "a", down)}, st3, clk.Advance(time.Second))
+	if !backendState(t, st4, "a1").EntryValid(lastResort, clk.now, false) {
+		t.Error("entry created while unhealthy invalid after recovery")
+	}
+	if g := backendState(t, st4, "a1").UnhealthyGen; g != 2 {
+		t.Errorf("a1 UnhealthyGen %d, want 2", g)
+	}
+
+	// Healthy → unknown counts; unknown → unhealthy does not.
+	st5 := mustCompute(t, p, gs, []Backend{be("a1", "a", unknown), be("a2", "a", down)}, st4, clk.Advance(time.Second))
+	st6 := mustCompute(t, p, gs, []Backend{be("a1", "a", down), be("a2", "a", down)}, st5, clk.Advance(time.Second))
+	if g5, g6 := backendState(t, st5, "a1").UnhealthyGen, backendState(t, st6, "a1").UnhealthyGen; g5 != 3 || g6 != 3 {
+		t.Errorf("UnhealthyGen %d, %d; want 3, 3", g5, g6)
+	}
+	// A new backend starts at generation 0 whatever its health.
+	if g := backendState(t, mustCompute(t, p, gs, []Backend{be("a9", "a", down)}, st6, clk.now), "a9").UnhealthyGen; g != 0 {
+		t.Errorf("new backend UnhealthyGen %d", g)
+	}
+}
+
+func TestEntryValidAllocs(t *testing.T) {
+	st := mustCompute(t, DefaultPolicy(), []Group{primary("a")}, []Backend{be("a1", "a", up)}, nil, t0)
+	b := backendState(t, st, "a1")
+	s := b.Stamp()
+	var sink bool
+	if n := testing.AllocsPerRun(100, func() { sink = b.EntryValid(s, t0, false) }); n != 0 {
+		t.Errorf("EntryValid allocates %v times per call", n)
+	}
+	_ = sink
+}
