@@ -32,7 +32,9 @@ func be(name, group string, h Health, opts ...func(*Backend)) Backend {
 	return b
 }
 
-func weight(w uint32) func(*Backend) { return func(b *Backend) { b.Weight, b.WeightState = w, WeightOK } }
+func weight(w uint32) func(*Backend) {
+	return func(b *Backend) { b.Weight, b.WeightState = w, WeightOK }
+}
 
 func weightState(s WeightState, w uint32) func(*Backend) {
 	return func(b *Backend) { b.Weight, b.WeightState = w, s }
@@ -48,7 +50,9 @@ func removed(at time.Time) func(*Backend) {
 
 func primary(name string) Group { return Group{Name: name, Role: RolePrimary, CapacityScaler: 1} }
 
-func failoverGroup(name string) Group { return Group{Name: name, Role: RoleFailover, CapacityScaler: 1} }
+func failoverGroup(name string) Group {
+	return Group{Name: name, Role: RoleFailover, CapacityScaler: 1}
+}
 
 const (
 	up      = HealthHealthy
