@@ -1,0 +1,265 @@
+package config
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Config is one validated appliance configuration: xlb.toml plus every rule
+// file. Load returns it only when nothing is wrong; it is immutable after
+// Load (the daemon shares it between goroutines without copying).
+type Config struct {
+	Path string // the xlb.toml that was loaded, as given to Load
+	Dir  string // its directory; relative paths in the file are relative to it
+
+	Interface       string
+	Queues          Queues
+	XDPMode         XDPMode
+	BindMode        BindMode
+	HashSeed        uint64
+	HashSeedSet     bool // false: the public default seed is in use (Load warns)
+	MaglevTableSize int
+	RulesDir        string // resolved against Dir
+	StateFile       string // resolved against Dir
+	ControlSocket   string // resolved against Dir
+	MetricsListen   string // host:port; "" disables the metrics endpoint
+	Conntrack       Conntrack
+
+	Rules []Rule // sorted by file name
+}
+
+// Queues is the queues key: "all", a count (queues 0..Count-1) or a list.
+type Queues struct {
+	All   bool
+	Count int
+	List  []int // sorted, unique
+}
+
+// Conntrack is the [conntrack] table.
+type Conntrack struct {
+	MaxEntries int // whole appliance, split evenly over the queues
+}
+
+// Rule is one forwarding rule (one file in rules_dir).
+type Rule struct {
+	File string // as shown in messages, e.g. "rules.d/web.toml"
+
+	Name     string
+	VIP      netip.Addr
+	Protocol Protocol
+	Ports    Ports
+
+	SessionAffinity           Affinity
+	LocalityLBPolicy          LBPolicy
+	ConnectionDrainingTimeout time.Duration
+	FragmentTracking          bool
+	AutoCapacityDrain         bool
+
+	ConnectionTracking ConnectionTracking
+	Failover           Failover
+	HealthCheck        HealthCheck
+	Encap              Encap
+	ZonalAffinity      ZonalAffinity
+
+	Groups []Group // in file order
+}
+
+// Ports is a rule's port set: All, or a list of inclusive ranges.
+type Ports struct {
+	All    bool
+	Ranges []PortRange // sorted, non-overlapping
+}
+
+// PortRange is an inclusive range; First == Last for a single port.
+type PortRange struct{ First, Last uint16 }
+
+// Contains reports whether port p is in the set.
+func (ps Ports) Contains(p uint16) bool {
+	if ps.All {
+		return true
+	}
+	for _, r := range ps.Ranges {
+		if p >= r.First && p <= r.Last {
+			return true
+		}
+	}
+	return false
+}
+
+// ConnectionTracking is the [connection_tracking] table.
+type ConnectionTracking struct {
+	TrackingMode           TrackingMode
+	PersistenceOnUnhealthy Persistence
+	IdleTimeout            time.Duration
+}
+
+// Failover is the [failover] table.
+type Failover struct {
+	Ratio                     float64
+	DropTrafficIfUnhealthy    bool
+	ConnectionDrainOnFailover bool
+	FailoverDrainTimeout      time.Duration
+	FailbackDelay             time.Duration
+}
+
+// HealthCheck is the [health_check] table.
+type HealthCheck struct {
+	Type               HealthCheckType
+	Port               uint16
+	RequestPath        string // HTTP and HTTPS
+	Host               string // HTTP Host / TLS SNI; "" = the backend's address
+	Interval           time.Duration
+	Timeout            time.Duration
+	HealthyThreshold   int
+	UnhealthyThreshold int
+}
+
+// Encap is the [encap] table.
+type Encap struct {
+	Type    EncapType
+	GUEPort uint16
+}
+
+// ZonalAffinity is the [zonal_affinity] table.
+type ZonalAffinity struct {
+	Mode           ZonalMode
+	SpilloverRatio float64
+	Clients        []ClientZone // sorted by prefix; longest prefix wins at run time
+}
+
+// ClientZone maps clients whose source address is in Prefix to Zone.
+type ClientZone struct {
+	Prefix netip.Prefix
+	Zone   string
+}
+
+// Group is one [[group]] element.
+type Group struct {
+	Name           string
+	Role           Role
+	Zone           string
+	CapacityScaler float64
+	Preferred      bool
+	Backends       []Backend
+}
+
+// Backend is one backend address with an optional static weight.
+type Backend struct {
+	Addr      netip.Addr
+	Weight    uint16 // static weight 0..MaxWeight, when HasWeight
+	HasWeight bool
+}
+
+// Limits and defaults. The defaults follow DESIGN §3/§4 and, where the
+// design is silent, GCP's documented defaults.
+const (
+	DefaultHashSeed        = 0x5eed
+	DefaultMaglevTableSize = 65537
+	MaxMaglevTableSize     = 1 << 24 // a table per rule and zone view: bound the memory
+	MaglevBackendFactor    = 100     // table size ≥ 100 × backends keeps shares within ~1 %
+	DefaultMaxEntries      = 1 << 20
+	MinMaxEntries          = 1024
+	MaxMaxEntries          = 1 << 30
+	MaxQueues              = 1024
+
+	DefaultIdleTimeout          = 60 * time.Second
+	MaxIdleTimeout              = 24 * time.Hour
+	DefaultFailoverDrainTimeout = 10 * time.Minute
+	MaxFailoverDrainTimeout     = time.Hour
+	MaxFailbackDelay            = time.Hour
+	MaxDrainingTimeout          = 3600 * time.Second
+
+	DefaultInterval    = 5 * time.Second
+	DefaultTimeout     = 5 * time.Second
+	MinProbeTime       = time.Second
+	MaxProbeTime       = 300 * time.Second
+	DefaultThreshold   = 2
+	MaxThreshold       = 10
+	DefaultRequestPath = "/"
+
+	DefaultGUEPort   = 6080
+	MaxWeight        = 1000 // as the weight header (X-Load-Balancing-Endpoint-Weight)
+	MaxGroupsPerRole = 50
+
+	DefaultRulesDir      = "rules.d"
+	DefaultStateFile     = "/var/lib/xlb/state.toml"
+	DefaultControlSocket = "/run/xlb/xlb.sock"
+	DefaultMetricsListen = "127.0.0.1:9641"
+)
+
+// Default returns the appliance settings used for every key xlb.toml leaves
+// out. Interface has no default (it is required).
+func Default() Config {
+	return Config{
+		Queues:          Queues{All: true},
+		XDPMode:         XDPAuto,
+		BindMode:        BindAuto,
+		HashSeed:        DefaultHashSeed,
+		MaglevTableSize: DefaultMaglevTableSize,
+		RulesDir:        DefaultRulesDir,
+		StateFile:       DefaultStateFile,
+		ControlSocket:   DefaultControlSocket,
+		MetricsListen:   DefaultMetricsListen,
+		Conntrack:       Conntrack{MaxEntries: DefaultMaxEntries},
+	}
+}
+
+// DefaultRule returns the values of every optional rule key. Name, VIP,
+// ports, the health check type and the groups have no default.
+func DefaultRule() Rule {
+	return Rule{
+		Protocol:         ProtocolTCP,
+		SessionAffinity:  AffinityNone,
+		LocalityLBPolicy: Maglev,
+		ConnectionTracking: ConnectionTracking{
+			TrackingMode:           PerConnection,
+			PersistenceOnUnhealthy: PersistDefaultForProtocol,
+			IdleTimeout:            DefaultIdleTimeout,
+		},
+		Failover: Failover{
+			ConnectionDrainOnFailover: true,
+			FailoverDrainTimeout:      DefaultFailoverDrainTimeout,
+		},
+		HealthCheck: HealthCheck{
+			RequestPath:        DefaultRequestPath,
+			Interval:           DefaultInterval,
+			Timeout:            DefaultTimeout,
+			HealthyThreshold:   DefaultThreshold,
+			UnhealthyThreshold: DefaultThreshold,
+		},
+		Encap:         Encap{Type: EncapIPIP, GUEPort: DefaultGUEPort},
+		ZonalAffinity: ZonalAffinity{Mode: ZonalDisabled},
+	}
+}
+
+// DefaultGroup returns the values of a [[group]]'s optional keys.
+func DefaultGroup() Group {
+	return Group{Role: RolePrimary, CapacityScaler: 1.0}
+}
+
+// Backends returns every backend of the rule with its group, in file order.
+func (r *Rule) Backends() []GroupBackend {
+	var out []GroupBackend
+	for gi := range r.Groups {
+		for bi := range r.Groups[gi].Backends {
+			out = append(out, GroupBackend{Group: &r.Groups[gi], Backend: r.Groups[gi].Backends[bi]})
+		}
+	}
+	return out
+}
+
+// GroupBackend is a backend with the group it belongs to.
+type GroupBackend struct {
+	Group *Group
+	Backend
+}
+
+// Rule returns the rule with the given name, or nil.
+func (c *Config) Rule(name string) *Rule {
+	for i := range c.Rules {
+		if c.Rules[i].Name == name {
+			return &c.Rules[i]
+		}
+	}
+	return nil
+}

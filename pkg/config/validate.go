@@ -1,0 +1,80 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// crossCheck applies the rules between files: unique rule names, no two
+// rules matching the same VIP/protocol/port, a Maglev table large enough
+// for the largest rule, and a state file that cannot be mistaken for a rule
+// file. It then stores the rules in the Config.
+func (l *loader) crossCheck() {
+	names := map[string]*ruleSrc{}
+	largest, largestRule := 0, ""
+	for k, rs := range l.rules {
+		r := &rs.rule
+		if prev, dup := names[r.Name]; dup {
+			rs.f.errorf("name", "%q is also the name of %s", r.Name, prev.rule.File)
+		} else {
+			names[r.Name] = rs
+		}
+		if n := len(r.Backends()); n > largest {
+			largest, largestRule = n, r.Name
+		}
+		for _, o := range l.rules[:k] {
+			l.checkOverlap(o, rs)
+		}
+		l.cfg.Rules = append(l.cfg.Rules, *r)
+	}
+	if need := MaglevBackendFactor * largest; l.cfg.MaglevTableSize < need {
+		l.main.errorf("maglev_table_size", "%d is smaller than %d × %d backends of rule %q (%d); use a prime ≥ %d, e.g. %d",
+			l.cfg.MaglevTableSize, MaglevBackendFactor, largest, largestRule, need, need, nextPrime(int64(need-1)))
+	}
+	if sf := filepath.Clean(l.cfg.StateFile); filepath.Dir(sf) == filepath.Clean(l.cfg.RulesDir) && strings.HasSuffix(sf, ".toml") {
+		l.main.errorf("state_file", "%s is inside rules_dir and would be read as a rule file", l.cfg.StateFile)
+	} else if sf == filepath.Clean(l.cfg.Path) {
+		l.main.errorf("state_file", "%s is the configuration file itself; xlb writes the state file", l.cfg.StateFile)
+	}
+}
+
+// checkOverlap reports b (the later file) when a packet could match both a
+// and b: same VIP, protocols that overlap (L3_DEFAULT overlaps every
+// protocol) and ports that intersect (ALL intersects every port).
+func (l *loader) checkOverlap(a, b *ruleSrc) {
+	if !a.vipOK || !b.vipOK || !a.portsOK || !b.portsOK || a.rule.VIP != b.rule.VIP {
+		return
+	}
+	ra, rb := &a.rule, &b.rule
+	if ra.Protocol != rb.Protocol && ra.Protocol != ProtocolL3Default && rb.Protocol != ProtocolL3Default {
+		return
+	}
+	where := fmt.Sprintf("rule %q (%s)", ra.Name, ra.File)
+	if ra.Protocol == ProtocolL3Default || rb.Protocol == ProtocolL3Default {
+		b.f.errorf("protocol", "%s on %s overlaps %s %s: an L3_DEFAULT rule takes every packet to its VIP", rb.Protocol, rb.VIP, where, ra.Protocol)
+		return
+	}
+	if p, ok := firstCommonPort(ra.Ports, rb.Ports); ok {
+		b.f.errorf("ports", "%s overlaps %s on %s %s (port %d)", rb.Ports, where, rb.VIP, rb.Protocol, p)
+	}
+}
+
+func firstCommonPort(a, b Ports) (uint16, bool) {
+	switch {
+	case a.All && b.All:
+		return 1, true
+	case a.All:
+		return b.Ranges[0].First, true
+	case b.All:
+		return a.Ranges[0].First, true
+	}
+	for _, x := range a.Ranges {
+		for _, y := range b.Ranges {
+			if x.First <= y.Last && y.First <= x.Last {
+				return max(x.First, y.First), true
+			}
+		}
+	}
+	return 0, false
+}
