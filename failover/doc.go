@@ -1,0 +1,142 @@
+// Package failover is the eligible-set engine of a forwarding rule: health,
+// weight, role, admin state, capacity and zone in; the eligible tier, the
+// members with their Maglev weights, one view per client zone, and the data
+// the dataplane needs to decide whether a conntrack entry is still valid
+// out (DESIGN §3).
+//
+// # Ownership and threading
+//
+// Compute is a pure function: plain values in, a new immutable *State
+// out, time passed as now (tests drive it with a fake clock). It runs on
+// the control-plane goroutine on every health, weight, role, admin,
+// membership or config change, and again at State.NextCompute when a
+// timer is pending (failback delay, undrain hold, drain deadlines). The
+// previous State of the same rule is its only memory: pass it back as
+// prev. It never runs on the packet path, never blocks a worker and
+// allocates freely. The control plane builds Maglev tables from
+// State.Eligible (and State.Zones) and publishes them in a snapshot.
+//
+// Two functions are meant for the packet path and allocate nothing:
+// Persists (the persistence table) and BackendState.EntryValid (or the
+// same three comparisons inlined on the dataplane's copy of the fields).
+//
+// # Backend states
+//
+//	             health check                      CLI / config
+//	UNKNOWN ──pass──▶ HEALTHY ◀──────▶ UNHEALTHY     ACTIVE ──drain / remove──▶ DEPARTED
+//	   ▲  (start)        │ healthy → not healthy:       ▲   (DrainGen++, entries    │
+//	   └─────────────────┘ UnhealthyGen++               │    until start+timeout)   │
+//	                                                    └──────── undrain ──────────┘
+//	in service = ACTIVE ∧ group capacity > 0 ∧ group not auto-drained
+//	usable     = in service ∧ HEALTHY ∧ (WEIGHTED_MAGLEV ⇒ weight > 0)
+//
+// # Tier transitions (failover groups present)
+//
+//	            primaries below the ratio, failover usable
+//	PRIMARY ──────────────────────────────────────────────▶ FAILOVER
+//	   ▲ ◀──── primaries fine again, held for failback_delay ──── │
+//	   │                                                         │ no usable failover,
+//	   │ primaries fine again (immediate)                        │ usable primaries
+//	   └────────────── PRIMARY_FALLBACK ◀────────────────────────┘
+//	        (also straight from PRIMARY: below the ratio, no usable failover)
+//
+//	any tier ── nothing usable ──▶ LAST_RESORT (all primaries in service)
+//	                          or ▶ EMPTY (drop_traffic_if_unhealthy, or nothing in service)
+//	"primaries fine" = usable primaries ≥ 1 and usable/all primaries ≥ ratio
+//
+// Every change of tier is an Event. A change between the primary side
+// (PRIMARY, PRIMARY_FALLBACK, LAST_RESORT) and the failover side
+// (FAILOVER), possibly through EMPTY, is a switch: with
+// connection_drain_on_failover = false it increments State.FlushGen (the
+// dataplane compares it with the rule generation of each entry); with true
+// every backend that was in the last non-empty eligible set and is not in
+// the new one departs with failover_drain_timeout.
+//
+// # Conntrack validity
+//
+// An entry records the rule's FlushGen and its backend's Stamp (UnhealthyGen,
+// DrainGen) when it is created. It is valid while
+//
+//	entry.FlushGen == State.FlushGen
+//	∧ (entry.UnhealthyGen == b.UnhealthyGen ∨ Persists(policy, mode, affinity, proto))
+//	∧ (entry.DrainGen == b.DrainGen ∨ (entry.DrainGen ≥ b.DrainFloor ∧ now < b.DrainUntil))
+//
+// so invalidation is O(1) and lazy: entries removed while a backend was
+// unhealthy do not come back when it recovers, replacement entries (and
+// entries created while it was unhealthy, in last resort) survive the
+// recovery, and entries of a drained backend do not come back when it is
+// undrained.
+//
+// # Decisions (where DESIGN and the seeds are silent)
+//
+//   - Health UNKNOWN (no verdict yet) counts as not healthy everywhere, as
+//     GCP and Envoy start probes DOWN until proven. HEALTHY → UNKNOWN
+//     increments UnhealthyGen; UNKNOWN → UNHEALTHY does not. A backend
+//     seen for the first time starts at generation 0.
+//   - Weights are used only with WEIGHTED_MAGLEV. A weight whose state is
+//     not OK counts as 0 (DESIGN), whatever the Weight field says; an OK
+//     weight above 1000 is an input error.
+//   - Failover with weights (seeds open question D.1): usable = healthy, in
+//     service and weight > 0 on both sides, and the ratio is usable primaries
+//     over all configured primaries. Setting the primaries' weight to 0 is
+//     thus a way to fail over for patching, as the seeds describe. Last
+//     resort: primaries in service with weight > 0 at their weights, else all
+//     primaries in service at equal weights.
+//   - "All primaries" in the ratio counts configured (not removed) primaries,
+//     including drained ones and those of capacity-0 or auto-drained groups:
+//     taking capacity away counts against the ratio.
+//   - Last resort never includes backends that are drained, removed, or in a
+//     capacity-0 or auto-drained group ("no new connections" means it); if
+//     nothing else is left the tier is EMPTY even without
+//     drop_traffic_if_unhealthy.
+//   - Without failover groups drop_traffic_if_unhealthy has no effect (it is
+//     part of the failover policy, DESIGN §3); the config check should warn.
+//     Tier is PRIMARY when there are usable backends, else LAST_RESORT (the
+//     weighted sets 2–4 are reported in State.WeightSet).
+//   - Maglev weights: base weight (the reported weight, or 1 where DESIGN
+//     says equal weights or without WEIGHTED_MAGLEV) times the group's
+//     capacity scaler in thousandths (any scaler > 0 keeps at least 1/1000),
+//     then divided by the GCD of the set: equal weights come out as 1, and a
+//     scaler 0.5 on weight 1 gives 1 against 2 for weight 1 at scaler 1.
+//     Zone views are reduced on their own. Equal-weight sets still honour
+//     the capacity scaler.
+//   - Failback hysteresis applies only to FAILOVER → PRIMARY while failover
+//     backends are still usable: it waits until the primaries' condition has
+//     held for failback_delay (State.FailbackPendingSince). Leaving the
+//     primaries, and any move forced by the failover side becoming unusable,
+//     is immediate.
+//   - Departures (failover drain, CLI drain, removal) share one generation
+//     per backend. The drain start is the time given in the input (the CLI
+//     command, the config reload), clamped to now; a zero time means now. A
+//     changed timeout applies to later departures. When a departure starts
+//     while older entries are still draining, the earlier deadline wins for
+//     all entries of older generations (never longer than promised; entries
+//     made between two overlapping departures may be cut short). Drained then
+//     removed keeps the drain's deadline.
+//   - Removed backends stay in State.Backends while the caller still passes
+//     them; it may drop them (and reuse their slot ID) once now ≥ DrainUntil.
+//   - Capacity scaler 0 and auto capacity drain stop new connections but do
+//     not start a departure: existing entries run on until idle.
+//   - Preferred groups narrow PRIMARY, FAILOVER, PRIMARY_FALLBACK and the
+//     first weighted set to the usable members of preferred groups when
+//     there is one; they do not change the ratio nor last resort.
+//   - Auto capacity drain: share = healthy / configured members of a group
+//     (admin state ignored; empty groups never drain). Drain below 25 %,
+//     undrain once ≥ 35 % has held for 60 s. At most floor(50 % × groups of
+//     the rule) are drained, so a rule with one group never drains it. When
+//     the cap binds, drained groups keep their place and leave only by the
+//     undrain rule; new candidates drain lowest share first, then by name.
+//     If groups disappear and the drained ones exceed the cap, the
+//     healthiest are released first.
+//   - Zonal affinity (SPILL_CROSS_ZONE): a zone keeps its own members when
+//     it has ≥ 1 usable eligible member and usable/all ≥ spillover ratio,
+//     "all" being the zone's configured backends of the active side;
+//     otherwise the whole eligible set. STAY_WITHIN_ZONE keeps the zone's
+//     usable eligible members, else its eligible members, else nothing (new
+//     connections from that zone are dropped). Views exist for every zone
+//     named by a group or a client prefix; clients without a zone use
+//     State.Eligible. ZoneOf is a longest-prefix match for the control
+//     plane; the dataplane builds its own lookup.
+//   - Events: a tier change (including the first, from NONE), a group auto
+//     drained or undrained. State.History keeps the last MaxHistory.
+package failover
