@@ -1,0 +1,216 @@
+package conntrack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/xlbnet/xlb/hash"
+)
+
+// Filter selects entries for Control.Count, List and Flush. The zero
+// Filter selects every entry.
+type Filter struct {
+	ByRule    bool
+	Rule      uint16
+	ByBackend bool
+	Backend   uint32
+}
+
+func (f *Filter) match(rule uint16, backend uint32) bool {
+	return (!f.ByRule || rule == f.Rule) && (!f.ByBackend || backend == f.Backend)
+}
+
+// Record is one listed entry.
+type Record struct {
+	Key         hash.Key
+	Rule        uint16
+	Value       Value
+	Unconfirmed bool  // created by a SYN, not yet confirmed
+	ExpiresIn   Ticks // time left before the entry expires, as of the walk
+}
+
+type op uint8
+
+const (
+	opCount op = iota
+	opList
+	opFlush
+	opStats
+)
+
+// request is one Control call in flight. The requester fills the inputs,
+// the worker the outputs, and closing done publishes the outputs back.
+type request struct {
+	op     op
+	filter Filter
+
+	cursor  int      // next slot to examine (worker-owned)
+	out     []Record // opList: pre-sized by the requester, filled up to cap
+	matched int
+	stats   Stats
+	done    chan struct{}
+}
+
+// Control is the off-path handle of a Table for the CLI and metrics: list,
+// count and flush by rule or backend, counters and the entry count. Its
+// methods are safe for concurrent use from any goroutine except the
+// table's worker (which would wait for itself).
+//
+// Protocol: a caller takes Control's mutex, publishes its request with one
+// atomic store into the table's mailbox, and waits for the request's done
+// channel. The worker calls Table.Serve between batches; Serve makes one
+// atomic load and, when a request is pending, works on it for a bounded
+// number of slots, so a request over a large table is spread over many
+// batches and never stalls one. When the walk is complete the worker
+// clears the mailbox (compare-and-swap) and closes done; the channel close
+// orders the worker's writes before the caller's reads. A caller whose
+// context ends withdraws its request by compare-and-swapping the mailbox
+// back to nil and returns; a flush it withdrew may have been partly done.
+// A walk is not a snapshot: entries inserted or removed by the worker
+// between two batches of the walk may or may not be seen.
+type Control struct {
+	mu sync.Mutex
+	t  *Table
+}
+
+// Control returns the table's off-path handle.
+func (t *Table) Control() *Control { return &t.control }
+
+// Len returns the number of slots in use as of the worker's last Serve or
+// Sweep (at most one batch old while the worker runs). It makes one atomic
+// load.
+func (c *Control) Len() int { return int(c.t.published.Load()) }
+
+// Cap returns the table's number of slots.
+func (c *Control) Cap() int { return c.t.Cap() }
+
+// ErrLimit says a List limit is out of range.
+var ErrLimit = errors.New("list limit out of range")
+
+// Count returns how many live entries f selects.
+func (c *Control) Count(ctx context.Context, f Filter) (int, error) {
+	r := &request{op: opCount, filter: f}
+	if err := c.do(ctx, r); err != nil {
+		return 0, fmt.Errorf("count conntrack entries: %w", err)
+	}
+	return r.matched, nil
+}
+
+// List returns up to limit live entries that f selects, and how many it
+// selects in all.
+func (c *Control) List(ctx context.Context, f Filter, limit int) ([]Record, int, error) {
+	if limit < 0 || limit > c.t.Cap() {
+		return nil, 0, fmt.Errorf("list conntrack entries: %w: %d", ErrLimit, limit)
+	}
+	r := &request{op: opList, filter: f, out: make([]Record, 0, limit)}
+	if err := c.do(ctx, r); err != nil {
+		return nil, 0, fmt.Errorf("list conntrack entries: %w", err)
+	}
+	return r.out, r.matched, nil
+}
+
+// Flush removes the entries f selects (expired or not) and returns how
+// many it removed.
+func (c *Control) Flush(ctx context.Context, f Filter) (int, error) {
+	r := &request{op: opFlush, filter: f}
+	if err := c.do(ctx, r); err != nil {
+		return 0, fmt.Errorf("flush conntrack entries: %w", err)
+	}
+	return r.matched, nil
+}
+
+// Stats returns a copy of the table's counters as of one worker batch.
+func (c *Control) Stats(ctx context.Context) (Stats, error) {
+	r := &request{op: opStats}
+	if err := c.do(ctx, r); err != nil {
+		return Stats{}, fmt.Errorf("read conntrack stats: %w", err)
+	}
+	return r.stats, nil
+}
+
+func (c *Control) do(ctx context.Context, r *request) error {
+	r.done = make(chan struct{})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.t.mail.Store(r)
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		if c.t.mail.CompareAndSwap(r, nil) {
+			return ctx.Err()
+		}
+		// The worker finished in the meantime.
+		<-r.done
+		return nil
+	}
+}
+
+// Serve publishes the entry count and works on a pending Control request
+// for at most budget slots. The worker calls it once between batches; it
+// costs one atomic store and one atomic load when nothing is pending.
+func (t *Table) Serve(now Time, budget int) {
+	t.published.Store(int64(t.n))
+	r := t.mail.Load()
+	if r == nil {
+		return
+	}
+	if r.op == opStats {
+		r.stats = t.stats
+		t.finish(r)
+		return
+	}
+	total := len(t.buckets) * Ways
+	end := min(r.cursor+max(budget, 1), total)
+	for c := r.cursor; c < end; c++ {
+		b := &t.buckets[c/Ways]
+		i := c % Ways
+		if b.tags[i] == 0 {
+			continue
+		}
+		e := &b.slots[i]
+		if !r.filter.match(e.rule, e.backend) {
+			continue
+		}
+		if r.op != opFlush && !now.Before(b.expires[i]) {
+			continue // expired, waiting for Sweep or a Lookup to reclaim it
+		}
+		switch r.op {
+		case opCount:
+			r.matched++
+		case opList:
+			r.matched++
+			if len(r.out) < cap(r.out) {
+				left := b.expires[i].Sub(now)
+				r.out = append(r.out, Record{
+					Key:         e.key,
+					Rule:        e.rule,
+					Value:       e.Value(),
+					Unconfirmed: b.flags[i]&flagUnconfirmed != 0,
+					ExpiresIn:   Ticks(max(left, 0)),
+				})
+			}
+		case opFlush:
+			b.clear(i)
+			t.n--
+			t.stats.Flushed++
+			r.matched++
+		}
+	}
+	r.cursor = end
+	if end == total {
+		t.published.Store(int64(t.n))
+		t.finish(r)
+	}
+}
+
+func (t *Table) finish(r *request) {
+	if t.mail.CompareAndSwap(r, nil) {
+		close(r.done)
+	}
+}

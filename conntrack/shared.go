@@ -1,0 +1,304 @@
+package conntrack
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/xlbnet/xlb/hash"
+)
+
+// SharedWays is the number of slots in one bucket of a Shared table.
+const SharedWays = 8
+
+// sharedReadTries bounds how often Get retries a bucket that writers keep
+// changing; after that it reports a miss, which costs the caller a
+// re-hash, never a wrong answer.
+const sharedReadTries = 4
+
+// refreshStep rate-limits the expiry refresh of Shared.Get: an entry's
+// deadline is moved only when that gains at least one second, so a
+// session hit from several queues writes its bucket's first cache line
+// about once a second, not once per packet.
+const refreshStep = TicksPerSecond
+
+// sharedBucket is one 512-byte bucket: a header line (sequence, tags,
+// deadlines) and 8 slots of 7 words. Every field is accessed atomically,
+// so the seqlock protocol is visible to the race detector.
+type sharedBucket struct {
+	seq     atomic.Uint64                // even: stable; odd: a writer holds the bucket
+	tags    [2]atomic.Uint64             // 8 × 16-bit tags, slot i in word i/4 at bits 16*(i%4); 0 = empty
+	expires [SharedWays]atomic.Uint32    // Time from which the slot is dead
+	_       uint64                       // pad the header to 64 bytes
+	slots   [SharedWays][7]atomic.Uint64 // packKey words 0-4, Backend|RuleGen<<32, BackendGen
+}
+
+// Shared is a fixed-size table that several workers read and write at
+// once: PER_SESSION sessions (2/3-tuple keys whose connections arrive on
+// different queues) and fragment tracking (see FragmentKey). It is
+// bucketised (8-way) over one fixed arena; readers take no lock (seqlock:
+// they read a bucket between two equal, even sequence numbers and retry
+// otherwise); writers take a per-bucket try-lock (a compare-and-swap that
+// makes the sequence odd) and never wait for it: a Set that finds its
+// bucket held returns false and the caller forwards the packet on its
+// hash. Get never returns another key's value: the whole key and value are
+// read between the two sequence checks.
+//
+// All methods are safe for concurrent use.
+type Shared struct {
+	buckets  []sharedBucket
+	nBuckets uint64
+	seed     uint64
+}
+
+// NewShared returns a Shared table with room for maxEntries entries
+// (rounded up to a whole bucket). seed keys the bucket hash.
+func NewShared(maxEntries int, seed uint64) (*Shared, error) {
+	if maxEntries < 1 || maxEntries > maxTableEntries {
+		return nil, fmt.Errorf("new shared conntrack table: %w: %d (want 1..%d)", ErrMaxEntries, maxEntries, maxTableEntries)
+	}
+	nb := (maxEntries + SharedWays - 1) / SharedWays
+	return &Shared{buckets: make([]sharedBucket, nb), nBuckets: uint64(nb), seed: seed}, nil
+}
+
+// Cap returns the number of slots.
+func (s *Shared) Cap() int { return len(s.buckets) * SharedWays }
+
+// FragmentKey returns the key under which fragment tracking remembers the
+// backend of one IP datagram: a 3-tuple key whose port fields carry the IP
+// identification (high 16 bits in SrcPort, low 16 in DstPort). Such keys
+// live only in a fragment table, so they never meet flow keys.
+func FragmentKey(src, dst [16]byte, proto uint8, id uint32) hash.Key {
+	return hash.Key{Src: src, Dst: dst, Proto: proto, Kind: hash.Tuple3, SrcPort: uint16(id >> 16), DstPort: uint16(id)}
+}
+
+// packKey packs (k, rule) into 5 words; the rule fills Key's 2 padding
+// bytes.
+func packKey(k *hash.Key, rule uint16) [5]uint64 {
+	return [5]uint64{
+		binary.LittleEndian.Uint64(k.Src[0:8]),
+		binary.LittleEndian.Uint64(k.Src[8:16]),
+		binary.LittleEndian.Uint64(k.Dst[0:8]),
+		binary.LittleEndian.Uint64(k.Dst[8:16]),
+		uint64(k.SrcPort) | uint64(k.DstPort)<<16 | uint64(k.Proto)<<32 | uint64(k.Kind)<<40 | uint64(rule)<<48,
+	}
+}
+
+func unpackKey(w *[7]atomic.Uint64) (hash.Key, uint16) {
+	var k hash.Key
+	binary.LittleEndian.PutUint64(k.Src[0:8], w[0].Load())
+	binary.LittleEndian.PutUint64(k.Src[8:16], w[1].Load())
+	binary.LittleEndian.PutUint64(k.Dst[0:8], w[2].Load())
+	binary.LittleEndian.PutUint64(k.Dst[8:16], w[3].Load())
+	w4 := w[4].Load()
+	k.SrcPort, k.DstPort = uint16(w4), uint16(w4>>16)
+	k.Proto, k.Kind = uint8(w4>>32), hash.TupleKind(w4>>40)
+	return k, uint16(w4 >> 48)
+}
+
+func (s *Shared) where(k *hash.Key, rule uint16) (*sharedBucket, uint16) {
+	h := hash.Sum64(k, s.seed^uint64(rule)*0x9E3779B97F4A7C15)
+	tag := uint16(h>>16) ^ uint16(h>>48)
+	if tag == 0 {
+		tag = 1
+	}
+	return &s.buckets[(h&math.MaxUint32)*s.nBuckets>>32], tag
+}
+
+// find returns the slot of kw in b, or -1. The caller validates the
+// result with the bucket's sequence.
+func (b *sharedBucket) find(tag uint16, kw *[5]uint64) int {
+	tags := [2]uint64{b.tags[0].Load(), b.tags[1].Load()}
+	for i := range SharedWays {
+		if uint16(tags[i/4]>>(16*(i%4))) != tag {
+			continue
+		}
+		w := &b.slots[i]
+		if w[0].Load() == kw[0] && w[1].Load() == kw[1] && w[2].Load() == kw[2] &&
+			w[3].Load() == kw[3] && w[4].Load() == kw[4] {
+			return i
+		}
+	}
+	return -1
+}
+
+func (b *sharedBucket) tag(i int) uint16 { return uint16(b.tags[i/4].Load() >> (16 * (i % 4))) }
+
+// setTag is called only by the bucket's writer.
+func (b *sharedBucket) setTag(i int, tag uint16) {
+	w := &b.tags[i/4]
+	shift := 16 * (i % 4)
+	w.Store(w.Load()&^(0xffff<<shift) | uint64(tag)<<shift)
+}
+
+func (b *sharedBucket) value(i int) Value {
+	v0, v1 := b.slots[i][5].Load(), b.slots[i][6].Load()
+	return Value{Backend: uint32(v0), RuleGen: uint32(v0 >> 32), BackendGen: uint32(v1)}
+}
+
+// Get returns the value of (k, rule) if a live entry exists at now. With
+// refresh > 0 a hit extends the entry's life to now+refresh (at most once
+// a second); fragment tracking passes 0 so an entry lives exactly its TTL
+// from the first fragment. A Get that keeps meeting writers gives up after
+// a few tries and reports a miss.
+func (s *Shared) Get(k *hash.Key, rule uint16, now Time, refresh Ticks) (Value, bool) {
+	b, tag := s.where(k, rule)
+	kw := packKey(k, rule)
+	for range sharedReadTries {
+		seq := b.seq.Load()
+		if seq&1 != 0 {
+			runtime.Gosched()
+			continue
+		}
+		i := b.find(tag, &kw)
+		var (
+			v   Value
+			exp Time
+		)
+		if i >= 0 {
+			v = b.value(i)
+			exp = Time(b.expires[i].Load())
+		}
+		if b.seq.Load() != seq {
+			continue
+		}
+		if i < 0 || !now.Before(exp) {
+			return Value{}, false
+		}
+		if refresh > 0 {
+			// A writer may have replaced the slot since the check; the
+			// store then only moves the new entry's deadline, which
+			// costs at most one idle period of life, never a wrong value.
+			if next := now.Add(refresh); next.Sub(exp) >= refreshStep {
+				b.expires[i].Store(uint32(next))
+			}
+		}
+		return v, true
+	}
+	return Value{}, false
+}
+
+// Set maps (k, rule) to v until now+idle, overwriting the key's entry if
+// it has one, else taking an empty slot, else an expired one, else the one
+// closest to expiry. It returns false, without waiting, when another
+// writer holds the bucket; the caller counts that and carries on with its
+// hash.
+func (s *Shared) Set(k *hash.Key, rule uint16, v Value, now Time, idle Ticks) bool {
+	b, tag := s.where(k, rule)
+	seq := b.seq.Load()
+	if seq&1 != 0 || !b.seq.CompareAndSwap(seq, seq+1) {
+		return false
+	}
+	kw := packKey(k, rule)
+	i := b.find(tag, &kw)
+	if i < 0 {
+		i = b.victim(now)
+		for j, w := range kw {
+			b.slots[i][j].Store(w)
+		}
+		b.setTag(i, tag)
+	}
+	b.slots[i][5].Store(uint64(v.Backend) | uint64(v.RuleGen)<<32)
+	b.slots[i][6].Store(uint64(v.BackendGen))
+	b.expires[i].Store(uint32(now.Add(idle)))
+	b.seq.Store(seq + 2)
+	return true
+}
+
+// victim is called by the bucket's writer.
+func (b *sharedBucket) victim(now Time) int {
+	best := 0
+	for i := range SharedWays {
+		if b.tag(i) == 0 {
+			return i
+		}
+		exp := Time(b.expires[i].Load())
+		if !now.Before(exp) {
+			return i
+		}
+		if exp.Before(Time(b.expires[best].Load())) {
+			best = i
+		}
+	}
+	return best
+}
+
+// lock takes b's writer lock, waiting for it (off the packet path only).
+func (b *sharedBucket) lock() uint64 {
+	for {
+		seq := b.seq.Load()
+		if seq&1 == 0 && b.seq.CompareAndSwap(seq, seq+1) {
+			return seq
+		}
+		runtime.Gosched()
+	}
+}
+
+// Count returns how many live entries f selects. It walks the whole table
+// without locking (off the packet path); it is not a snapshot.
+func (s *Shared) Count(f Filter, now Time) int {
+	n := 0
+	for bi := range s.buckets {
+		b := &s.buckets[bi]
+		seq := b.lock()
+		for i := range SharedWays {
+			if b.tag(i) == 0 || !now.Before(Time(b.expires[i].Load())) {
+				continue
+			}
+			_, rule := unpackKey(&b.slots[i])
+			if f.match(rule, b.value(i).Backend) {
+				n++
+			}
+		}
+		b.seq.Store(seq)
+	}
+	return n
+}
+
+// List returns up to limit live entries that f selects. Off the packet
+// path; it is not a snapshot.
+func (s *Shared) List(f Filter, now Time, limit int) []Record {
+	var out []Record
+	for bi := range s.buckets {
+		b := &s.buckets[bi]
+		seq := b.lock()
+		for i := range SharedWays {
+			exp := Time(b.expires[i].Load())
+			if len(out) == limit || b.tag(i) == 0 || !now.Before(exp) {
+				continue
+			}
+			k, rule := unpackKey(&b.slots[i])
+			v := b.value(i)
+			if f.match(rule, v.Backend) {
+				out = append(out, Record{Key: k, Rule: rule, Value: v, ExpiresIn: Ticks(exp.Sub(now))})
+			}
+		}
+		b.seq.Store(seq)
+	}
+	return out
+}
+
+// Flush removes the entries f selects and returns how many it removed.
+// It takes each bucket's writer lock in turn, waiting for it (off the
+// packet path only).
+func (s *Shared) Flush(f Filter) int {
+	n := 0
+	for bi := range s.buckets {
+		b := &s.buckets[bi]
+		seq := b.lock()
+		for i := range SharedWays {
+			if b.tag(i) == 0 {
+				continue
+			}
+			_, rule := unpackKey(&b.slots[i])
+			if f.match(rule, b.value(i).Backend) {
+				b.setTag(i, 0)
+				n++
+			}
+		}
+		b.seq.Store(seq + 2)
+	}
+	return n
+}

@@ -1,0 +1,368 @@
+package conntrack
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+
+	"github.com/xlbnet/xlb/hash"
+)
+
+// Ways is the number of slots in one bucket of a per-queue Table.
+const Ways = 8
+
+// DefaultIdle is the idle timeout of GCP's passthrough load balancer and
+// xlb's default (DESIGN §3 "Entry lifetime").
+var DefaultIdle = TicksOf(60e9)
+
+// Value is what a flow is mapped to: an appliance-local backend slot and
+// the generations the dataplane compares with its snapshot to invalidate
+// entries in O(1).
+type Value struct {
+	Backend    uint32
+	RuleGen    uint32
+	BackendGen uint32
+}
+
+// Entry is the part of a tracked flow that the dataplane reads: key, rule
+// and Value. It lives inside the Table's arena; a *Entry returned by Lookup
+// or Insert is valid until the next call that may modify the Table (Insert,
+// Lookup, Sweep, Serve) and must be used only on the worker goroutine.
+//
+// Entry holds no pointers, so the arena is one pointer-free allocation the
+// garbage collector never scans.
+type Entry struct {
+	key        hash.Key // 40 bytes
+	rule       uint16
+	_          uint16
+	backend    uint32
+	ruleGen    uint32
+	backendGen uint32
+} // 56 bytes
+
+// Key returns the entry's flow key.
+func (e *Entry) Key() hash.Key { return e.key }
+
+// Rule returns the forwarding-rule index the entry belongs to.
+func (e *Entry) Rule() uint16 { return e.rule }
+
+// Backend returns the backend slot the flow is mapped to.
+func (e *Entry) Backend() uint32 { return e.backend }
+
+// RuleGen returns the rule generation stored with the entry.
+func (e *Entry) RuleGen() uint32 { return e.ruleGen }
+
+// BackendGen returns the backend generation stored with the entry.
+func (e *Entry) BackendGen() uint32 { return e.backendGen }
+
+// Value returns backend and generations together.
+func (e *Entry) Value() Value {
+	return Value{Backend: e.backend, RuleGen: e.ruleGen, BackendGen: e.backendGen}
+}
+
+func (e *Entry) set(v Value) {
+	e.backend, e.ruleGen, e.backendGen = v.Backend, v.RuleGen, v.BackendGen
+}
+
+// Slot flags.
+const (
+	flagUnconfirmed uint8 = 1 << 0 // created by a SYN, no later non-SYN packet seen yet
+)
+
+// header is the first cache line of a bucket: everything lookup filters on
+// and everything eviction and sweeping read, so those touch one line per
+// bucket and the slot body only on a tag match.
+type header struct {
+	tags    [Ways]uint16 // 0 = empty slot; else 16 bits of the key's hash, never 0
+	expires [Ways]Time   // the slot is dead from this instant on
+	flags   [Ways]uint8
+	_       [8]byte
+} // 64 bytes
+
+type bucket struct {
+	header
+	slots [Ways]Entry
+} // 64 + 8*56 = 512 bytes: 64 bytes per slot
+
+// bucketSize is the size of a bucket in bytes (checked by a test).
+const bucketSize = 512
+
+// Stats are a Table's counters. They are plain fields owned by the worker;
+// other goroutines read them through Control.Stats.
+type Stats struct {
+	Lookups uint64 // Lookup calls
+	Hits    uint64 // Lookup found a live entry
+	Misses  uint64 // Lookup found nothing or an expired entry
+	Expired uint64 // entries removed because they were idle: by Lookup or Sweep
+
+	Inserts        uint64 // new entries created by Insert
+	Updates        uint64 // existing entries overwritten by Insert or Reselect (re-selection)
+	InsertFailures uint64 // Insert found no slot it was allowed to take
+
+	EvictedExpired     uint64 // Insert took the slot of an expired entry in a full bucket
+	EvictedUnconfirmed uint64 // Insert evicted the oldest unconfirmed SYN entry
+	EvictedLRU         uint64 // Insert evicted the confirmed entry closest to expiry
+
+	Flushed uint64 // entries removed by a Control flush
+}
+
+// Table is one queue's flow table: a bucketised, two-choice, 8-way
+// set-associative hash table over one fixed arena. Every method except
+// Control and the methods of Control must be called only by the owning
+// worker goroutine; see the package documentation.
+type Table struct {
+	buckets  []bucket
+	nBuckets uint64
+	seed     uint64
+	n        int // live + not-yet-reclaimed entries (slots in use)
+	cursor   int // next slot Sweep examines
+	stats    Stats
+
+	// Shared with other goroutines (see Control).
+	published atomic.Int64            // n as of the last Serve or Sweep
+	mail      atomic.Pointer[request] // pending Control request
+	control   Control
+}
+
+// ErrMaxEntries says the requested table size is unusable.
+var ErrMaxEntries = errors.New("max entries out of range")
+
+// maxTableEntries bounds the arena (2^31 slots = 128 GiB) so slot
+// indexes fit an int on every platform we build for.
+const maxTableEntries = 1 << 31
+
+// New returns a Table with room for maxEntries flows (rounded up to a
+// whole bucket of 8). The arena is allocated once, here: 64 bytes per
+// slot. seed keys the bucket hash and should be random per appliance, so
+// an outsider cannot aim flows at one bucket.
+func New(maxEntries int, seed uint64) (*Table, error) {
+	if maxEntries < 1 || maxEntries > maxTableEntries {
+		return nil, fmt.Errorf("new conntrack table: %w: %d (want 1..%d)", ErrMaxEntries, maxEntries, maxTableEntries)
+	}
+	nb := (maxEntries + Ways - 1) / Ways
+	t := &Table{
+		buckets:  make([]bucket, nb),
+		nBuckets: uint64(nb),
+		seed:     seed,
+	}
+	t.control.t = t
+	return t, nil
+}
+
+// Cap returns the number of slots.
+func (t *Table) Cap() int { return len(t.buckets) * Ways }
+
+// Len returns the number of slots in use (worker goroutine only; others
+// use Control.Len).
+func (t *Table) Len() int { return t.n }
+
+// ArenaBytes returns the size of the arena, the table's only memory that
+// grows with the number of flows.
+func (t *Table) ArenaBytes() int { return len(t.buckets) * bucketSize }
+
+// Stats returns a copy of the counters (worker goroutine only).
+func (t *Table) Stats() Stats { return t.stats }
+
+// where computes the two candidate buckets and the tag of (k, rule). The
+// rule index is folded into the seed so that two rules' keys spread
+// independently; equality still compares the rule.
+func (t *Table) where(k *hash.Key, rule uint16) (b1, b2 *bucket, tag uint16) {
+	h := hash.Sum64(k, t.seed^uint64(rule)*0x9E3779B97F4A7C15)
+	// Multiply-shift ("fastrange") maps 32 hash bits onto any bucket
+	// count without a division or a power-of-two arena.
+	b1 = &t.buckets[(h&math.MaxUint32)*t.nBuckets>>32]
+	b2 = &t.buckets[(h>>32)*t.nBuckets>>32]
+	tag = uint16(h>>16) ^ uint16(h>>48)
+	if tag == 0 {
+		tag = 1
+	}
+	return b1, b2, tag
+}
+
+func (b *bucket) find(tag uint16, k *hash.Key, rule uint16) int {
+	for i := range Ways {
+		if b.tags[i] == tag && b.slots[i].rule == rule && b.slots[i].key == *k {
+			return i
+		}
+	}
+	return -1
+}
+
+func (b *bucket) clear(i int) {
+	b.tags[i] = 0
+	b.flags[i] = 0
+}
+
+// Lookup returns the live entry of (k, rule), or nil when there is none or
+// it has been idle for idle ticks or more by now. A hit extends the entry's
+// life to now+idle and, when syn is false (the packet is not a SYN),
+// confirms an entry that a SYN created. An expired entry is removed. The
+// dataplane compares the entry's generations with its snapshot itself; a
+// stale entry is re-selected with Reselect or Insert.
+func (t *Table) Lookup(k *hash.Key, rule uint16, now Time, idle Ticks, syn bool) *Entry {
+	t.stats.Lookups++
+	b1, b2, tag := t.where(k, rule)
+	b := b1
+	i := b.find(tag, k, rule)
+	if i < 0 && b2 != b1 {
+		b = b2
+		i = b.find(tag, k, rule)
+	}
+	if i < 0 {
+		t.stats.Misses++
+		return nil
+	}
+	if !now.Before(b.expires[i]) {
+		b.clear(i)
+		t.n--
+		t.stats.Expired++
+		t.stats.Misses++
+		return nil
+	}
+	b.expires[i] = now.Add(idle)
+	if !syn {
+		b.flags[i] &^= flagUnconfirmed
+	}
+	t.stats.Hits++
+	return &b.slots[i]
+}
+
+// Insert maps (k, rule) to v until now+idle. syn says the packet is a SYN
+// that opens a connection: the entry starts unconfirmed, may be evicted
+// before confirmed ones, and may itself never evict a confirmed entry.
+//
+// When (k, rule) already has an entry (live or not), Insert overwrites it
+// in place: this is how a SYN re-selects. Otherwise it takes an empty slot
+// of the emptier candidate bucket; when both are full it evicts, in this
+// order, an expired entry, the unconfirmed entry closest to expiry, or —
+// unless syn — the confirmed entry closest to expiry (which is the least
+// recently seen one when all rules share an idle timeout). It returns
+// false when it found no slot it may take; that is counted, and the caller
+// forwards the packet statelessly.
+func (t *Table) Insert(k *hash.Key, rule uint16, v Value, now Time, idle Ticks, syn bool) (*Entry, bool) {
+	b1, b2, tag := t.where(k, rule)
+	b := b1
+	i := b.find(tag, k, rule)
+	if i < 0 && b2 != b1 {
+		b = b2
+		i = b.find(tag, k, rule)
+	}
+	if i >= 0 {
+		t.stats.Updates++
+	} else {
+		b, i = t.victim(b1, b2, now, syn)
+		if b == nil {
+			t.stats.InsertFailures++
+			return nil, false
+		}
+		t.stats.Inserts++
+		b.tags[i] = tag
+		b.slots[i].key = *k
+		b.slots[i].rule = rule
+	}
+	b.expires[i] = now.Add(idle)
+	b.flags[i] = 0
+	if syn {
+		b.flags[i] = flagUnconfirmed
+	}
+	e := &b.slots[i]
+	e.set(v)
+	return e, true
+}
+
+// Reselect overwrites the Value of e, an entry just returned by Lookup
+// whose generations the dataplane found stale, without a second search.
+// Life and confirmation are left as Lookup set them.
+func (t *Table) Reselect(e *Entry, v Value) {
+	t.stats.Updates++
+	e.set(v)
+}
+
+// victim picks the slot a new entry goes to, or nil when syn forbids the
+// only candidates. A slot that is empty is counted as used by the caller.
+func (t *Table) victim(b1, b2 *bucket, now Time, syn bool) (*bucket, int) {
+	e1, n1 := b1.empties()
+	e2, n2 := b2.empties()
+	if n1 > 0 || n2 > 0 {
+		t.n++
+		if n1 >= n2 {
+			return b1, e1
+		}
+		return b2, e2
+	}
+	var (
+		unconfB, confB *bucket
+		unconfI, confI int
+	)
+	for _, b := range [2]*bucket{b1, b2} {
+		for i := range Ways {
+			exp := b.expires[i]
+			if !now.Before(exp) {
+				t.stats.EvictedExpired++
+				return b, i
+			}
+			if b.flags[i]&flagUnconfirmed != 0 {
+				if unconfB == nil || exp.Before(unconfB.expires[unconfI]) {
+					unconfB, unconfI = b, i
+				}
+			} else if confB == nil || exp.Before(confB.expires[confI]) {
+				confB, confI = b, i
+			}
+		}
+	}
+	if unconfB != nil {
+		t.stats.EvictedUnconfirmed++
+		return unconfB, unconfI
+	}
+	if syn {
+		return nil, 0
+	}
+	t.stats.EvictedLRU++
+	return confB, confI
+}
+
+// empties returns the first empty slot of b and how many there are.
+func (b *bucket) empties() (first, n int) {
+	first = -1
+	for i := range Ways {
+		if b.tags[i] == 0 {
+			if n == 0 {
+				first = i
+			}
+			n++
+		}
+	}
+	return first, n
+}
+
+// Sweep examines the next budget slots in arena order (wrapping around)
+// and removes those that are expired by now. It returns how many it
+// removed. The worker calls it between batches; its cost is bounded by
+// budget, so a sweep never stalls a batch: with 1M slots and a budget of
+// 256 per batch, a full pass takes 4096 batches.
+func (t *Table) Sweep(now Time, budget int) int {
+	total := len(t.buckets) * Ways
+	if budget > total {
+		budget = total
+	}
+	removed := 0
+	c := t.cursor
+	for range budget {
+		b := &t.buckets[c/Ways]
+		i := c % Ways
+		if b.tags[i] != 0 && !now.Before(b.expires[i]) {
+			b.clear(i)
+			removed++
+		}
+		c++
+		if c == total {
+			c = 0
+		}
+	}
+	t.cursor = c
+	t.n -= removed
+	t.stats.Expired += uint64(removed)
+	t.published.Store(int64(t.n))
+	return removed
+}
