@@ -49,16 +49,16 @@ func mapped(s string) [16]byte { return addr(s).As16() }
 
 // v4 describes an IPv4 header to build.
 type v4 struct {
-	src, dst  string
-	proto     uint8
-	tos, ttl  uint8
-	id        uint16
-	fragWord  uint16 // flags and fragment offset, raw
-	options   []byte // appended after the 20 bytes; a multiple of 4
-	ihl       int    // override IHL (0: computed)
-	totalLen  int    // override total length (0: computed)
-	version   uint8  // override version (0: 4)
-	breakSum  bool   // store a wrong checksum
+	src, dst string
+	proto    uint8
+	tos, ttl uint8
+	id       uint16
+	fragWord uint16 // flags and fragment offset, raw
+	options  []byte // appended after the 20 bytes; a multiple of 4
+	ihl      int    // override IHL (0: computed)
+	totalLen int    // override total length (0: computed)
+	version  uint8  // override version (0: 4)
+	breakSum bool   // store a wrong checksum
 }
 
 func ipSum(b []byte) uint16 {
@@ -144,6 +144,12 @@ func ext6(nh uint8, units int) []byte {
 	b[0], b[1] = nh, uint8(units)
 	b[2], b[3] = 1, uint8(n-4) // PadN
 	return b
+}
+
+// rt6 returns a type 0 routing header with segments left 0 and one
+// address (24 bytes).
+func rt6(nh uint8) []byte {
+	return cat([]byte{nh, 2, 0, 0}, be32(0), addr(router6).AsSlice())
 }
 
 // ah6 returns an authentication header with a 12-byte ICV (24 bytes).

@@ -262,7 +262,7 @@ func goldens() []golden {
 		{
 			name: "ipv6-routing-ah-tcp",
 			frame: cat(eth(packet.EtherTypeIPv6), v6{src: client6, dst: vip6, nh: packet.IPv6ExtRouting}.build(cat(
-				ext6(packet.IPv6ExtAH, 2), ah6(packet.ProtoTCP), tcp(40000, 22, ack)))),
+				rt6(packet.IPv6ExtAH), ah6(packet.ProtoTCP), tcp(40000, 22, ack)))),
 			want: m6(14, 24+24, 24+24+20, packet.ProtoTCP, func(m *packet.Meta) {
 				m.SrcPort, m.DstPort, m.TCPFlags = 40000, 22, ack
 			}),

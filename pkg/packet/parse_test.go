@@ -309,4 +309,3 @@ func TestResultNames(t *testing.T) {
 		t.Errorf("Class names = %v %v %v", packet.ClassOK, packet.ClassPass, packet.ClassDrop)
 	}
 }
-
