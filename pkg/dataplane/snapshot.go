@@ -1,0 +1,122 @@
+package dataplane
+
+import (
+	"fmt"
+
+	"github.com/xlbnet/xlb/conntrack"
+	"github.com/xlbnet/xlb/hash"
+)
+
+// Backend is what the workers know of one backend of one rule. Its index
+// in Rule.Backends is the rule-scoped backend slot: the ID stored in the
+// rule's Maglev table and in conntrack entries. The control plane keeps a
+// backend's slot for as long as the backend is configured (and draining),
+// so entries survive snapshot swaps.
+type Backend struct {
+	Name    string   // the address as text: the backend's fleet-wide identity
+	Addr    [16]byte // IPv4 mapped into IPv6
+	Present bool     // the slot is in use
+
+	// UnhealthyGen counts the backend's healthy → unhealthy transitions.
+	// An entry created under an older generation is honoured only when the
+	// rule's persistence policy says the flow persists on an unhealthy
+	// backend (DESIGN §3), so entries dropped while the backend was
+	// unhealthy stay dropped after it recovers, and replacement entries
+	// survive its recovery.
+	UnhealthyGen uint32
+
+	// When HasDeadline, entries to this backend are honoured only before
+	// Deadline: the end of connection draining after a removal or CLI drain,
+	// or the end of failover_drain_timeout after a tier switch took it out
+	// of the eligible set.
+	HasDeadline bool
+	Deadline    conntrack.Time
+}
+
+// Rule is one forwarding rule as the workers see it.
+type Rule struct {
+	Name    string
+	Present bool
+	Match   RuleMatch
+
+	Affinity hash.Affinity
+	Mode     hash.TrackingMode
+	Idle     conntrack.Ticks
+	// Persist[proto] says whether flows of that IP protocol stay on a
+	// backend that became unhealthy (the persistence table of DESIGN §3,
+	// evaluated for this rule's mode and affinity).
+	Persist [256]bool
+	// FlushGen changes when the rule's entries must all be forgotten (a
+	// failover tier switch with connection_drain_on_failover = false).
+	FlushGen uint32
+	// FragmentTracking remembers each datagram's backend so all its
+	// fragments follow the first one to arrive (DESIGN §3 Fragments).
+	FragmentTracking bool
+
+	// Table is the weighted Maglev table over the eligible set; its IDs are
+	// indexes into Backends. Empty when nothing is eligible.
+	Table    *hash.Table
+	Backends []Backend
+}
+
+// Snapshot is everything the workers read that can change. It is built by
+// the control plane, published with one atomic pointer swap, and never
+// modified afterwards, so workers read it without locks.
+type Snapshot struct {
+	Seed  uint64 // the fleet-wide hash seed
+	Rules []Rule // indexed by the stable rule slot
+
+	matcher     *Matcher
+	ruleOfMatch []uint16 // matcher index → rule slot
+}
+
+// NewSnapshot indexes rules (gaps, Present == false, are allowed and stay
+// unmatched) for matching.
+func NewSnapshot(seed uint64, rules []Rule) (*Snapshot, error) {
+	if len(rules) > 1<<16 {
+		return nil, fmt.Errorf("new snapshot: %d rules, at most 65536", len(rules))
+	}
+	s := &Snapshot{Seed: seed, Rules: rules}
+	var ms []RuleMatch
+	for i := range rules {
+		r := &rules[i]
+		if !r.Present {
+			continue
+		}
+		if r.Table == nil {
+			return nil, fmt.Errorf("new snapshot: rule %q has no Maglev table", r.Name)
+		}
+		for _, b := range r.Table.Backends() {
+			if int(b.ID) >= len(r.Backends) || !r.Backends[b.ID].Present {
+				return nil, fmt.Errorf("new snapshot: rule %q: Maglev backend %s has slot %d with no backend", r.Name, b.Name, b.ID)
+			}
+		}
+		ms = append(ms, r.Match)
+		s.ruleOfMatch = append(s.ruleOfMatch, uint16(i))
+	}
+	m, err := NewMatcher(ms)
+	if err != nil {
+		return nil, fmt.Errorf("new snapshot: %w", err)
+	}
+	s.matcher = m
+	return s, nil
+}
+
+// Matcher returns the snapshot's rule matcher.
+func (s *Snapshot) Matcher() *Matcher { return s.matcher }
+
+// valid reports whether a tracked value still holds for a packet of proto
+// at now (the O(1) invalidation of DESIGN §3 "Entry lifetime").
+func (r *Rule) valid(v conntrack.Value, proto uint8, now conntrack.Time) bool {
+	if v.RuleGen != r.FlushGen || int(v.Backend) >= len(r.Backends) {
+		return false
+	}
+	b := &r.Backends[v.Backend]
+	if !b.Present {
+		return false
+	}
+	if b.HasDeadline && !now.Before(b.Deadline) {
+		return false
+	}
+	return v.BackendGen == b.UnhealthyGen || r.Persist[proto]
+}
