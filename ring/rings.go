@@ -1,0 +1,113 @@
+package ring
+
+// Queue is one AF_XDP queue: a real [Socket] or the in-memory [Fake]. The
+// dataplane worker takes the *Rings once and drives it directly, so the
+// per-packet path has no interface call.
+type Queue interface {
+	// Rings returns the queue's rings, UMEM and frame allocator. The
+	// pointer stays valid until Close.
+	Rings() *Rings
+	// FD returns the socket's file descriptor for XSKMAP registration, or
+	// -1 for a Fake.
+	FD() int
+	// Stats returns the kernel's counters for the socket.
+	Stats() (Stats, error)
+	// Close releases the socket. Frames and slices into the UMEM must not
+	// be used afterwards.
+	Close() error
+}
+
+var _ Queue = (*Fake)(nil)
+
+// waker enters the kernel on behalf of a ring that asked for it.
+type waker interface {
+	wakeTX() error
+	wakeRX() error
+}
+
+// Rings is everything the owner goroutine of one queue touches on the
+// packet path. None of it is safe for concurrent use: exactly one
+// goroutine may call its methods (see the package documentation).
+type Rings struct {
+	RX         RXRing
+	TX         TXRing
+	Fill       FillRing
+	Completion CompletionRing
+	// Frames holds the chunks that are in nobody else's hands: not on the
+	// fill ring, RX, TX or completion, and not held by the caller.
+	Frames Frames
+	UMEM   UMEM
+
+	waker   waker
+	scratch []uint64 // RingSize addresses for Refill and Reclaim
+}
+
+// Frame returns the packet d describes as a slice into the UMEM; see
+// [UMEM.Frame].
+func (r *Rings) Frame(d Desc) []byte { return r.UMEM.Frame(d) }
+
+// Refill moves free chunks from the allocator to the fill ring, as many as
+// fit, and returns how many. It makes no syscall; call KickRX afterwards.
+func (r *Rings) Refill() int {
+	n := r.Fill.Reserve(len(r.scratch))
+	n = r.Frames.Alloc(r.scratch[:n])
+	r.Fill.Submit(r.scratch[:n])
+	return n
+}
+
+// Reclaim moves every completed TX frame back to the allocator and returns
+// how many.
+func (r *Rings) Reclaim() int {
+	total := 0
+	for {
+		n := r.Completion.Peek(r.scratch)
+		if n == 0 {
+			return total
+		}
+		r.Frames.Free(r.scratch[:n])
+		r.Completion.Release(n)
+		total += n
+	}
+}
+
+// KickTX wakes the kernel to transmit, only if it set XDP_RING_NEED_WAKEUP
+// on the TX ring; otherwise it costs one atomic load. Transient conditions
+// (EAGAIN, EBUSY, ENOBUFS, EINTR: the kernel is still busy with the ring)
+// are not errors. Any error is a bare syscall.Errno, which does not allocate.
+func (r *Rings) KickTX() error {
+	if !r.TX.NeedWakeup() {
+		return nil
+	}
+	return r.waker.wakeTX()
+}
+
+// KickRX wakes the kernel to take frames from the fill ring, only if it
+// set XDP_RING_NEED_WAKEUP on the fill ring.
+func (r *Rings) KickRX() error {
+	if !r.Fill.NeedWakeup() {
+		return nil
+	}
+	return r.waker.wakeRX()
+}
+
+// initRings sets the ring state after the shared memory is in place.
+func (r *Rings) init(o Options) {
+	r.Frames = newFrames(o.NumFrames, o.FrameSize)
+	r.scratch = make([]uint64, o.RingSize)
+	mask := uint32(o.RingSize - 1)
+	r.RX.mask, r.Completion.mask = mask, mask
+	r.TX.mask, r.Fill.mask = mask, mask
+	r.TX.size, r.Fill.size = uint32(o.RingSize), uint32(o.RingSize)
+	// A producer may fill every slot until it has seen the kernel consume.
+	r.TX.cachedCons = r.TX.consumer.Load() + r.TX.size
+	r.Fill.cachedCons = r.Fill.consumer.Load() + r.Fill.size
+	r.TX.cachedProd = r.TX.producer.Load()
+	r.Fill.cachedProd = r.Fill.producer.Load()
+	r.RX.cachedCons = r.RX.consumer.Load()
+	r.RX.cachedProd = r.RX.producer.Load()
+	r.Completion.cachedCons = r.Completion.consumer.Load()
+	r.Completion.cachedProd = r.Completion.producer.Load()
+	r.UMEM.frameSize = uint64(o.FrameSize)
+	r.UMEM.chunkMask = ^uint64(o.FrameSize - 1)
+	r.UMEM.headroom = XDPPacketHeadroom + o.ExtraHeadroom
+}

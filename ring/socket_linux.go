@@ -1,0 +1,238 @@
+//go:build linux
+
+package ring
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+var _ Queue = (*Socket)(nil)
+
+// Socket is an AF_XDP socket bound to one queue of one interface, with its
+// own UMEM. Exactly one goroutine owns it (see the package documentation);
+// only Stats and FD may be called from others.
+type Socket struct {
+	r        Rings
+	fd       int
+	zeroCopy bool
+	umem     []byte
+	maps     [4][]byte // RX, TX, fill, completion ring mappings
+}
+
+// Open creates the socket, registers and maps the UMEM and the four rings,
+// binds to o.Ifindex/o.Queue with XDP_USE_NEED_WAKEUP (zero-copy or copy
+// per o.Bind), and puts as many chunks on the fill ring as it holds. The
+// socket receives nothing until its FD is in the XSKMAP of an attached XDP
+// program (package ring/xsk).
+func Open(o Options) (s *Socket, err error) {
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("open xdp socket: %w", err)
+	}
+	o = o.withDefaults()
+	if o.Ifindex <= 0 {
+		return nil, fmt.Errorf("open xdp socket: %w: ifindex %d", errOptions, o.Ifindex)
+	}
+	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open xdp socket: %w", err)
+	}
+	s = &Socket{fd: fd}
+	defer func() {
+		if err != nil {
+			s.Close()
+			s = nil
+		}
+	}()
+
+	s.umem, err = unix.Mmap(-1, 0, o.NumFrames*o.FrameSize, unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, fmt.Errorf("mmap umem of %d bytes: %w", o.NumFrames*o.FrameSize, err)
+	}
+	if err := registerUMEM(fd, s.umem, o.FrameSize, o.ExtraHeadroom); err != nil {
+		return nil, fmt.Errorf("register umem: %w", err)
+	}
+	for _, opt := range []struct {
+		name string
+		opt  int
+	}{
+		{"fill", unix.XDP_UMEM_FILL_RING},
+		{"completion", unix.XDP_UMEM_COMPLETION_RING},
+		{"rx", unix.XDP_RX_RING},
+		{"tx", unix.XDP_TX_RING},
+	} {
+		if err := unix.SetsockoptInt(fd, unix.SOL_XDP, opt.opt, o.RingSize); err != nil {
+			return nil, fmt.Errorf("set %s ring size %d: %w", opt.name, o.RingSize, err)
+		}
+	}
+	var off unix.XDPMmapOffsets
+	if err := getsockoptStruct(fd, unix.XDP_MMAP_OFFSETS, &off); err != nil {
+		return nil, fmt.Errorf("get ring mmap offsets: %w", err)
+	}
+	n := uint64(o.RingSize)
+	rings := []struct {
+		name  string
+		pgoff int64
+		off   unix.XDPRingOffset
+		size  uint64 // bytes of one slot
+	}{
+		{"rx", unix.XDP_PGOFF_RX_RING, off.Rx, 16},
+		{"tx", unix.XDP_PGOFF_TX_RING, off.Tx, 16},
+		{"fill", unix.XDP_UMEM_PGOFF_FILL_RING, off.Fr, 8},
+		{"completion", unix.XDP_UMEM_PGOFF_COMPLETION_RING, off.Cr, 8},
+	}
+	for i, rg := range rings {
+		s.maps[i], err = unix.Mmap(fd, rg.pgoff, int(rg.off.Desc+n*rg.size),
+			unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+		if err != nil {
+			return nil, fmt.Errorf("mmap %s ring: %w", rg.name, err)
+		}
+	}
+	r := &s.r
+	r.RX.producer, r.RX.consumer, r.RX.flags = u32At(s.maps[0], off.Rx.Producer), u32At(s.maps[0], off.Rx.Consumer), u32At(s.maps[0], off.Rx.Flags)
+	r.RX.descs = descsAt(s.maps[0], off.Rx.Desc, o.RingSize)
+	r.TX.producer, r.TX.consumer, r.TX.flags = u32At(s.maps[1], off.Tx.Producer), u32At(s.maps[1], off.Tx.Consumer), u32At(s.maps[1], off.Tx.Flags)
+	r.TX.descs = descsAt(s.maps[1], off.Tx.Desc, o.RingSize)
+	r.Fill.producer, r.Fill.consumer, r.Fill.flags = u32At(s.maps[2], off.Fr.Producer), u32At(s.maps[2], off.Fr.Consumer), u32At(s.maps[2], off.Fr.Flags)
+	r.Fill.addrs = addrsAt(s.maps[2], off.Fr.Desc, o.RingSize)
+	r.Completion.producer, r.Completion.consumer, r.Completion.flags = u32At(s.maps[3], off.Cr.Producer), u32At(s.maps[3], off.Cr.Consumer), u32At(s.maps[3], off.Cr.Flags)
+	r.Completion.addrs = addrsAt(s.maps[3], off.Cr.Desc, o.RingSize)
+	r.UMEM.mem = s.umem
+	r.waker = s
+	r.init(o)
+
+	if err := s.bind(o); err != nil {
+		return nil, err
+	}
+	var opts struct{ Flags uint32 }
+	if err := getsockoptStruct(fd, unix.XDP_OPTIONS, &opts); err != nil {
+		return nil, fmt.Errorf("get xdp options: %w", err)
+	}
+	s.zeroCopy = opts.Flags&unix.XDP_OPTIONS_ZEROCOPY != 0
+	// Frames go on the fill ring before the XDP program can redirect here.
+	r.Refill()
+	return s, nil
+}
+
+// bind binds the socket, trying zero-copy first in BindAuto mode. The
+// kernel leaves a socket unbound when bind fails, so the copy-mode retry
+// reuses the same socket, UMEM and rings.
+func (s *Socket) bind(o Options) error {
+	sa := unix.SockaddrXDP{Ifindex: uint32(o.Ifindex), QueueID: uint32(o.Queue)}
+	try := func(mode uint16) error {
+		sa.Flags = mode | unix.XDP_USE_NEED_WAKEUP
+		return unix.Bind(s.fd, &sa)
+	}
+	switch o.Bind {
+	case BindZeroCopy:
+		if err := try(unix.XDP_ZEROCOPY); err != nil {
+			return fmt.Errorf("bind ifindex %d queue %d zero-copy: %w", o.Ifindex, o.Queue, err)
+		}
+	case BindCopy:
+		if err := try(unix.XDP_COPY); err != nil {
+			return fmt.Errorf("bind ifindex %d queue %d copy mode: %w", o.Ifindex, o.Queue, err)
+		}
+	default:
+		zcErr := try(unix.XDP_ZEROCOPY)
+		if zcErr == nil {
+			return nil
+		}
+		if err := try(unix.XDP_COPY); err != nil {
+			return fmt.Errorf("bind ifindex %d queue %d: zero-copy: %v; copy mode: %w", o.Ifindex, o.Queue, zcErr, err)
+		}
+	}
+	return nil
+}
+
+// Rings returns the rings the owner goroutine drives.
+func (s *Socket) Rings() *Rings { return &s.r }
+
+// FD returns the socket's file descriptor, for XSKMAP registration and poll.
+func (s *Socket) FD() int { return s.fd }
+
+// ZeroCopy reports whether the kernel bound the socket in zero-copy mode
+// (XDP_OPTIONS_ZEROCOPY); false means copy mode.
+func (s *Socket) ZeroCopy() bool { return s.zeroCopy }
+
+// Stats reads the kernel's counters (XDP_STATISTICS). Safe from any
+// goroutine while the socket is open.
+func (s *Socket) Stats() (Stats, error) {
+	var ks unix.XDPStatistics
+	if err := getsockoptStruct(s.fd, unix.XDP_STATISTICS, &ks); err != nil {
+		return Stats{}, fmt.Errorf("get xdp statistics: %w", err)
+	}
+	return Stats{
+		RXDropped:        ks.Rx_dropped,
+		RXInvalidDescs:   ks.Rx_invalid_descs,
+		TXInvalidDescs:   ks.Tx_invalid_descs,
+		RXRingFull:       ks.Rx_ring_full,
+		RXFillRingEmpty:  ks.Rx_fill_ring_empty_descs,
+		TXRingEmptyDescs: ks.Tx_ring_empty_descs,
+	}, nil
+}
+
+// Poll waits up to timeoutMs for RX entries (and, with tx, completion
+// space) or an error on the socket. For an idle worker; the busy path
+// never calls it.
+func (s *Socket) Poll(timeoutMs int) error {
+	fds := [1]unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}
+	_, err := unix.Poll(fds[:], timeoutMs)
+	if err != nil && !errors.Is(err, unix.EINTR) {
+		return err
+	}
+	return nil
+}
+
+// Close unmaps the rings and the UMEM and closes the socket. Slices from
+// Frame and Chunk must not be used afterwards.
+func (s *Socket) Close() error {
+	var errs []error
+	for i, m := range s.maps {
+		if m != nil {
+			if err := unix.Munmap(m); err != nil {
+				errs = append(errs, fmt.Errorf("unmap ring %d: %w", i, err))
+			}
+			s.maps[i] = nil
+		}
+	}
+	if s.fd >= 0 {
+		if err := unix.Close(s.fd); err != nil {
+			errs = append(errs, fmt.Errorf("close xdp socket: %w", err))
+		}
+		s.fd = -1
+	}
+	if s.umem != nil {
+		if err := unix.Munmap(s.umem); err != nil {
+			errs = append(errs, fmt.Errorf("unmap umem: %w", err))
+		}
+		s.umem = nil
+	}
+	s.r = Rings{}
+	return errors.Join(errs...)
+}
+
+// wakeTX is the TX kick: sendto with no data and MSG_DONTWAIT
+// (net/xdp/xsk.c xsk_sendmsg). Transient errors mean the kernel is already
+// working on the ring.
+func (s *Socket) wakeTX() error {
+	_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	return kickErr(errno)
+}
+
+// wakeRX is the fill-ring kick: recvfrom with no buffer and MSG_DONTWAIT
+// (net/xdp/xsk.c xsk_recvmsg), as libxdp's samples do.
+func (s *Socket) wakeRX() error {
+	_, _, errno := unix.Syscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	return kickErr(errno)
+}
+
+func kickErr(errno unix.Errno) error {
+	switch errno {
+	case 0, unix.EAGAIN, unix.EBUSY, unix.ENOBUFS, unix.EINTR:
+		return nil
+	}
+	return errno
+}
