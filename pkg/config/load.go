@@ -396,7 +396,7 @@ func readRule(t *table, stem string) *ruleSrc {
 	en.port("gue_port", &r.Encap.GUEPort)
 	en.done()
 
-	zonesOK := readZonal(t.sub("zonal_affinity"), &r.ZonalAffinity)
+	readZonal(t.sub("zonal_affinity"), &r.ZonalAffinity)
 	groupsOK := readGroups(t, rs)
 	t.done()
 
@@ -407,9 +407,7 @@ func readRule(t *table, stem string) *ruleSrc {
 	if groupsOK {
 		checkGroups(t, rs, fo.present && len(fo.m) > 0)
 		checkFamilies(t, rs)
-		if zonesOK {
-			checkZones(t, r)
-		}
+		checkZones(t, r)
 	}
 	if rs.portsOK {
 		checkFragments(t, r)

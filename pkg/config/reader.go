@@ -14,6 +14,7 @@ type srcFile struct {
 	name  string
 	lines keyLines
 	is    *issues
+	asked map[string]bool // when not nil, every key name a getter asked for (tests)
 }
 
 func (f *srcFile) errorf(path, format string, args ...any) {
@@ -49,6 +50,9 @@ func (t *table) warnf(k, format string, args ...any) { t.f.warnf(t.key(k), forma
 // get marks k known and returns its raw value.
 func (t *table) get(k string) (any, bool) {
 	t.known = append(t.known, k)
+	if t.f.asked != nil {
+		t.f.asked[k] = true
+	}
 	v, ok := t.m[k]
 	return v, ok
 }
