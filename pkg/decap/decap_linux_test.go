@@ -291,4 +291,3 @@ func TestParseEncap(t *testing.T) {
 		t.Error("ParseEncap(vxlan) succeeded")
 	}
 }
-
