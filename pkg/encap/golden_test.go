@@ -176,10 +176,10 @@ func fixtures() []fixture {
 
 		// Too big without DF: the outer packet is fragmented.
 		{name: "outer-frag-ipip4", spec: spec(encap.IPIP, false), in: frame(-1, 0x0800, big4), want: encap.NeedFragments,
-			out: out4(-1, ipipHdr4(big4[:1480], af11CE, mf)),
+			out:   out4(-1, ipipHdr4(big4[:1480], af11CE, mf)),
 			extra: [][]byte{out4(-1, v4h{src: self4, dst: back4, proto: 4, tos: af11CE, id: testIPID, ff: 1480 / 8}.build(big4[1480:]))}},
 		{name: "outer-frag-gue4-vlan", spec: spec(encap.GUE, false), in: frame(frameVLAN, 0x0800, big4), want: encap.NeedFragments,
-			out: out4(frameVLAN, v4h{src: self4, dst: back4, proto: 17, tos: af11CE, id: testIPID, ff: mf}.build(gueHdr(big4)[:1480])),
+			out:   out4(frameVLAN, v4h{src: self4, dst: back4, proto: 17, tos: af11CE, id: testIPID, ff: mf}.build(gueHdr(big4)[:1480])),
 			extra: [][]byte{out4(frameVLAN, v4h{src: self4, dst: back4, proto: 17, tos: af11CE, id: testIPID, ff: 1480 / 8}.build(gueHdr(big4)[1480:]))}},
 		{name: "outer-frag-gre4-three", spec: withMTU(spec(encap.GRE, false), 576), in: frame(-1, 0x0800, big4), want: encap.NeedFragments,
 			out: out4(-1, v4h{src: self4, dst: back4, proto: 47, tos: af11CE, id: testIPID, ff: mf}.build(greHdr(0x0800, big4)[:552])),
@@ -188,7 +188,7 @@ func fixtures() []fixture {
 				out4(-1, v4h{src: self4, dst: back4, proto: 47, tos: af11CE, id: testIPID, ff: 1104 / 8}.build(greHdr(0x0800, big4)[1104:])),
 			}},
 		{name: "outer-frag-gue-4in6", spec: spec(encap.GUE, true), in: frame(-1, 0x0800, big4), want: encap.NeedFragments,
-			out: out6(-1, v6h{src: self6, dst: back6, nh: 44, tc: af11CE, flow: testFlow}.build(cat(frag6(17, 0, true), gueBig4in6[:1448]))),
+			out:   out6(-1, v6h{src: self6, dst: back6, nh: 44, tc: af11CE, flow: testFlow}.build(cat(frag6(17, 0, true), gueBig4in6[:1448]))),
 			extra: [][]byte{out6(-1, v6h{src: self6, dst: back6, nh: 44, tc: af11CE, flow: testFlow}.build(cat(frag6(17, 1448, false), gueBig4in6[1448:])))}},
 
 		// Refusals: the frame comes back unchanged.
