@@ -83,8 +83,7 @@ func (s *Snapshot) decideFragment(r *Rule, slot uint16, m *packet.Meta, q *Queue
 		d = s.decideFlow(r, slot, m, q, now)
 	}
 	if d.Verdict == Tx {
-		b := &r.Backends[d.Backend]
-		q.Fragments.Set(&fk, slot, conntrack.Value{Backend: d.Backend, RuleGen: r.FlushGen, BackendGen: b.UnhealthyGen}, now, FragmentTTL)
+		q.Fragments.Set(&fk, slot, conntrack.Value{Backend: d.Backend, RuleGen: r.FlushGen, BackendGen: r.Backends[d.Backend].Stamp()}, now, FragmentTTL)
 	}
 	return d
 }
@@ -134,7 +133,7 @@ func (s *Snapshot) decideFlow(r *Rule, slot uint16, m *packet.Meta, q *Queue, no
 		return drop(ReasonNoBackend)
 	}
 	if trackable {
-		v := conntrack.Value{Backend: id, RuleGen: r.FlushGen, BackendGen: r.Backends[id].UnhealthyGen}
+		v := conntrack.Value{Backend: id, RuleGen: r.FlushGen, BackendGen: r.Backends[id].Stamp()}
 		switch {
 		case shared:
 			q.Sessions.Set(&trk, slot, v, now, r.Idle)

@@ -17,20 +17,25 @@ type Backend struct {
 	Addr    [16]byte // IPv4 mapped into IPv6
 	Present bool     // the slot is in use
 
-	// UnhealthyGen counts the backend's healthy → unhealthy transitions.
-	// An entry created under an older generation is honoured only when the
-	// rule's persistence policy says the flow persists on an unhealthy
-	// backend (DESIGN §3), so entries dropped while the backend was
-	// unhealthy stay dropped after it recovers, and replacement entries
-	// survive its recovery.
-	UnhealthyGen uint32
-
-	// When HasDeadline, entries to this backend are honoured only before
-	// Deadline: the end of connection draining after a removal or CLI drain,
-	// or the end of failover_drain_timeout after a tier switch took it out
-	// of the eligible set.
-	HasDeadline bool
-	Deadline    conntrack.Time
+	// The backend's generations, copied from its failover.BackendState
+	// (see the failover package's "Conntrack validity"). A conntrack entry
+	// records UnhealthyGen and DrainGen when it is created (packed as
+	// Stamp); it is honoured while
+	//   (its UnhealthyGen is current, or the rule says the flow persists
+	//    on an unhealthy backend)
+	//   and (its DrainGen is current, or it is not older than DrainFloor
+	//    and now is before DrainUntil).
+	// So entries dropped while the backend was unhealthy stay dropped
+	// after it recovers, replacement entries survive its recovery, and a
+	// drained or removed backend's entries end at the draining deadline.
+	// The generations are 16 bits wide in entries: they are compared for
+	// equality (UnhealthyGen) or by wrap-safe difference (DrainGen), which
+	// is exact unless one backend goes through 32768 departures or 65536
+	// health flaps during the life of one entry.
+	UnhealthyGen uint16
+	DrainGen     uint16
+	DrainFloor   uint16
+	DrainUntil   conntrack.Time
 }
 
 // Rule is one forwarding rule as the workers see it.
@@ -105,6 +110,10 @@ func NewSnapshot(seed uint64, rules []Rule) (*Snapshot, error) {
 // Matcher returns the snapshot's rule matcher.
 func (s *Snapshot) Matcher() *Matcher { return s.matcher }
 
+// Stamp is what a new entry to b records: its generations, packed into
+// the entry's 32-bit backend generation.
+func (b *Backend) Stamp() uint32 { return uint32(b.UnhealthyGen)<<16 | uint32(b.DrainGen) }
+
 // valid reports whether a tracked value still holds for a packet of proto
 // at now (the O(1) invalidation of DESIGN §3 "Entry lifetime").
 func (r *Rule) valid(v conntrack.Value, proto uint8, now conntrack.Time) bool {
@@ -115,8 +124,11 @@ func (r *Rule) valid(v conntrack.Value, proto uint8, now conntrack.Time) bool {
 	if !b.Present {
 		return false
 	}
-	if b.HasDeadline && !now.Before(b.Deadline) {
+	if uint16(v.BackendGen>>16) != b.UnhealthyGen && !r.Persist[proto] {
 		return false
 	}
-	return v.BackendGen == b.UnhealthyGen || r.Persist[proto]
+	if drainGen := uint16(v.BackendGen); drainGen != b.DrainGen {
+		return int16(drainGen-b.DrainFloor) >= 0 && now.Before(b.DrainUntil)
+	}
+	return true
 }

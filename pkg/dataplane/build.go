@@ -1,0 +1,90 @@
+package dataplane
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/xlbnet/xlb/conntrack"
+	"github.com/xlbnet/xlb/failover"
+	"github.com/xlbnet/xlb/hash"
+)
+
+// RuleConfig is the static part of a rule that BuildRule needs besides
+// the eligible-set engine's output.
+type RuleConfig struct {
+	Name             string
+	Match            RuleMatch
+	Affinity         hash.Affinity
+	Mode             hash.TrackingMode
+	Persistence      failover.PersistencePolicy
+	Idle             time.Duration
+	FragmentTracking bool
+	TableSize        uint32 // Maglev M, prime
+}
+
+// Clock converts the control plane's wall-clock instants to the workers'
+// conntrack.Time (both read the same clock).
+type Clock interface {
+	Ticks(t time.Time) conntrack.Time
+}
+
+// BuildRule turns one rule's configuration and failover.State into the
+// Rule the workers read: the Maglev table over the eligible members (at
+// their weights), every backend's generations and draining deadline, the
+// rule's flush generation and the persistence table. Backend slots are the
+// failover.Backend IDs; slots with no backend stay absent. It runs on the
+// control plane; the Maglev build is its only real cost.
+func BuildRule(cfg RuleConfig, st *failover.State, seed uint64, clock Clock) (Rule, error) {
+	if err := failover.CheckPersistence(cfg.Persistence, cfg.Mode); err != nil {
+		return Rule{}, fmt.Errorf("rule %s: %w", cfg.Name, err)
+	}
+	r := Rule{
+		Name:             cfg.Name,
+		Present:          true,
+		Match:            cfg.Match,
+		Affinity:         cfg.Affinity,
+		Mode:             cfg.Mode,
+		Idle:             conntrack.TicksOf(cfg.Idle),
+		FlushGen:         uint32(st.FlushGen),
+		FragmentTracking: cfg.FragmentTracking,
+	}
+	if r.Idle == 0 {
+		r.Idle = conntrack.DefaultIdle
+	}
+	for p := range 256 {
+		r.Persist[p] = failover.Persists(cfg.Persistence, cfg.Mode, cfg.Affinity, uint8(p))
+	}
+	for _, b := range st.Backends {
+		if int(b.ID) >= len(r.Backends) {
+			r.Backends = append(r.Backends, make([]Backend, int(b.ID)+1-len(r.Backends))...)
+		}
+		addr, err := netip.ParseAddr(b.Name)
+		if err != nil {
+			return Rule{}, fmt.Errorf("rule %s: backend %q: %w", cfg.Name, b.Name, err)
+		}
+		d := &r.Backends[b.ID]
+		if d.Present {
+			return Rule{}, fmt.Errorf("rule %s: backends %s and %s share slot %d", cfg.Name, d.Name, b.Name, b.ID)
+		}
+		*d = Backend{
+			Name: b.Name, Addr: addr.As16(), Present: true,
+			UnhealthyGen: uint16(b.UnhealthyGen),
+			DrainGen:     uint16(b.DrainGen),
+			DrainFloor:   uint16(b.DrainFloor),
+		}
+		if !b.DrainUntil.IsZero() {
+			d.DrainUntil = clock.Ticks(b.DrainUntil)
+		}
+	}
+	members := make([]hash.Backend, 0, len(st.Eligible))
+	for _, m := range st.Eligible {
+		members = append(members, hash.Backend{Name: m.Name, ID: m.ID, Weight: m.Weight})
+	}
+	tbl, err := hash.Build(members, cfg.TableSize, seed)
+	if err != nil {
+		return Rule{}, fmt.Errorf("rule %s: %w", cfg.Name, err)
+	}
+	r.Table = tbl
+	return r, nil
+}
