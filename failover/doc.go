@@ -114,7 +114,10 @@
 //     made between two overlapping departures may be cut short). Drained then
 //     removed keeps the drain's deadline.
 //   - Removed backends stay in State.Backends while the caller still passes
-//     them; it may drop them (and reuse their slot ID) once now ≥ DrainUntil.
+//     them; it may drop them once now ≥ DrainUntil. A slot ID must not be
+//     reused before DrainUntil plus the idle timeout: a stale entry of the
+//     old backend would match the new one's generations (both start at 0).
+//     Validate rejects two inputs sharing a slot, removed ones included.
 //   - Capacity scaler 0 and auto capacity drain stop new connections but do
 //     not start a departure: existing entries run on until idle.
 //   - Preferred groups narrow PRIMARY, FAILOVER, PRIMARY_FALLBACK and the

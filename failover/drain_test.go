@@ -352,3 +352,69 @@ func TestEntryValidAllocs(t *testing.T) {
 	}
 	_ = sink
 }
+
+// Overlapping departures: an admin drain with a longer timeout during a
+// failover drain does not extend the older entries beyond the failover
+// deadline.
+func TestOverlappingDeparturesKeepEarlierDeadline(t *testing.T) {
+	p := DefaultPolicy()
+	p.ConnectionDrainingTimeout = time.Hour
+	gs := pf()
+	clk := newClock()
+	st0 := mustCompute(t, p, gs, pfBackends(up, down, up), nil, clk.now)
+	entry := backendState(t, st0, "p1").Stamp()
+	st1 := mustCompute(t, p, gs, pfBackends(down, down, up), st0, clk.Advance(time.Second))
+	failoverDeadline := clk.now.Add(DefaultFailoverDrainTimeout)
+	now := clk.Advance(time.Minute)
+	st2 := mustCompute(t, p, gs, []Backend{be("p1", "p", down, drained(now)), be("p2", "p", down), be("f1", "f", up)}, st1, now)
+	p1 := backendState(t, st2, "p1")
+	if !p1.DrainUntil.Equal(failoverDeadline) || p1.DrainGen != 2 {
+		t.Fatalf("p1 until %v gen %d, want %v gen 2", p1.DrainUntil, p1.DrainGen, failoverDeadline)
+	}
+	if p1.EntryValid(entry, failoverDeadline, true) {
+		t.Error("entry outlived the failover drain deadline")
+	}
+}
+
+// After a drain whose deadline passed and an undrain, a second drain gives
+// the entries of the undrained period the new timeout, but not the entries
+// from before the first drain (DrainFloor).
+func TestRedrainKeepsExpiredEntriesDead(t *testing.T) {
+	p := DefaultPolicy()
+	p.ConnectionDrainingTimeout = time.Minute
+	gs := []Group{primary("a")}
+	clk := newClock()
+	st := mustCompute(t, p, gs, []Backend{be("a1", "a", up)}, nil, clk.now)
+	old := backendState(t, st, "a1").Stamp()
+	now := clk.Advance(time.Second)
+	st = mustCompute(t, p, gs, []Backend{be("a1", "a", up, drained(now))}, st, now)
+	st = mustCompute(t, p, gs, []Backend{be("a1", "a", up)}, st, clk.Advance(2*time.Minute))
+	mid := backendState(t, st, "a1").Stamp()
+	now = clk.Advance(time.Minute)
+	st = mustCompute(t, p, gs, []Backend{be("a1", "a", up, drained(now))}, st, now)
+	a1 := backendState(t, st, "a1")
+	if a1.DrainFloor != 1 || a1.DrainGen != 2 {
+		t.Fatalf("floor %d gen %d, want 1, 2", a1.DrainFloor, a1.DrainGen)
+	}
+	if !a1.EntryValid(mid, now.Add(30*time.Second), true) {
+		t.Error("entry of the undrained period invalid during the second drain")
+	}
+	if a1.EntryValid(old, now.Add(30*time.Second), true) {
+		t.Error("entry from before the first drain came back with the second drain")
+	}
+}
+
+func TestPreferredWithoutFailover(t *testing.T) {
+	gs := []Group{primary("cloud"), {Name: "onprem", Role: RolePrimary, CapacityScaler: 1, Preferred: true}}
+	runEligible(t, []eligibleCase{
+		{name: "preferred used while usable", groups: gs,
+			backends: []Backend{be("c1", "cloud", up), be("o1", "onprem", up)},
+			tier:     TierPrimary, want: "o1:1"},
+		{name: "weighted set 1 narrowed", groups: gs, policy: weighted,
+			backends: []Backend{be("c1", "cloud", up, weight(5)), be("o1", "onprem", up, weight(0)), be("o2", "onprem", up, weight(3))},
+			tier:     TierPrimary, set: WeightSetHealthyWeighted, want: "o2:1"},
+		{name: "then the rest", groups: gs,
+			backends: []Backend{be("c1", "cloud", up), be("o1", "onprem", down)},
+			tier:     TierPrimary, want: "c1:1"},
+	})
+}
