@@ -182,11 +182,18 @@ func (t *Table) where(k *hash.Key, rule uint16) (b1, b2 *bucket, tag uint16) {
 
 func (b *bucket) find(tag uint16, k *hash.Key, rule uint16) int {
 	for i := range Ways {
-		if b.tags[i] == tag && b.slots[i].rule == rule && b.slots[i].key == *k {
+		if b.tags[i] == tag && b.slots[i].rule == rule && keyEqual(&b.slots[i].key, k) {
 			return i
 		}
 	}
 	return -1
+}
+
+// keyEqual compares field by field, which the compiler turns into a few
+// word compares; k1 == k2 on the whole struct calls runtime memequal.
+func keyEqual(a, b *hash.Key) bool {
+	return a.Src == b.Src && a.Dst == b.Dst && a.SrcPort == b.SrcPort &&
+		a.DstPort == b.DstPort && a.Proto == b.Proto && a.Kind == b.Kind
 }
 
 func (b *bucket) clear(i int) {

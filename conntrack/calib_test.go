@@ -1,0 +1,20 @@
+package conntrack
+
+import (
+	"testing"
+
+	"github.com/xlbnet/xlb/hash"
+)
+
+var sinkU64 uint64
+
+// BenchmarkSum64 calibrates the machine: hash.Sum64 is part of every
+// Lookup and Insert.
+func BenchmarkSum64(b *testing.B) {
+	k := flowKey(1)
+	cpu := startCPU()
+	for b.Loop() {
+		sinkU64 += hash.Sum64(&k, sinkU64)
+	}
+	cpu.report(b)
+}
