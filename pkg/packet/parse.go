@@ -86,7 +86,11 @@ func parseIPv4(frame []byte, off int, m *Meta) Result {
 	}
 	// Verified, not trusted blindly: 20 bytes cost a few adds, and a
 	// corrupted header must not pick a backend (see doc.go).
-	if Checksum(b[:hl], 0) != 0xffff {
+	if hl == IPv4MinimumSize {
+		if !ipv4HeaderSum20OK(b) {
+			return DropIPv4BadChecksum
+		}
+	} else if Checksum(b[:hl], 0) != 0xffff {
 		return DropIPv4BadChecksum
 	}
 	m.Family = IPv4
@@ -141,7 +145,14 @@ func parseIPv6(frame []byte, off int, m *Meta) Result {
 	m.Src = [16]byte(b[IPv6SrcAddrOffset:])
 	m.Dst = [16]byte(b[IPv6DstAddrOffset:])
 	pkt := frame[:end]
-	w, r := walkIPv6(pkt, off+IPv6MinimumSize, b[IPv6NextHeaderOffset])
+	nh := b[IPv6NextHeaderOffset]
+	if !isIPv6Ext[nh] {
+		// Fast path: no extension headers, the common case.
+		m.Proto = nh
+		m.L4Off = uint16(off + IPv6MinimumSize)
+		return parseL4(pkt, off+IPv6MinimumSize, m, DropTruncatedL4)
+	}
+	w, r := walkIPv6(pkt, off+IPv6MinimumSize, nh)
 	if r != OK {
 		return r
 	}
@@ -166,6 +177,29 @@ func parseIPv6(frame []byte, off int, m *Meta) Result {
 	return parseL4(pkt, w.off, m, short)
 }
 
+// isIPv6Ext tells which next-header values walkIPv6 treats as extension
+// headers; everything else ends the chain as the upper-layer protocol.
+var isIPv6Ext = [256]bool{
+	IPv6ExtHopByHop: true, IPv6ExtRouting: true, IPv6ExtFragment: true,
+	IPv6ExtAH: true, IPv6ExtDestination: true, IPv6ExtMobility: true,
+	IPv6ExtHIP: true, IPv6ExtShim6: true,
+}
+
+// ipv4HeaderSum20OK verifies the checksum of an option-less 20-byte IPv4
+// header, nearly every packet, as five 32-bit words; it is small enough to
+// be inlined.
+func ipv4HeaderSum20OK(b []byte) bool {
+	_ = b[19] // bounds check hint
+	s := uint64(binary.BigEndian.Uint32(b[0:])) + uint64(binary.BigEndian.Uint32(b[4:])) +
+		uint64(binary.BigEndian.Uint32(b[8:])) + uint64(binary.BigEndian.Uint32(b[12:])) +
+		uint64(binary.BigEndian.Uint32(b[16:]))
+	// s < 2^35: three folds bring it to 16 bits with every carry added back.
+	s = s>>16 + s&0xffff
+	s = s>>16 + s&0xffff
+	s = s>>16 + s&0xffff
+	return s == 0xffff
+}
+
 // ipv6Walk is where an IPv6 extension-header walk ended.
 type ipv6Walk struct {
 	off        int    // transport header, or fragment payload of a non-first fragment
@@ -184,10 +218,7 @@ func walkIPv6(pkt []byte, off int, nh uint8) (w ipv6Walk, r Result) {
 	start := off
 	truncated := DropIPv6ExtHeaderTruncated
 	for n := 0; ; n++ {
-		switch nh {
-		case IPv6ExtHopByHop, IPv6ExtRouting, IPv6ExtDestination, IPv6ExtAH,
-			IPv6ExtMobility, IPv6ExtHIP, IPv6ExtShim6, IPv6ExtFragment:
-		default:
+		if !isIPv6Ext[nh] {
 			w.proto, w.off = nh, off
 			return w, OK
 		}
