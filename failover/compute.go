@@ -117,7 +117,6 @@ func (w *work) buildBackends(backends []Backend) {
 			b.UnhealthyGen = pb.UnhealthyGen
 			b.DrainGen, b.DrainFloor, b.DrainUntil = pb.DrainGen, pb.DrainFloor, pb.DrainUntil
 			b.DrainReason, b.DepartedAt, b.admin = pb.DrainReason, pb.DepartedAt, pb.admin
-			b.sideMember = pb.sideMember
 			if pb.Health == HealthHealthy && in.Health != HealthHealthy {
 				b.UnhealthyGen++
 			}
@@ -328,15 +327,14 @@ func (w *work) selectEligible() {
 	}
 	if sel.tier != TierEmpty {
 		w.st.lastSide, w.st.hasSide = sel.tier.side(), true
-		// sideMember remembers the last non-empty eligible set, so a switch
-		// through TierEmpty still drains the backends of the old side.
-		for i := range w.st.Backends {
-			w.st.Backends[i].sideMember = w.st.Backends[i].Eligible
-		}
 	}
 }
 
-// switchSides applies "Draining on failover" at a primary/failover switch.
+// switchSides applies "Draining on failover" at a primary/failover switch:
+// flush the rule, or bound the entries of every backend outside the new
+// eligible set (not only those that were in the old one: DESIGN gives all
+// existing connections at most failover_drain_timeout) that is not already
+// draining for an admin reason.
 func (w *work) switchSides() {
 	if !w.p.ConnectionDrainOnFailover {
 		w.st.FlushGen++
@@ -344,7 +342,7 @@ func (w *work) switchSides() {
 	}
 	for i := range w.st.Backends {
 		b := &w.st.Backends[i]
-		if b.sideMember && !b.Eligible && !b.admin {
+		if !b.Eligible && !b.admin {
 			b.depart(w.now, w.p.FailoverDrainTimeout, DrainFailover)
 		}
 	}

@@ -49,8 +49,11 @@
 // (FAILOVER), possibly through EMPTY, is a switch: with
 // connection_drain_on_failover = false it increments State.FlushGen (the
 // dataplane compares it with the rule generation of each entry); with true
-// every backend that was in the last non-empty eligible set and is not in
-// the new one departs with failover_drain_timeout.
+// every backend outside the new eligible set departs with
+// failover_drain_timeout (those that just left it, and also those that were
+// already out but may hold older entries: DESIGN bounds all existing
+// connections at a switch), unless it is already draining for a CLI drain
+// or a removal.
 //
 // # Conntrack validity
 //

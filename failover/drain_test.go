@@ -114,6 +114,42 @@ func TestDrainOnFailoverOffFlushes(t *testing.T) {
 	}
 }
 
+// A backend that was already out of the eligible set at the switch (here
+// healthy with weight 0, keeping its existing connections) is bounded too.
+func TestDrainOnFailoverBoundsIneligibleBackends(t *testing.T) {
+	p := DefaultPolicy()
+	p.WeightedMaglev = true
+	bs := func(p1 Health) []Backend {
+		return []Backend{be("p1", "p", p1, weight(10)), be("p2", "p", up, weight(0)), be("f1", "f", up, weight(10))}
+	}
+	sts := runSteps(t, p, pf(), []step{
+		{backends: bs(up), tier: TierPrimary, eligible: "p1"},
+		{after: time.Second, backends: bs(down), tier: TierFailover, eligible: "f1"},
+	})
+	p2 := backendState(t, sts[1], "p2")
+	if p2.DrainReason != DrainFailover || !p2.DrainUntil.Equal(t0.Add(time.Second+DefaultFailoverDrainTimeout)) {
+		t.Errorf("p2 reason %v until %v", p2.DrainReason, p2.DrainUntil)
+	}
+}
+
+// Primary → empty → failover is one switch: the primaries drain from the
+// moment the failover backends take over.
+func TestDrainThroughEmpty(t *testing.T) {
+	p := DefaultPolicy()
+	p.DropTrafficIfUnhealthy = true
+	sts := runSteps(t, p, pf(), []step{
+		{backends: pfBackends(up, up, down), tier: TierPrimary, eligible: "p1 p2"},
+		{after: time.Second, backends: pfBackends(down, down, down), tier: TierEmpty, eligible: ""},
+		{after: time.Second, backends: pfBackends(down, down, up), tier: TierFailover, eligible: "f1"},
+	})
+	if r := backendState(t, sts[1], "p1").DrainReason; r != DrainNone {
+		t.Errorf("p1 drains at primary → empty: %v", r)
+	}
+	if p1 := backendState(t, sts[2], "p1"); p1.DrainReason != DrainFailover || !p1.DrainUntil.Equal(t0.Add(2*time.Second+DefaultFailoverDrainTimeout)) {
+		t.Errorf("p1 after empty → failover: reason %v until %v", p1.DrainReason, p1.DrainUntil)
+	}
+}
+
 func TestFlushThroughEmpty(t *testing.T) {
 	p := DefaultPolicy()
 	p.ConnectionDrainOnFailover = false
@@ -173,10 +209,15 @@ func TestDrainOnFailoverDeadlines(t *testing.T) {
 	if p1.EntryValid(entry, t0.Add(16*time.Minute), true) {
 		t.Error("pre-switch entry on p1 came back after failback")
 	}
-	// An unhealthy p2 with a non-persisting protocol loses the entry at once.
+	// p2, unhealthy at the switch, loses a non-persisting entry at once and
+	// keeps a persisting one until the failover drain deadline.
 	p2 := backendState(t, switched, "p2")
-	if p2.EntryValid(backendState(t, before, "p2").Stamp(), t0.Add(time.Minute), false) {
+	p2Entry := backendState(t, before, "p2").Stamp()
+	if p2.EntryValid(p2Entry, t0.Add(time.Minute), false) {
 		t.Error("entry on unhealthy p2 valid although it does not persist")
+	}
+	if !p2.EntryValid(p2Entry, t0.Add(11*time.Minute-time.Nanosecond), true) || p2.EntryValid(p2Entry, t0.Add(11*time.Minute), true) {
+		t.Error("persisting entry on p2 not bounded by the failover drain deadline")
 	}
 	if got, want := switched.NextCompute, t0.Add(11*time.Minute); !got.Equal(want) {
 		t.Errorf("NextCompute %v, want %v", got, want)

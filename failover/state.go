@@ -111,8 +111,7 @@ type BackendState struct {
 	DrainReason DrainReason // reason of the latest departure
 	DepartedAt  time.Time   // start of the latest departure
 
-	admin      bool // departed by CLI drain or removal (carried over)
-	sideMember bool // eligible at the last non-empty tier (carried over)
+	admin bool // departed by CLI drain or removal (carried over)
 }
 
 // Stamp returns the values a new conntrack entry to this backend records.
