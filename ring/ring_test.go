@@ -361,7 +361,7 @@ func TestZeroAllocs(t *testing.T) {
 // every descriptor and packet byte.
 func TestConcurrentKernel(t *testing.T) {
 	f, r := newFake(t, ring.Options{FrameSize: 2048, NumFrames: 64, RingSize: 16}, 0xFFFFFF00)
-	const total = 20000
+	const total = 5000
 	var wg sync.WaitGroup
 	var kernelErr error
 	done := make(chan struct{})

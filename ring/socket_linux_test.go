@@ -1,0 +1,370 @@
+package ring_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xlbnet/xlb/pkg/netns"
+	"github.com/xlbnet/xlb/pkg/testutil"
+	"github.com/xlbnet/xlb/ring"
+	"github.com/xlbnet/xlb/ring/xsk"
+)
+
+// vethPair is the test topology: namespace lb holds x0 (the XDP end, two
+// queues), namespace peer holds p0. Both are removed when the test ends.
+type vethPair struct {
+	lb, peer         *netns.NS
+	lbIndex          int
+	lbMAC, peerMAC   net.HardwareAddr
+	lbAddr, peerAddr netip.Addr
+}
+
+func newVethPair(t testing.TB) *vethPair {
+	t.Helper()
+	v := &vethPair{
+		lb:       testutil.NewNetNS(t, "xlbr"),
+		peer:     testutil.NewNetNS(t, "xlbp"),
+		lbAddr:   netip.MustParseAddr("198.18.0.1"),
+		peerAddr: netip.MustParseAddr("198.18.0.2"),
+	}
+	steps := []struct {
+		ns   *netns.NS
+		args string
+	}{
+		{v.lb, "link add x0 numtxqueues 2 numrxqueues 2 type veth peer name p0 numtxqueues 2 numrxqueues 2 netns " + v.peer.Name},
+		{v.lb, "addr add 198.18.0.1/24 dev x0"},
+		{v.lb, "link set x0 up"},
+		{v.peer, "addr add 198.18.0.2/24 dev p0"},
+		{v.peer, "link set p0 up"},
+	}
+	for _, s := range steps {
+		if err := s.ns.Run("ip", strings.Fields(s.args)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must := func(ns *netns.NS, name string, fn func(*net.Interface)) {
+		if err := ns.Do(func() error {
+			ifi, err := net.InterfaceByName(name)
+			if err == nil {
+				fn(ifi)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(v.lb, "x0", func(i *net.Interface) { v.lbIndex, v.lbMAC = i.Index, i.HardwareAddr })
+	must(v.peer, "p0", func(i *net.Interface) { v.peerMAC = i.HardwareAddr })
+	return v
+}
+
+// routeVIP makes the peer send to vip through p0 straight to x0's MAC (a
+// static neighbour entry, so no ARP for the VIP is needed).
+func (v *vethPair) routeVIP(t testing.TB, vip string) {
+	t.Helper()
+	for _, args := range []string{
+		"route add " + vip + "/32 dev p0",
+		"neigh add " + vip + " lladdr " + v.lbMAC.String() + " dev p0 nud permanent",
+	} {
+		if err := v.peer.Run("ip", strings.Fields(args)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// udpFrame builds Ethernet+IPv4+UDP (UDP checksum 0, which IPv4 allows).
+func udpFrame(dstMAC, srcMAC net.HardwareAddr, src, dst netip.Addr, sport, dport uint16, payload []byte) []byte {
+	b := make([]byte, 14+20+8, 14+20+8+len(payload))
+	copy(b[0:], dstMAC)
+	copy(b[6:], srcMAC)
+	binary.BigEndian.PutUint16(b[12:], 0x0800)
+	ip := b[14:34]
+	ip[0] = 0x45
+	binary.BigEndian.PutUint16(ip[2:], uint16(20+8+len(payload)))
+	ip[8], ip[9] = 64, 17
+	s4, d4 := src.As4(), dst.As4()
+	copy(ip[12:], s4[:])
+	copy(ip[16:], d4[:])
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+	udp := b[34:42]
+	binary.BigEndian.PutUint16(udp[0:], sport)
+	binary.BigEndian.PutUint16(udp[2:], dport)
+	binary.BigEndian.PutUint16(udp[4:], uint16(8+len(payload)))
+	return append(b, payload...)
+}
+
+// openQueues attaches the program to x0 and opens sockets on both queues.
+func openQueues(t testing.TB, v *vethPair) (*xsk.Program, []*ring.Socket) {
+	t.Helper()
+	p, err := xsk.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("close program: %v", err)
+		}
+	})
+	var socks []*ring.Socket
+	err = v.lb.Do(func() error {
+		mode, err := p.Attach(v.lbIndex, xsk.AttachAuto)
+		if err != nil {
+			return err
+		}
+		t.Logf("xdp program attached to x0 in %s mode", mode)
+		for q := range 2 {
+			s, err := ring.Open(ring.Options{Ifindex: v.lbIndex, Queue: q, NumFrames: 1024, RingSize: 256})
+			if err != nil {
+				return err
+			}
+			t.Cleanup(func() {
+				if err := s.Close(); err != nil {
+					t.Errorf("close socket: %v", err)
+				}
+			})
+			t.Logf("queue %d: AF_XDP socket bound, zero-copy=%v", q, s.ZeroCopy())
+			if err := p.Register(q, s.FD()); err != nil {
+				return err
+			}
+			socks = append(socks, s)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, socks
+}
+
+func TestSocketVeth(t *testing.T) {
+	testutil.RequireRoot(t)
+	v := newVethPair(t)
+	p, socks := openQueues(t, v)
+	vip := netip.MustParseAddr("203.0.113.10")
+	if err := p.AddVIP(xsk.VIP{Addr: vip, Proto: 17, Port: 5000}); err != nil {
+		t.Fatal(err)
+	}
+	v.routeVIP(t, vip.String())
+
+	// The peer sends UDP to the VIP from several source ports (spread
+	// over both TX queues of p0), and to a non-VIP port.
+	const sent = 40
+	var listener *net.UDPConn
+	err := v.peer.Do(func() error {
+		var err error
+		listener, err = net.ListenUDP("udp4", &net.UDPAddr{IP: v.peerAddr.AsSlice(), Port: 6000})
+		if err != nil {
+			return err
+		}
+		for i := range sent {
+			c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: vip.AsSlice(), Port: 5000})
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(c, "xlb-%d", i)
+			c.Close()
+			if err != nil {
+				return err
+			}
+		}
+		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: vip.AsSlice(), Port: 5001})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write([]byte("not-a-vip-port"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close()
+
+	got := map[string]bool{}
+	perQueue := make([]int, len(socks))
+	descs := make([]ring.Desc, 64)
+	addrs := make([]uint64, 64)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(got) < sent && time.Now().Before(deadline) {
+		for q, s := range socks {
+			r := s.Rings()
+			n := r.RX.Peek(descs)
+			for _, d := range descs[:n] {
+				f := r.Frame(d)
+				if d.Addr-r.UMEM.ChunkStart(d.Addr) < uint64(r.UMEM.Headroom()) {
+					t.Errorf("queue %d: packet at chunk offset %d, less than headroom %d", q, d.Addr-r.UMEM.ChunkStart(d.Addr), r.UMEM.Headroom())
+				}
+				if len(f) < 42 || binary.BigEndian.Uint16(f[36:]) != 5000 {
+					t.Errorf("queue %d: unexpected frame % x", q, f)
+					continue
+				}
+				got[string(f[42:])] = true
+				perQueue[q]++
+			}
+			r.RX.Release(n)
+			for i, d := range descs[:n] {
+				addrs[i] = d.Addr
+			}
+			r.Frames.Free(addrs[:n])
+			r.Refill()
+			r.KickRX()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Logf("received per queue: %v", perQueue)
+	if len(got) != sent {
+		t.Fatalf("received %d distinct VIP packets, want %d", len(got), sent)
+	}
+	if got["not-a-vip-port"] {
+		t.Error("packet to a non-VIP port reached the socket")
+	}
+
+	// Transmit one frame from queue 0's socket; the peer's UDP server must
+	// receive it.
+	r := socks[0].Rings()
+	var chunk [1]uint64
+	if r.Frames.Alloc(chunk[:]) != 1 {
+		t.Fatal("no free frame")
+	}
+	frame := udpFrame(v.peerMAC, v.lbMAC, vip, v.peerAddr, 5000, 6000, []byte("from-xsk"))
+	d := ring.Desc{Addr: chunk[0] + uint64(r.UMEM.Headroom()), Len: uint32(len(frame))}
+	copy(r.Frame(d), frame)
+	if r.TX.Submit([]ring.Desc{d}) != 1 {
+		t.Fatal("TX Submit took nothing")
+	}
+	if err := r.KickTX(); err != nil {
+		t.Fatal(err)
+	}
+	listener.SetReadDeadline(time.Now().Add(3 * time.Second))
+	buf := make([]byte, 100)
+	n, from, err := listener.ReadFromUDP(buf)
+	if err != nil {
+		t.Fatalf("peer did not receive the transmitted frame: %v", err)
+	}
+	if string(buf[:n]) != "from-xsk" || from.Port != 5000 || !from.IP.Equal(vip.AsSlice()) {
+		t.Errorf("peer received %q from %v, want \"from-xsk\" from %s:5000", buf[:n], from, vip)
+	}
+	// The frame comes back on the completion ring.
+	deadline = time.Now().Add(2 * time.Second)
+	for r.Completion.Peek(addrs[:1]) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := r.Completion.Peek(addrs[:1]); n != 1 || addrs[0] != d.Addr {
+		t.Errorf("completion = %d %#x, want 1 %#x", n, addrs[0], d.Addr)
+	}
+	r.Reclaim()
+
+	st, err := socks[0].Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.TXInvalidDescs != 0 || st.RXInvalidDescs != 0 {
+		t.Errorf("kernel stats: %+v", st)
+	}
+	t.Logf("queue 0 kernel stats: %+v", st)
+
+	// veth has no zero-copy support: requiring it must fail clearly, and
+	// leave nothing behind.
+	err = v.lb.Do(func() error {
+		s, err := ring.Open(ring.Options{Ifindex: v.lbIndex, Queue: 0, Bind: ring.BindZeroCopy, NumFrames: 64, RingSize: 64})
+		if err == nil {
+			s.Close()
+			return fmt.Errorf("zero-copy bind on veth succeeded")
+		}
+		if !strings.Contains(err.Error(), "zero-copy") {
+			return fmt.Errorf("zero-copy bind error %q does not say zero-copy", err)
+		}
+		t.Logf("forced zero-copy on veth: %v", err)
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// TestNonVIPTrafficPasses checks that with the program attached and a VIP
+// configured, ordinary traffic to the interface still works: ARP (no
+// static neighbour for 198.18.0.1), ICMP echo and a TCP connection.
+func TestNonVIPTrafficPasses(t *testing.T) {
+	testutil.RequireRoot(t)
+	v := newVethPair(t)
+	p, _ := openQueues(t, v)
+	if err := p.AddVIP(xsk.VIP{Addr: netip.MustParseAddr("203.0.113.10")}); err != nil {
+		t.Fatal(err)
+	}
+	var ln net.Listener
+	if err := v.lb.Do(func() (err error) {
+		ln, err = net.Listen("tcp4", "198.18.0.1:2222")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			c.Write([]byte("hello"))
+			c.Close()
+		}
+	}()
+	err := v.peer.Do(func() error {
+		c, err := net.DialTimeout("tcp4", "198.18.0.1:2222", 3*time.Second)
+		if err != nil {
+			return fmt.Errorf("tcp to the interface address: %w", err)
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		b := make([]byte, 5)
+		if _, err := c.Read(b); err != nil || string(b) != "hello" {
+			return fmt.Errorf("tcp read %q: %v", b, err)
+		}
+		return ping(v.peerAddr, v.lbAddr)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ping sends one ICMP echo request from src to dst on a raw socket and
+// waits for the reply.
+func ping(src, dst netip.Addr) error {
+	c, err := net.ListenPacket("ip4:icmp", src.String())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	req := []byte{8, 0, 0, 0, 0x12, 0x34, 0, 1, 'x', 'l', 'b', '!'}
+	var sum uint32
+	for i := 0; i < len(req); i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(req[i:]))
+	}
+	sum = sum&0xffff + sum>>16
+	binary.BigEndian.PutUint16(req[2:], ^uint16(sum))
+	if _, err := c.WriteTo(req, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
+		return err
+	}
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	b := make([]byte, 1500)
+	for {
+		n, from, err := c.ReadFrom(b)
+		if err != nil {
+			return fmt.Errorf("ping %s: %w", dst, err)
+		}
+		if n >= 12 && b[0] == 0 && bytes.Equal(b[4:6], req[4:6]) && from.String() == dst.String() {
+			return nil
+		}
+	}
+}
