@@ -312,7 +312,11 @@ func (sc *lineScanner) value(path string) {
 			}
 			elem := joinIndex(path, n)
 			sc.record(elem, sc.line)
+			start := sc.i
 			sc.value(elem)
+			if sc.i == start { // not a value (invalid TOML): make progress
+				sc.i++
+			}
 			sc.skipSpaceLines()
 			if sc.peek() == ',' {
 				sc.i++
