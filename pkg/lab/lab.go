@@ -1,0 +1,411 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/xlbnet/xlb/pkg/netns"
+)
+
+// Interface names. Each lives in a namespace the lab created, so fixed
+// names never collide between parallel labs.
+const (
+	// XLBInterface is the appliance's one arm.
+	XLBInterface = "eth0"
+	// BackendInterface is each backend's link to the bridge.
+	BackendInterface = "eth0"
+	// ClientInterface is the client's link to the router.
+	ClientInterface = "eth0"
+	// Bridge is the fabric bridge in the router namespace.
+	Bridge = "br0"
+	// routerClientPort, routerXLBPort and routerBackendPort(i) are the
+	// router-side ends of the veths.
+	routerClientPort = "cl0"
+	routerXLBPort    = "lb0"
+)
+
+func routerBackendPort(i int) string { return "be" + strconv.Itoa(i) }
+
+// Lab is a running testbed. Its servers run in this process: the lab works
+// as long as the process that called Up lives, and Close (or Down after a
+// crash) removes it.
+type Lab struct {
+	Opts Options
+
+	Client, Router, XLB *netns.NS
+	Backends            []*Backend
+
+	// ClientAddrs4 and ClientAddrs6 are the client's source addresses.
+	ClientAddrs4, ClientAddrs6 []netip.Addr
+	// XLBAddr4/6 are the appliance's addresses on the fabric; Gateway4/6
+	// the router's (the appliance's next hop for everything but DIRECT).
+	XLBAddr4, XLBAddr6, Gateway4, Gateway6 netip.Addr
+	// XLBMAC is the appliance's MAC, GatewayMAC the router's on the bridge.
+	XLBMAC, GatewayMAC net.HardwareAddr
+
+	mu         sync.Mutex
+	namespaces []*netns.NS // everything to delete, in creation order
+	closers    []func()
+	closed     bool
+}
+
+// Up builds the lab: namespaces, links, addresses, routes, sysctls, then
+// starts the backends' servers and decapsulators. On failure everything it
+// created is removed before it returns the error.
+func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, fmt.Errorf("lab options: %w", err)
+	}
+	l := &Lab{Opts: opts}
+	defer func() {
+		if err != nil {
+			l.Close()
+		}
+	}()
+	for _, ns := range listNamespaces(opts.Prefix) {
+		if ns == opts.Prefix+"client" || ns == opts.Prefix+"router" || ns == opts.Prefix+"xlb" || strings.HasPrefix(ns, opts.Prefix+"be") {
+			return nil, fmt.Errorf("lab %q exists (namespace %s): run Down(%q) first", opts.Prefix, ns, opts.Prefix)
+		}
+	}
+	steps := []struct {
+		name string
+		fn   func() error
+	}{
+		{"create namespaces", l.createNamespaces},
+		{"router", l.setupRouter},
+		{"client", l.setupClient},
+		{"appliance", l.setupXLB},
+		{"backends", l.setupBackends},
+		{"servers", l.startServers},
+	}
+	for _, s := range steps {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("lab up: %w", err)
+		}
+		opts.Logf("lab %s: %s", opts.Prefix, s.name)
+		if err := s.fn(); err != nil {
+			return nil, fmt.Errorf("lab up: %s: %w", s.name, err)
+		}
+	}
+	return l, nil
+}
+
+// Close stops the servers and decapsulators and deletes every namespace
+// (which destroys the veths and the bridge with them). Safe to call more
+// than once; it returns the first deletion error.
+func (l *Lab) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	closers, nss := l.closers, l.namespaces
+	l.mu.Unlock()
+	for i := len(closers) - 1; i >= 0; i-- {
+		closers[i]()
+	}
+	var first error
+	for i := len(nss) - 1; i >= 0; i-- {
+		if err := nss[i].Delete(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Down deletes every namespace whose name starts with prefix, for
+// `xlb lab down` after a crash. It refuses an empty prefix.
+func Down(prefix string) error {
+	if prefix == "" {
+		return errors.New("lab down: empty prefix would delete every namespace")
+	}
+	var errs []error
+	for _, name := range listNamespaces(prefix) {
+		if err := (&netns.NS{Name: name}).Delete(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Namespaces lists the names of the existing namespaces that start with
+// prefix.
+func Namespaces(prefix string) []string { return listNamespaces(prefix) }
+
+func listNamespaces(prefix string) []string {
+	entries, err := os.ReadDir("/run/netns")
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+func (l *Lab) onClose(f func()) {
+	l.mu.Lock()
+	l.closers = append(l.closers, f)
+	l.mu.Unlock()
+}
+
+func (l *Lab) newNS(suffix string) (*netns.NS, error) {
+	ns, err := netns.New(l.Opts.Prefix + suffix)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.namespaces = append(l.namespaces, ns)
+	l.mu.Unlock()
+	// No duplicate address detection: nothing else uses these links, and a
+	// tentative address would delay the first packets by seconds.
+	if err := sysctls(ns, map[string]string{
+		"net/ipv6/conf/all/accept_dad":     "0",
+		"net/ipv6/conf/default/accept_dad": "0",
+	}); err != nil {
+		return nil, err
+	}
+	return ns, nil
+}
+
+func (l *Lab) createNamespaces() error {
+	var err error
+	if l.Router, err = l.newNS("router"); err != nil {
+		return err
+	}
+	if l.Client, err = l.newNS("client"); err != nil {
+		return err
+	}
+	if l.XLB, err = l.newNS("xlb"); err != nil {
+		return err
+	}
+	for i := range l.Opts.Backends {
+		ns, err := l.newNS("be" + strconv.Itoa(i))
+		if err != nil {
+			return err
+		}
+		l.Backends = append(l.Backends, newBackend(l, i, ns))
+	}
+	return nil
+}
+
+// setupRouter creates the bridge, the client link and the router's
+// addresses and routes; the veths to the appliance and the backends are
+// added by their own steps.
+func (l *Lab) setupRouter() error {
+	o := l.Opts
+	r := l.Router
+	l.Gateway4, l.Gateway6 = host(FabricNet4, hostRouter), host(FabricNet6, hostRouter)
+	mtu := strconv.Itoa(o.FabricMTU)
+	cmds := []string{
+		"link add " + Bridge + " mtu " + mtu + " type bridge stp_state 0 mcast_snooping 0",
+		fmt.Sprintf("addr add %s dev %s", pfx(l.Gateway4, FabricNet4), Bridge),
+		fmt.Sprintf("addr add %s dev %s nodad", pfx(l.Gateway6, FabricNet6), Bridge),
+		"link set " + Bridge + " up",
+		// Client link: cl0 here, eth0 in the client namespace.
+		fmt.Sprintf("link add %s mtu %d type veth peer name %s mtu %d netns %s", routerClientPort, o.ClientMTU, ClientInterface, o.ClientMTU, l.Client.Name),
+		fmt.Sprintf("addr add %s dev %s", pfx(host(ClientNet4, hostRouter), ClientNet4), routerClientPort),
+		fmt.Sprintf("addr add %s dev %s nodad", pfx(host(ClientNet6, hostRouter), ClientNet6), routerClientPort),
+		"link set " + routerClientPort + " up",
+	}
+	if err := batch(r, cmds); err != nil {
+		return err
+	}
+	// Forwarding on; no ICMP redirects: the router hairpins tunnel traffic
+	// from the appliance back out of the bridge it came in on, on purpose.
+	if err := sysctls(r, map[string]string{
+		"net/ipv4/ip_forward":                         "1",
+		"net/ipv6/conf/all/forwarding":                "1",
+		"net/ipv4/conf/all/send_redirects":            "0",
+		"net/ipv4/conf/default/send_redirects":        "0",
+		"net/ipv4/conf/" + Bridge + "/send_redirects": "0",
+	}); err != nil {
+		return err
+	}
+	mac, err := linkMAC(r, Bridge)
+	if err != nil {
+		return err
+	}
+	l.GatewayMAC = mac
+	return nil
+}
+
+func (l *Lab) setupClient() error {
+	o := l.Opts
+	cmds := []string{"link set " + ClientInterface + " up"}
+	for i := range o.ClientAddrs {
+		a4 := host(ClientNet4, hostFirstClient+i)
+		a6 := host(ClientNet6, hostFirstClient+i)
+		l.ClientAddrs4 = append(l.ClientAddrs4, a4)
+		l.ClientAddrs6 = append(l.ClientAddrs6, a6)
+		cmds = append(cmds,
+			fmt.Sprintf("addr add %s dev %s", pfx(a4, ClientNet4), ClientInterface),
+			fmt.Sprintf("addr add %s dev %s nodad", pfx(a6, ClientNet6), ClientInterface))
+	}
+	cmds = append(cmds,
+		"route add default via "+host(ClientNet4, hostRouter).String(),
+		"route add ::/0 via "+host(ClientNet6, hostRouter).String())
+	return batch(l.Client, cmds)
+}
+
+func (l *Lab) setupXLB() error {
+	o := l.Opts
+	l.XLBAddr4, l.XLBAddr6 = host(FabricNet4, hostXLB), host(FabricNet6, hostXLB)
+	q := strconv.Itoa(o.Queues)
+	err := batch(l.Router, []string{
+		fmt.Sprintf("link add %s mtu %d numtxqueues %s numrxqueues %s type veth peer name %s mtu %d numtxqueues %s numrxqueues %s netns %s",
+			routerXLBPort, o.FabricMTU, q, q, XLBInterface, o.FabricMTU, q, q, l.XLB.Name),
+		"link set " + routerXLBPort + " master " + Bridge,
+		"link set " + routerXLBPort + " up",
+	})
+	if err != nil {
+		return err
+	}
+	err = batch(l.XLB, []string{
+		fmt.Sprintf("addr add %s dev %s", pfx(l.XLBAddr4, FabricNet4), XLBInterface),
+		fmt.Sprintf("addr add %s dev %s nodad", pfx(l.XLBAddr6, FabricNet6), XLBInterface),
+		"link set " + XLBInterface + " up",
+		"route add default via " + l.Gateway4.String(),
+		"route add ::/0 via " + l.Gateway6.String(),
+		// Tunnel addresses are reached through the router (L3), even
+		// though router and backends share the bridge with us.
+		fmt.Sprintf("route add %s via %s", TunnelNet4, l.Gateway4),
+		fmt.Sprintf("route add %s via %s", TunnelNet6, l.Gateway6),
+	})
+	if err != nil {
+		return err
+	}
+	// Ignore the router's IPv6 redirects for the hairpinned tunnel traffic
+	// (IPv6 has no send_redirects switch on the router side).
+	if err := sysctls(l.XLB, map[string]string{
+		"net/ipv4/conf/all/accept_redirects":                  "0",
+		"net/ipv6/conf/all/accept_redirects":                  "0",
+		"net/ipv6/conf/" + XLBInterface + "/accept_redirects": "0",
+		"net/ipv4/conf/all/send_redirects":                    "0",
+		"net/ipv4/conf/" + XLBInterface + "/send_redirects":   "0",
+	}); err != nil {
+		return err
+	}
+	mac, err := linkMAC(l.XLB, XLBInterface)
+	if err != nil {
+		return err
+	}
+	l.XLBMAC = mac
+	// The router sends the VIPs to the appliance.
+	return batch(l.Router, []string{
+		fmt.Sprintf("route add %s via %s", pfx(o.VIP4, netip.PrefixFrom(o.VIP4, 32)), l.XLBAddr4),
+		fmt.Sprintf("route add %s via %s", pfx(o.VIP6, netip.PrefixFrom(o.VIP6, 128)), l.XLBAddr6),
+	})
+}
+
+func (l *Lab) setupBackends() error {
+	o := l.Opts
+	var routes []string
+	for _, b := range l.Backends {
+		port := routerBackendPort(b.Index)
+		err := batch(l.Router, []string{
+			fmt.Sprintf("link add %s mtu %d type veth peer name %s mtu %d netns %s", port, o.FabricMTU, BackendInterface, o.FabricMTU, b.NS.Name),
+			"link set " + port + " master " + Bridge,
+			"link set " + port + " up",
+		})
+		if err != nil {
+			return err
+		}
+		err = batch(b.NS, []string{
+			fmt.Sprintf("addr add %s dev %s", pfx(b.Link4, FabricNet4), BackendInterface),
+			fmt.Sprintf("addr add %s dev %s nodad", pfx(b.Link6, FabricNet6), BackendInterface),
+			"link set " + BackendInterface + " up",
+			"addr add " + b.Tunnel4.String() + "/32 dev lo",
+			"addr add " + b.Tunnel6.String() + "/128 dev lo",
+			"addr add " + o.VIP4.String() + "/32 dev lo",
+			"addr add " + o.VIP6.String() + "/128 dev lo",
+			"route add default via " + l.Gateway4.String(),
+			"route add ::/0 via " + l.Gateway6.String(),
+		})
+		if err != nil {
+			return err
+		}
+		// DIRECT: the VIP on lo must not be announced or answered on the
+		// bridge, or the router and the appliance would learn a backend's
+		// MAC for it.
+		if err := sysctls(b.NS, map[string]string{
+			"net/ipv4/conf/all/arp_ignore":                        "1",
+			"net/ipv4/conf/all/arp_announce":                      "2",
+			"net/ipv4/conf/" + BackendInterface + "/arp_ignore":   "1",
+			"net/ipv4/conf/" + BackendInterface + "/arp_announce": "2",
+			"net/ipv4/conf/all/rp_filter":                         "0",
+			"net/ipv4/conf/" + BackendInterface + "/rp_filter":    "0",
+		}); err != nil {
+			return err
+		}
+		if b.MAC, err = linkMAC(b.NS, BackendInterface); err != nil {
+			return err
+		}
+		routes = append(routes,
+			fmt.Sprintf("route add %s/32 via %s", b.Tunnel4, b.Link4),
+			fmt.Sprintf("route add %s/128 via %s", b.Tunnel6, b.Link6))
+	}
+	return batch(l.Router, routes)
+}
+
+func (l *Lab) startServers() error {
+	for _, b := range l.Backends {
+		if err := b.start(); err != nil {
+			return fmt.Errorf("backend %d: %w", b.Index, err)
+		}
+	}
+	return nil
+}
+
+// pfx formats a with the prefix length of p ("198.18.0.2/24").
+func pfx(a netip.Addr, p netip.Prefix) string {
+	return netip.PrefixFrom(a, p.Bits()).String()
+}
+
+// batch runs ip(8) commands in ns in one process (ip -batch), which keeps
+// Up fast with hundreds of client addresses.
+func batch(ns *netns.NS, cmds []string) error {
+	cmd := ns.Command("ip", "-batch", "-")
+	cmd.Stdin = strings.NewReader(strings.Join(cmds, "\n") + "\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("in netns %s: ip -batch: %w: %s", ns.Name, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// sysctls writes /proc/sys/<key> = value inside ns.
+func sysctls(ns *netns.NS, kv map[string]string) error {
+	return ns.Do(func() error {
+		for k, v := range kv {
+			if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0); err != nil {
+				return fmt.Errorf("sysctl %s=%s in %s: %w", k, v, ns.Name, err)
+			}
+		}
+		return nil
+	})
+}
+
+func linkMAC(ns *netns.NS, name string) (net.HardwareAddr, error) {
+	var mac net.HardwareAddr
+	err := ns.Do(func() error {
+		ifi, err := net.InterfaceByName(name)
+		if err != nil {
+			return fmt.Errorf("interface %s in %s: %w", name, ns.Name, err)
+		}
+		mac = ifi.HardwareAddr
+		return nil
+	})
+	return mac, err
+}

@@ -1,0 +1,159 @@
+package lab
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Defaults.
+const (
+	DefaultPrefix      = "xlb-"
+	DefaultBackends    = 3
+	DefaultQueues      = 2
+	DefaultClientAddrs = 200
+	DefaultFabricMTU   = 9000
+	DefaultClientMTU   = 1500
+	DefaultHTTPPort    = 80
+	DefaultUDPPort     = 7
+	DefaultHealthPort  = 8080
+	DefaultGUEPort     = 6080
+
+	// MaxBackends keeps backend addresses inside .100–.249 of their /24.
+	MaxBackends = 150
+	// MaxClientAddrs is what fits in 198.51.100.0/24 after the router's .1.
+	MaxClientAddrs = 253
+)
+
+// Address plan (see doc.go for the drawing).
+var (
+	ClientNet4 = netip.MustParsePrefix("198.51.100.0/24") // client ↔ router link
+	ClientNet6 = netip.MustParsePrefix("fd00:51::/64")
+	FabricNet4 = netip.MustParsePrefix("198.18.0.0/24") // the bridge in the router namespace
+	FabricNet6 = netip.MustParsePrefix("fd00:18::/64")
+	TunnelNet4 = netip.MustParsePrefix("198.18.1.0/24") // backends' tunnel addresses on lo, routed by the router
+	TunnelNet6 = netip.MustParsePrefix("fd00:18:1::/64")
+
+	DefaultVIP4 = netip.MustParseAddr("203.0.113.10")
+	DefaultVIP6 = netip.MustParseAddr("fd00:203:113::10")
+)
+
+// Host numbers inside the plan's prefixes.
+const (
+	hostRouter      = 1   // router on the client link and on the fabric
+	hostXLB         = 2   // the appliance on the fabric
+	hostFirstClient = 2   // first client address on the client link
+	hostFirstBE4    = 100 // backend i is .100+i (IPv4)
+	hostFirstBE6    = 0x100
+)
+
+// Options configure a lab. The zero value is the default lab.
+type Options struct {
+	// Prefix starts the name of every namespace the lab creates (default
+	// "xlb-"); parallel labs need different prefixes.
+	Prefix string
+	// Backends is the number of backends (default 3, at most 150).
+	Backends int
+	// Queues is the number of RX and TX queues of the appliance's veth
+	// (default 2).
+	Queues int
+	// ClientAddrs is the number of source addresses per family in the
+	// client namespace (default 200, at most 253).
+	ClientAddrs int
+	// FabricMTU is the MTU between router, appliance and backends (default
+	// 9000, as inside a data centre); ClientMTU the client's link (1500).
+	FabricMTU, ClientMTU int
+	// VIP4 and VIP6 are the VIPs (defaults 203.0.113.10, fd00:203:113::10).
+	VIP4, VIP6 netip.Addr
+	// HTTPPort (80), UDPPort (7, echo) and HealthPort (8080) are the
+	// backends' server ports; GUEPort (6080) is where decap listens.
+	HTTPPort, UDPPort, HealthPort, GUEPort uint16
+	// NoDecap skips running pkg/decap on the backends (DIRECT-only labs).
+	NoDecap bool
+	// Logf, if set, receives one line per setup step.
+	Logf func(format string, args ...any)
+}
+
+func (o *Options) setDefaults() error {
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(o.Prefix, "/ \t\n") || len(o.Prefix) > 40 {
+		return fmt.Errorf("prefix %q: want at most 40 characters, no slash or space", o.Prefix)
+	}
+	if o.Backends == 0 {
+		o.Backends = DefaultBackends
+	}
+	if o.Backends < 1 || o.Backends > MaxBackends {
+		return fmt.Errorf("backends %d outside 1..%d", o.Backends, MaxBackends)
+	}
+	if o.Queues == 0 {
+		o.Queues = DefaultQueues
+	}
+	if o.Queues < 1 || o.Queues > 256 {
+		return fmt.Errorf("queues %d outside 1..256", o.Queues)
+	}
+	if o.ClientAddrs == 0 {
+		o.ClientAddrs = DefaultClientAddrs
+	}
+	if o.ClientAddrs < 1 || o.ClientAddrs > MaxClientAddrs {
+		return fmt.Errorf("client addresses %d outside 1..%d", o.ClientAddrs, MaxClientAddrs)
+	}
+	if o.FabricMTU == 0 {
+		o.FabricMTU = DefaultFabricMTU
+	}
+	if o.ClientMTU == 0 {
+		o.ClientMTU = DefaultClientMTU
+	}
+	for _, m := range []int{o.FabricMTU, o.ClientMTU} {
+		if m < 1280 || m > 65535 {
+			return fmt.Errorf("mtu %d outside 1280..65535 (IPv6 needs 1280)", m)
+		}
+	}
+	if !o.VIP4.IsValid() {
+		o.VIP4 = DefaultVIP4
+	}
+	if !o.VIP6.IsValid() {
+		o.VIP6 = DefaultVIP6
+	}
+	if !o.VIP4.Is4() || !o.VIP6.Is6() || o.VIP6.Is4In6() {
+		return errors.New("vip4 must be IPv4 and vip6 IPv6")
+	}
+	for _, p := range []netip.Prefix{ClientNet4, ClientNet6, FabricNet4, FabricNet6, TunnelNet4, TunnelNet6} {
+		if p.Contains(o.VIP4) || p.Contains(o.VIP6) {
+			return fmt.Errorf("vip inside the lab's own %v", p)
+		}
+	}
+	if o.HTTPPort == 0 {
+		o.HTTPPort = DefaultHTTPPort
+	}
+	if o.UDPPort == 0 {
+		o.UDPPort = DefaultUDPPort
+	}
+	if o.HealthPort == 0 {
+		o.HealthPort = DefaultHealthPort
+	}
+	if o.GUEPort == 0 {
+		o.GUEPort = DefaultGUEPort
+	}
+	if o.HTTPPort == o.HealthPort {
+		return fmt.Errorf("http and health port are both %d", o.HTTPPort)
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return nil
+}
+
+// host returns the address n inside p (n counted from the prefix start).
+func host(p netip.Prefix, n int) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := len(b) - 1; i >= 0 && n > 0; i-- {
+		s := int(b[i]) + n
+		b[i] = byte(s)
+		n = s >> 8
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
