@@ -1,0 +1,141 @@
+// Package config reads, defaults and validates the appliance configuration
+// (xlb.toml plus rules_dir/*.toml, one forwarding rule per file; DESIGN §4)
+// and keeps the CLI state overlay (state_file).
+//
+// # Ownership and goroutines
+//
+// Load and LoadState are called by the daemon's control goroutine (start,
+// reload, SIGHUP) and by `xlb validate`; nothing here runs on the packet
+// path. A *Config is immutable once Load returns it and may be shared. A
+// *State belongs to the control goroutine: it changes it (Mark, Drain,
+// Undrain, SetWeight, Reset), Saves it, and only then publishes the result
+// of Apply, so an acknowledged CLI change survives a crash. Apply returns a
+// fresh View and changes neither input.
+//
+// # Schema
+//
+// xlb.toml: interface (required), queues ("all" | N | [ids]), xdp_mode
+// (auto|native|generic), bind_mode (auto|zerocopy|copy), hash_seed,
+// maglev_table_size, rules_dir, state_file, control_socket,
+// metrics_listen, [conntrack] max_entries.
+//
+// A rule file: name, vip (required), protocol (TCP|UDP|L3_DEFAULT), ports
+// (["80", "8000-8099"] or "ALL"), session_affinity (NONE |
+// CLIENT_IP_PORT_PROTO | CLIENT_IP_PROTO | CLIENT_IP), locality_lb_policy
+// (MAGLEV|WEIGHTED_MAGLEV), connection_draining_timeout, fragment_tracking,
+// auto_capacity_drain; [connection_tracking] tracking_mode,
+// persistence_on_unhealthy, idle_timeout; [failover] ratio,
+// drop_traffic_if_unhealthy, connection_drain_on_failover,
+// failover_drain_timeout, failback_delay; [health_check] type (required:
+// HTTP|HTTPS|TCP|NONE), port, request_path, host, interval, timeout,
+// healthy_threshold, unhealthy_threshold; [encap] type (IPIP|GUE|GRE|
+// DIRECT), gue_port; [zonal_affinity] mode, spillover_ratio,
+// [zonal_affinity.clients] zone = [prefixes]; [[group]] name (required),
+// role (primary|failover), zone, capacity_scaler, preferred, backends
+// (required: addresses, or {address = "…", weight = N}).
+// deploy/examples documents every key with its default; a test fails when
+// a key the loader knows is missing there.
+//
+// # Defaults
+//
+// Appliance: queues "all", xdp_mode and bind_mode "auto", hash_seed 0x5eed
+// (with a warning: a public seed lets clients predict backends),
+// maglev_table_size 65537, rules_dir "rules.d", state_file
+// "/var/lib/xlb/state.toml", control_socket "/run/xlb/xlb.sock",
+// metrics_listen "127.0.0.1:9641", conntrack.max_entries 1048576.
+// Rule: name = file name without .toml, protocol TCP, session_affinity
+// NONE, locality_lb_policy MAGLEV, connection_draining_timeout 0s,
+// fragment_tracking and auto_capacity_drain false; PER_CONNECTION,
+// DEFAULT_FOR_PROTOCOL, idle_timeout 60s; failover ratio 0,
+// drop_traffic_if_unhealthy false, connection_drain_on_failover true,
+// failover_drain_timeout 10m, failback_delay 0s; health check port 80 (443
+// for HTTPS), request_path "/", interval 5s, timeout 5s, thresholds 2 and 2
+// (GCP's documented defaults); encap IPIP, gue_port 6080; zonal affinity
+// disabled, spillover_ratio 0; group role primary, capacity_scaler 1,
+// preferred false. L3_DEFAULT rules default to ports "ALL".
+//
+// # Errors and warnings
+//
+// Load reports every problem of every file at once in an *Error, each as
+// "file:line: key: message" (rules.d/web.toml:14: failover.ratio: 1.5 is
+// outside [0, 1]); file is relative to the directory of xlb.toml (absolute
+// when outside it). A bad configuration is rejected whole: Load returns a
+// Config only when there is no error. Warnings (same format) do not reject.
+//
+// Decisions where the design is silent:
+//
+//   - Files are decoded into generic maps and walked by typed getters
+//     rather than decoded into structs and checked with
+//     MetaData.Undecoded: struct decoding stops at the first type error
+//     (we report them all) and matches keys case-insensitively (VIP = …
+//     would silently set vip); a key no getter asked for is reported as
+//     unknown, with the closest known key as a hint.
+//   - Line numbers: BurntSushi/toml v1.6.0 keeps key positions in
+//     MetaData but does not export them (only ParseError has a Position,
+//     used for syntax errors), and does not tell [[group]] elements apart,
+//     so a small scanner (lines.go) maps key paths to lines. Paths index
+//     arrays from 0: group[1].backends[0]. A key that is not written (a
+//     missing required key, a default that does not fit) has no line.
+//   - Enum strings are case-sensitive (upper case as in the seeds; roles
+//     and the appliance modes lower case as in DESIGN §4); a case mistake
+//     gets a hint.
+//   - health_check.type is required: a silent default would either probe
+//     a port nobody listens on or hide failures.
+//   - Ranges: ratios and capacity_scaler [0, 1]; draining timeout
+//     0..3600 s; idle_timeout 1 s..24 h; failover_drain_timeout and
+//     failback_delay 0..1 h; interval and timeout 1..300 s with timeout ≤
+//     interval; thresholds 1..10; weights 0..1000 (as the weight header);
+//     maglev_table_size prime, ≥ 100 × the backends of the largest rule
+//     and ≤ 2^24; max_entries 1024..2^30; ports 1..65535.
+//   - Ports of one rule must not overlap each other; two rules overlap
+//     when they share the VIP, their protocols meet (L3_DEFAULT meets
+//     everything on its VIP) and their ports meet ("ALL" meets every
+//     port). The later file (by name) gets the error.
+//   - Failover: a group with role failover needs a primary group; a
+//     [failover] table with keys but no failover group is an error (its
+//     settings would do nothing); at most 50 groups per role.
+//   - A rule needs at least one backend; groups may be empty (staging). A
+//     backend address appears once per rule (its role is its group's).
+//     Addresses must not be unspecified, multicast, zoned or (backends)
+//     loopback, nor a backend equal to the VIP. IPv4-mapped IPv6 addresses
+//     are taken as IPv4.
+//   - Families: IPIP, GUE and GRE carry IPv4 in IPv4, IPv6 in IPv6 and
+//     IPv4 in IPv6 (what pkg/encap builds); nothing carries IPv6 in IPv4,
+//     so an IPv6 VIP needs IPv6 backends. DIRECT rewrites MACs only, so its
+//     backends must be of the VIP's family.
+//   - Static weights ({address, weight}) are allowed only with
+//     WEIGHTED_MAGLEV and replace the health-check weight of that
+//     backend; WEIGHTED_MAGLEV still needs an HTTP or HTTPS check for the
+//     other backends (and for health).
+//   - Fragment warnings: a UDP or L3_DEFAULT rule without
+//     fragment_tracking gets one warning per missing part of the safe
+//     recipe (ports "ALL"; CLIENT_IP or CLIENT_IP_PROTO; PER_SESSION).
+//   - Zonal affinity: an enabled mode needs groups with a zone (error);
+//     no client prefixes, or prefixes for a zone no group has, are
+//     warnings; prefixes must have no host bits and map to one zone.
+//   - Relative paths in xlb.toml are relative to its directory.
+//     state_file must not be a *.toml in rules_dir (it would be read as a
+//     rule) nor xlb.toml itself. Hidden files and non-.toml files in
+//     rules_dir are ignored (editor leftovers); an empty rules_dir is a
+//     warning.
+//
+// # State overlay
+//
+// The CLI marks a backend's role, drains or undrains it, or overrides its
+// weight; role is per group in the rule files, so the overlay holds
+// per-backend overrides, keyed by (rule, backend address). state_file is
+// TOML (version = 1, [[override]] rule, backend, role, drained,
+// drained_at, weight), written by Save atomically: a temporary file in the
+// same directory, fsync, rename over the old file, fsync of the directory;
+// temporaries left by a crash are removed by the next Save. The rule files
+// are never written. Apply lays the overlay over a Config and gives each
+// value its source ("config" or "cli").
+//
+// Decisions: Mark to the group's own role removes the role override, and
+// Mark refuses to leave a rule with failover backends but no primary.
+// SetWeight needs WEIGHTED_MAGLEV. Overrides that match no rule or backend
+// (a reload removed them) are kept in the file and reported by Apply as
+// View.Stale, so a backend that comes back gets its drain back; Reset
+// removes them. A state file that does not parse stops the daemon (with
+// file:line:key errors) rather than silently dropping drains.
+package config
