@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/xlbnet/xlb/pkg/packet"
 )
 
 // FuzzSum64 checks that the fixed-size path equals the generic XXH64 over
@@ -25,6 +27,14 @@ func FuzzSum64(f *testing.F) {
 		enc := k.Encode()
 		if got, want := Sum64(&k, seed), Bytes(enc[:], seed); got != want {
 			t.Fatalf("Sum64 = %#x, Bytes(Encode) = %#x", got, want)
+		}
+		// The same bytes as a flow: SumTuple must hash what MakeKey builds.
+		tu := packet.Tuple{Src: k.Src, Dst: k.Dst, SrcPort: k.SrcPort, DstPort: k.DstPort, Proto: k.Proto}
+		for _, kind := range []TupleKind{TupleNone, Tuple2, Tuple3, Tuple5, k.Kind} {
+			mk := MakeKey(&tu, kind)
+			if got, want := SumTuple(&tu, kind, seed), Sum64(&mk, seed); got != want {
+				t.Fatalf("kind %d: SumTuple = %#x, Sum64(MakeKey) = %#x", kind, got, want)
+			}
 		}
 	})
 }

@@ -67,38 +67,66 @@ func TrackingKind(proto uint8, frag packet.FragState, a Affinity, mode TrackingM
 // MakeKey returns the Key of kind k for flow t: the fields k covers are
 // copied and the others stay zero, so equal flows give equal keys.
 // TupleNone (or any other value) gives the zero Key.
-func MakeKey(t *packet.Tuple, k TupleKind) Key {
-	var key Key
-	switch k {
-	case Tuple5:
-		key.SrcPort = t.SrcPort
-		key.DstPort = t.DstPort
-		fallthrough
-	case Tuple3:
-		key.Proto = t.Proto
-		fallthrough
-	case Tuple2:
-		key.Src = t.Src
-		key.Dst = t.Dst
-		key.Kind = k
-	}
+func MakeKey(t *packet.Tuple, k TupleKind) (key Key) {
+	key.set(t, k)
 	return key
 }
 
+// set makes *key the Key of kind k for flow t.
+func (key *Key) set(t *packet.Tuple, k TupleKind) {
+	*key = Key{}
+	if k != Tuple2 && k != Tuple3 && k != Tuple5 {
+		return
+	}
+	key.Src, key.Dst, key.Kind = t.Src, t.Dst, k
+	if k != Tuple2 {
+		key.Proto = t.Proto
+	}
+	if k == Tuple5 {
+		key.SrcPort, key.DstPort = t.SrcPort, t.DstPort
+	}
+}
+
+// SetSelection makes *key the key whose hash selects m's backend under
+// affinity a. It is the packet-path form of SelectionKey: it writes the
+// caller's Key in place. (Returning a freshly built 40-byte Key by value
+// from a call that is not inlined copies it with overlapping 16-byte
+// moves over the narrow field stores, which stalls store-to-load
+// forwarding: about twice the cost of key, hash and lookup together.)
+//
+// For an ICMP error the caller builds the key of the quoted flow instead:
+// reverse m.Inner and use MakeKey with SelectionKind.
+func (key *Key) SetSelection(m *packet.Meta, a Affinity) {
+	key.set(&m.Tuple, SelectionKind(m.Proto, m.Frag, a))
+}
+
+// SetTracking makes *key m's connection-tracking key under affinity a and
+// tracking mode mode, and reports whether m is trackable at all; when it
+// is not, *key is zero. It is the packet-path form of TrackingKey.
+func (key *Key) SetTracking(m *packet.Meta, a Affinity, mode TrackingMode) bool {
+	k := TrackingKind(m.Proto, m.Frag, a, mode)
+	key.set(&m.Tuple, k)
+	return k != TupleNone
+}
+
 // SelectionKey returns the key whose hash selects m's backend under
-// affinity a. For an ICMP error the caller builds the key of the quoted
-// flow instead: reverse m.Inner and use MakeKey with SelectionKind.
-func SelectionKey(m *packet.Meta, a Affinity) Key {
-	return MakeKey(&m.Tuple, SelectionKind(m.Proto, m.Frag, a))
+// affinity a; see SetSelection for the packet path.
+func SelectionKey(m *packet.Meta, a Affinity) (key Key) {
+	key.SetSelection(m, a)
+	return key
+}
+
+// SelectionHash is Sum64(SelectionKey(m, a), seed) without building the
+// key: what the packet path needs on a conntrack miss.
+func SelectionHash(m *packet.Meta, a Affinity, seed uint64) uint64 {
+	return SumTuple(&m.Tuple, SelectionKind(m.Proto, m.Frag, a), seed)
 }
 
 // TrackingKey returns m's connection-tracking key under affinity a and
 // tracking mode mode, and whether m is trackable at all. When it is not,
 // the Key is zero and the packet is hashed per packet with SelectionKey.
-func TrackingKey(m *packet.Meta, a Affinity, mode TrackingMode) (Key, bool) {
-	k := TrackingKind(m.Proto, m.Frag, a, mode)
-	if k == TupleNone {
-		return Key{}, false
-	}
-	return MakeKey(&m.Tuple, k), true
+// See SetTracking for the packet path.
+func TrackingKey(m *packet.Meta, a Affinity, mode TrackingMode) (key Key, ok bool) {
+	ok = key.SetTracking(m, a, mode)
+	return key, ok
 }

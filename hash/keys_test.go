@@ -38,6 +38,16 @@ func wantKey(m *packet.Meta, k TupleKind) Key {
 	return Key{}
 }
 
+// dirtyKey returns a Key with every field set, to show that the Set
+// methods overwrite what the caller's Key held.
+func dirtyKey() Key {
+	k := Key{SrcPort: 1, DstPort: 2, Proto: 3, Kind: Tuple5}
+	for i := range k.Src {
+		k.Src[i], k.Dst[i] = 0xaa, 0xbb
+	}
+	return k
+}
+
 // Packet classes the DESIGN §3 tables distinguish.
 var (
 	tcp          = testMeta(packet.ProtoTCP, packet.FragNone)
@@ -96,9 +106,13 @@ func TestSelectionKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := SelectionKey(tt.m, tt.a)
-			if want := wantKey(tt.m, tt.want); got != want {
+			want := wantKey(tt.m, tt.want)
+			if got := SelectionKey(tt.m, tt.a); got != want {
 				t.Errorf("SelectionKey = %+v, want %+v", got, want)
+			}
+			got := dirtyKey()
+			if got.SetSelection(tt.m, tt.a); got != want {
+				t.Errorf("SetSelection = %+v, want %+v", got, want)
 			}
 		})
 	}
@@ -181,12 +195,14 @@ func TestTrackingKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			wantOK, want := tt.want != TupleNone, wantKey(tt.m, tt.want)
 			got, ok := TrackingKey(tt.m, tt.a, tt.mode)
-			if wantOK := tt.want != TupleNone; ok != wantOK {
-				t.Fatalf("trackable = %v, want %v", ok, wantOK)
+			if ok != wantOK || got != want {
+				t.Errorf("TrackingKey = %+v, %v; want %+v, %v", got, ok, want, wantOK)
 			}
-			if want := wantKey(tt.m, tt.want); got != want {
-				t.Errorf("TrackingKey = %+v, want %+v", got, want)
+			got = dirtyKey()
+			if ok := got.SetTracking(tt.m, tt.a, tt.mode); ok != wantOK || got != want {
+				t.Errorf("SetTracking = %+v, %v; want %+v, %v", got, ok, want, wantOK)
 			}
 		})
 	}
@@ -215,12 +231,32 @@ func TestKeyIgnoresUncoveredFields(t *testing.T) {
 	}
 }
 
+// TestSelectionHashMatchesKey checks the fused path against building the
+// key and hashing it, for every packet class and affinity.
+func TestSelectionHashMatchesKey(t *testing.T) {
+	classes := []*packet.Meta{tcp, tcpFirstFrag, udp, udpFirstFrag, udpLaterFrag, esp, gre, icmp, icmpv6, sctp, espFrag}
+	for _, m := range classes {
+		for a := AffinityNone; a <= AffinityClientIP+1; a++ {
+			k := SelectionKey(m, a)
+			if got, want := SelectionHash(m, a, 77), Sum64(&k, 77); got != want {
+				t.Errorf("proto %d frag %d affinity %d: SelectionHash = %#x, Sum64(SelectionKey) = %#x", m.Proto, m.Frag, a, got, want)
+			}
+		}
+	}
+}
+
 func TestKeyZeroAllocs(t *testing.T) {
 	m := testMeta(packet.ProtoUDP, packet.FragNone)
 	var sink uint64
 	n := testing.AllocsPerRun(100, func() {
 		k := SelectionKey(m, AffinityClientIPPortProto)
 		sink += Sum64(&k, 42)
+		k.SetSelection(m, AffinityNone)
+		sink += Sum64(&k, 42)
+		if k.SetTracking(m, AffinityClientIP, PerSession) {
+			sink += Sum64(&k, 42)
+		}
+		sink += SelectionHash(m, AffinityClientIP, 42)
 		tk, ok := TrackingKey(m, AffinityClientIPProto, PerSession)
 		if ok {
 			sink += Sum64(&tk, 42)

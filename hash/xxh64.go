@@ -3,6 +3,8 @@ package hash
 import (
 	"encoding/binary"
 	"math/bits"
+
+	"github.com/xlbnet/xlb/pkg/packet"
 )
 
 // XXH64 constants from the xxHash specification (doc/xxhash_spec.md,
@@ -34,15 +36,48 @@ const KeySize = 40
 // reads the fields directly (no unsafe, no allocation) and unrolls XXH64
 // for the fixed length: one 32-byte stripe, then one 8-byte lane.
 func Sum64(k *Key, seed uint64) uint64 {
-	v1 := seed + prime64x1 + prime64x2
-	v2 := seed + prime64x2
-	v3 := seed
-	v4 := seed - prime64x1
+	return sum40(
+		binary.LittleEndian.Uint64(k.Src[0:8]), binary.LittleEndian.Uint64(k.Src[8:16]),
+		binary.LittleEndian.Uint64(k.Dst[0:8]), binary.LittleEndian.Uint64(k.Dst[8:16]),
+		tailWord(k.SrcPort, k.DstPort, k.Proto, k.Kind), seed)
+}
 
-	v1 = xxhRound(v1, binary.LittleEndian.Uint64(k.Src[0:8]))
-	v2 = xxhRound(v2, binary.LittleEndian.Uint64(k.Src[8:16]))
-	v3 = xxhRound(v3, binary.LittleEndian.Uint64(k.Dst[0:8]))
-	v4 = xxhRound(v4, binary.LittleEndian.Uint64(k.Dst[8:16]))
+// SumTuple returns Sum64 of the Key that MakeKey(t, kind) would build,
+// without building it: the packet path's selection hash in one call.
+func SumTuple(t *packet.Tuple, kind TupleKind, seed uint64) uint64 {
+	var tail uint64
+	switch kind {
+	case Tuple5:
+		tail = tailWord(t.SrcPort, t.DstPort, t.Proto, Tuple5)
+	case Tuple3:
+		tail = tailWord(0, 0, t.Proto, Tuple3)
+	case Tuple2:
+		tail = tailWord(0, 0, 0, Tuple2)
+	default: // the zero Key
+		return sum40(0, 0, 0, 0, 0, seed)
+	}
+	return sum40(
+		binary.LittleEndian.Uint64(t.Src[0:8]), binary.LittleEndian.Uint64(t.Src[8:16]),
+		binary.LittleEndian.Uint64(t.Dst[0:8]), binary.LittleEndian.Uint64(t.Dst[8:16]),
+		tail, seed)
+}
+
+// tailWord is bytes 32..39 of the canonical encoding as a little-endian word.
+//
+// The fields are disjoint, so + is |; + keeps the compiler from merging
+// the port loads into one 4-byte load, which a caller's two 2-byte stores
+// (a Key just built) could not forward to, costing a store-forwarding stall.
+func tailWord(srcPort, dstPort uint16, proto uint8, kind TupleKind) uint64 {
+	return uint64(srcPort) + uint64(dstPort)<<16 + uint64(proto)<<32 + uint64(kind)<<40
+}
+
+// sum40 is XXH64 unrolled for 40 bytes given as five little-endian words:
+// one 32-byte stripe (w0..w3), then one 8-byte lane (w4).
+func sum40(w0, w1, w2, w3, w4, seed uint64) uint64 {
+	v1 := xxhRound(seed+prime64x1+prime64x2, w0)
+	v2 := xxhRound(seed+prime64x2, w1)
+	v3 := xxhRound(seed, w2)
+	v4 := xxhRound(seed-prime64x1, w3)
 
 	h := bits.RotateLeft64(v1, 1) + bits.RotateLeft64(v2, 7) +
 		bits.RotateLeft64(v3, 12) + bits.RotateLeft64(v4, 18)
@@ -53,9 +88,7 @@ func Sum64(k *Key, seed uint64) uint64 {
 
 	h += KeySize
 
-	tail := uint64(k.SrcPort) | uint64(k.DstPort)<<16 |
-		uint64(k.Proto)<<32 | uint64(k.Kind)<<40
-	h ^= xxhRound(0, tail)
+	h ^= xxhRound(0, w4)
 	h = bits.RotateLeft64(h, 27)*prime64x1 + prime64x4
 
 	return xxhAvalanche(h)
