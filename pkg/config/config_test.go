@@ -239,6 +239,22 @@ func TestValidation(t *testing.T) {
 			"rules.d/a.toml": strings.Replace(strings.Replace(webRule, `"web"`, `"a"`, 1), `ports = ["80"]`, `protocol = "L3_DEFAULT"`, 1),
 			"rules.d/b.toml": strings.Replace(strings.Replace(webRule, `"web"`, `"b"`, 1), `ports = ["80"]`, lines(`ports = ["5353"]`, `protocol = "UDP"`, `session_affinity = "CLIENT_IP"`, `fragment_tracking = true`), 1)},
 			[]string{`rules.d/b.toml:4: protocol: UDP on 203.0.113.10 overlaps rule "a" (rules.d/a.toml) L3_DEFAULT: an L3_DEFAULT rule takes every packet to its VIP`}},
+		{"tcp and udp on one port do not overlap", map[string]string{
+			"rules.d/a.toml": strings.Replace(webRule, `"web"`, `"a"`, 1),
+			"rules.d/b.toml": strings.Replace(strings.Replace(webRule, `"web"`, `"b"`, 1), `ports = ["80"]`, lines(`ports = ["80"]`, `protocol = "UDP"`, `fragment_tracking = true`), 1)},
+			nil},
+		{"ipv6 vips compare by value", map[string]string{
+			"rules.d/a.toml": strings.Replace(strings.Replace(webRule, `"web"`, `"a"`, 1), `vip = "203.0.113.10"`, `vip = "2001:db8::1"`, 1) + lines(`[encap]`, `type = "GRE"`),
+			"rules.d/b.toml": strings.Replace(strings.Replace(strings.Replace(webRule, `"web"`, `"b"`, 1), `vip = "203.0.113.10"`, `vip = "2001:0db8:0::1"`, 1), `"10.0.1.10", "10.0.1.11"`, `"2001:db8::10"`, 1)},
+			[]string{
+				`rules.d/a.toml:8: group[0].backends[0]: 10.0.1.10 is IPv4 but the VIP 2001:db8::1 is IPv6: no encapsulation carries IPv6 inside IPv4`,
+				`rules.d/a.toml:8: group[0].backends[1]: 10.0.1.11 is IPv4 but the VIP 2001:db8::1 is IPv6: no encapsulation carries IPv6 inside IPv4`,
+				`rules.d/b.toml:3: ports: 80 overlaps rule "a" (rules.d/a.toml) on 2001:db8::1 TCP (port 80)`,
+			}},
+		{"all overlaps all", map[string]string{
+			"rules.d/a.toml": strings.Replace(strings.Replace(webRule, `"web"`, `"a"`, 1), `["80"]`, `"ALL"`, 1),
+			"rules.d/b.toml": strings.Replace(strings.Replace(webRule, `"web"`, `"b"`, 1), `["80"]`, `"ALL"`, 1)},
+			[]string{`rules.d/b.toml:3: ports: ALL overlaps rule "a" (rules.d/a.toml) on 203.0.113.10 TCP (port 1)`}},
 		{"table size not prime", map[string]string{"xlb.toml": mainOK + lines(`maglev_table_size = 65536`), "rules.d/web.toml": webRule},
 			[]string{"xlb.toml:3: maglev_table_size: 65536 is not prime (try 65537)"}},
 		{"table size too small", map[string]string{"xlb.toml": mainOK + lines(`maglev_table_size = 199`), "rules.d/web.toml": webRule},
@@ -516,4 +532,15 @@ func knownKeys(t *testing.T) []string {
 		t.Fatalf("only %d keys found: %v", len(out), out)
 	}
 	return out
+}
+
+// BenchmarkLoadExamples measures a reload of deploy/examples (control
+// plane only: the packet path never touches this package).
+func BenchmarkLoadExamples(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := Load("../../deploy/examples/xlb.toml"); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
