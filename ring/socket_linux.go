@@ -27,7 +27,7 @@ type Socket struct {
 // per o.Bind), and puts as many chunks on the fill ring as it holds. The
 // socket receives nothing until its FD is in the XSKMAP of an attached XDP
 // program (package ring/xsk).
-func Open(o Options) (s *Socket, err error) {
+func Open(o Options) (_ *Socket, err error) {
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("open xdp socket: %w", err)
 	}
@@ -39,11 +39,10 @@ func Open(o Options) (s *Socket, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open xdp socket: %w", err)
 	}
-	s = &Socket{fd: fd}
+	s := &Socket{fd: fd}
 	defer func() {
 		if err != nil {
-			s.Close()
-			s = nil
+			s.Close() // undo every step done so far; the bind error is what matters
 		}
 	}()
 

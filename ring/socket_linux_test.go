@@ -21,6 +21,7 @@ import (
 type vethPair struct {
 	lb, peer         *netns.NS
 	lbIndex          int
+	peerIndex        int
 	lbMAC, peerMAC   net.HardwareAddr
 	lbAddr, peerAddr netip.Addr
 }
@@ -60,7 +61,7 @@ func newVethPair(t testing.TB) *vethPair {
 		}
 	}
 	must(v.lb, "x0", func(i *net.Interface) { v.lbIndex, v.lbMAC = i.Index, i.HardwareAddr })
-	must(v.peer, "p0", func(i *net.Interface) { v.peerMAC = i.HardwareAddr })
+	must(v.peer, "p0", func(i *net.Interface) { v.peerIndex, v.peerMAC = i.Index, i.HardwareAddr })
 	return v
 }
 
@@ -276,10 +277,10 @@ func TestSocketVeth(t *testing.T) {
 	}
 	t.Logf("queue 0 kernel stats: %+v", st)
 
-	// veth has no zero-copy support: requiring it must fail clearly, and
-	// leave nothing behind.
-	err = v.lb.Do(func() error {
-		s, err := ring.Open(ring.Options{Ifindex: v.lbIndex, Queue: 0, Bind: ring.BindZeroCopy, NumFrames: 64, RingSize: 64})
+	// veth has no zero-copy support: requiring it (on p0, which has no
+	// socket yet) must fail clearly, and leave nothing behind.
+	err = v.peer.Do(func() error {
+		s, err := ring.Open(ring.Options{Ifindex: v.peerIndex, Queue: 0, Bind: ring.BindZeroCopy, NumFrames: 64, RingSize: 64})
 		if err == nil {
 			s.Close()
 			return fmt.Errorf("zero-copy bind on veth succeeded")
