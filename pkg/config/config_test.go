@@ -544,3 +544,19 @@ func BenchmarkLoadExamples(b *testing.B) {
 		}
 	}
 }
+
+// TestDesignExample loads the two examples of DESIGN §4, copied verbatim
+// into testdata/design: the contract's own example must validate.
+func TestDesignExample(t *testing.T) {
+	cfg, ws, err := Load("testdata/design/xlb.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 0 {
+		t.Errorf("warnings: %v", warningStrings(ws))
+	}
+	r := cfg.Rule("web")
+	if r == nil || len(r.Groups) != 2 || r.Groups[1].Role != RoleFailover || r.HealthCheck.Port != 8080 || !r.Ports.Contains(8050) {
+		t.Errorf("web rule read wrongly: %+v", r)
+	}
+}
