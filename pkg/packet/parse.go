@@ -232,37 +232,40 @@ func walkIPv6(pkt []byte, off int, nh uint8) (w ipv6Walk, r Result) {
 			return w, truncated
 		}
 		h := pkt[off : off+IPv6ExtMinimumSize]
-		if nh == IPv6ExtFragment {
-			if w.frag != FragNone || w.fragHdr != 0 {
-				return w, DropIPv6FragmentRepeated
-			}
-			f := IPv6FragmentHeader(h)
-			w.fragHdr = off
-			nh = f.NextHeader()
-			off += IPv6FragmentSize
-			fo, more := f.FragmentOffset(), f.MoreFragments()
-			switch {
-			case fo != 0:
-				w.frag, w.fragOffset, w.id = FragNonFirst, fo, f.ID()
-				w.proto, w.off = nh, off
-				return w, OK
-			case more:
-				w.frag, w.id = FragFirst, f.ID()
-				// RFC 7112: the rest of the chain must be in this fragment.
-				truncated = DropIPv6FragmentChainIncomplete
-			}
-			// else an atomic fragment (RFC 8021): not a fragment at all.
-			continue
+		hl := IPv6FragmentSize
+		if nh != IPv6ExtFragment {
+			hl = IPv6ExtHeader(h).Length(nh)
 		}
-		hl := IPv6ExtHeader(h).Length(nh)
 		if off+hl-start > MaxIPv6ExtBytes {
 			return w, DropIPv6ExtChainTooLong
 		}
 		if off+hl > len(pkt) {
 			return w, truncated
 		}
-		nh = h[IPv6ExtNextHeaderOffset]
-		off += hl
+		if nh != IPv6ExtFragment {
+			nh = h[IPv6ExtNextHeaderOffset]
+			off += hl
+			continue
+		}
+		if w.frag != FragNone || w.fragHdr != 0 {
+			return w, DropIPv6FragmentRepeated
+		}
+		f := IPv6FragmentHeader(h)
+		w.fragHdr = off
+		nh = f.NextHeader()
+		off += IPv6FragmentSize
+		fo, more := f.FragmentOffset(), f.MoreFragments()
+		switch {
+		case fo != 0:
+			w.frag, w.fragOffset, w.id = FragNonFirst, fo, f.ID()
+			w.proto, w.off = nh, off
+			return w, OK
+		case more:
+			w.frag, w.id = FragFirst, f.ID()
+			// RFC 7112: the rest of the chain must be in this fragment.
+			truncated = DropIPv6FragmentChainIncomplete
+		}
+		// Otherwise an atomic fragment (RFC 8021): not a fragment at all.
 	}
 }
 
