@@ -302,6 +302,13 @@ func TestValidation(t *testing.T) {
 			[]string{`rules.d/web.toml:6: ports: an L3_DEFAULT rule matches every port: write ports = "ALL" or leave ports out`}},
 		{"no groups", map[string]string{"rules.d/web.toml": lines(`vip = "203.0.113.10"`, `ports = ["80"]`, `[health_check]`, `type = "NONE"`)},
 			[]string{`rules.d/web.toml: group: missing: a rule needs at least one [[group]] with backends`}},
+		{"empty group list", map[string]string{"rules.d/web.toml": lines(`vip = "203.0.113.10"`, `ports = ["80"]`, `group = []`, `[health_check]`, `type = "NONE"`)},
+			[]string{`rules.d/web.toml:3: group: empty: a rule needs at least one [[group]] with backends`}},
+		{"table size bad twice", map[string]string{"xlb.toml": mainOK + lines(`maglev_table_size = 100`), "rules.d/web.toml": webRule},
+			[]string{
+				"xlb.toml:3: maglev_table_size: 100 is not prime (try 101)",
+				`xlb.toml:3: maglev_table_size: 100 is smaller than 100 × 2 backends of rule "web" (200); use a prime ≥ 200, e.g. 211`,
+			}},
 		{"no backends", map[string]string{"rules.d/web.toml": strings.Replace(webRule, `["10.0.1.10", "10.0.1.11"]`, `[]`, 1)},
 			[]string{`rules.d/web.toml:6: group: the rule has no backends`}},
 		{"syntax error", map[string]string{"rules.d/web.toml": webRule + lines(`name = "dup"`), "rules.d/zz.toml": lines(`vip = `)},
@@ -359,6 +366,7 @@ func TestManyErrorsTogether(t *testing.T) {
 	want := []string{
 		`xlb.toml:2: hash_seed: "x" is not a 64-bit number (write hex like "0x5eed" or decimal)`,
 		`xlb.toml:3: maglev_table_size: 100 is not prime (try 101)`,
+		`xlb.toml:3: maglev_table_size: 100 is smaller than 100 × 2 backends of rule "web" (200); use a prime ≥ 200, e.g. 211`,
 		`rules.d/a.toml:1: protocol: "SCTP" is not one of TCP, UDP, L3_DEFAULT`,
 		`rules.d/b.toml:2: vip: "bad" is not an IPv4 or IPv6 address`,
 		`rules.d/b.toml:9: failover: set, but no group has role failover (add one, or remove [failover])`,

@@ -85,13 +85,12 @@ func readMain(t *table, cfg *Config) {
 
 	var size int64
 	if t.integer("maglev_table_size", 1, math.MaxInt64, &size) {
+		cfg.MaglevTableSize = int(size) // also when wrong, so the size check below uses it
 		switch {
 		case size > MaxMaglevTableSize:
 			t.errorf("maglev_table_size", "%d is larger than %d", size, MaxMaglevTableSize)
 		case !isPrime(size):
 			t.errorf("maglev_table_size", "%d is not prime (try %d)", size, nextPrime(size))
-		default:
-			cfg.MaglevTableSize = int(size)
 		}
 	}
 	for _, k := range []struct {
@@ -374,7 +373,7 @@ func readRule(t *table, stem string) *ruleSrc {
 	ct := t.sub("connection_tracking")
 	modeOK := enum(ct, "tracking_mode", trackingModeNames, &r.ConnectionTracking.TrackingMode)
 	persistOK := enum(ct, "persistence_on_unhealthy", persistenceNames, &r.ConnectionTracking.PersistenceOnUnhealthy)
-	ct.duration("idle_timeout", MinProbeTime, MaxIdleTimeout, &r.ConnectionTracking.IdleTimeout)
+	ct.duration("idle_timeout", MinIdleTimeout, MaxIdleTimeout, &r.ConnectionTracking.IdleTimeout)
 	ct.done()
 	if persistOK && (modeOK || !ct.has("tracking_mode")) &&
 		r.ConnectionTracking.PersistenceOnUnhealthy == PersistAlways && r.ConnectionTracking.TrackingMode == PerSession {
@@ -629,6 +628,8 @@ func readGroups(t *table, rs *ruleSrc) bool {
 	if len(gts) == 0 {
 		if !t.has("group") {
 			t.errorf("group", "missing: a rule needs at least one [[group]] with backends")
+		} else if a, ok := t.m["group"].([]any); ok && len(a) == 0 {
+			t.errorf("group", "empty: a rule needs at least one [[group]] with backends")
 		}
 		return false
 	}

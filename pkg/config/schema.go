@@ -163,6 +163,7 @@ const (
 	MaxQueues              = 1024
 
 	DefaultIdleTimeout          = 60 * time.Second
+	MinIdleTimeout              = time.Second
 	MaxIdleTimeout              = 24 * time.Hour
 	DefaultFailoverDrainTimeout = 10 * time.Minute
 	MaxFailoverDrainTimeout     = time.Hour
