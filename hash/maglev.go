@@ -61,7 +61,7 @@ func Build(backends []Backend, m uint32, seed uint64) (*Table, error) {
 	}
 
 	w, total := effectiveWeights(bs)
-	t.owner = fill(bs, turnOrder(w, quotas(w, total, m), m), m, seed)
+	t.owner = fill(bs, turnOrder(w, total, quotas(w, total, m), m), m, seed)
 	t.ids = make([]uint32, m)
 	for s, o := range t.owner {
 		t.ids[s] = bs[o].ID
@@ -117,56 +117,57 @@ func quotas(w []uint64, total uint64, m uint32) []uint32 {
 // order they are taken: backend i's k-th turn (k = 0 … qᵢ−1) happens at
 // virtual time k/wᵢ, and turns at the same time go in name order.
 //
-// It buckets the turns by ⌊k·wmax/wᵢ⌋ (at most M+1 buckets, since
-// k ≤ M·wᵢ/W) with a counting sort over backends in name order, then sorts
-// each bucket by exact time; a backend has at most one turn per bucket, so
-// a stable sort keeps name order among equal times. With equal weights
-// every bucket holds one round of equal times and needs no sorting.
-func turnOrder(w []uint64, quota []uint32, m uint32) []uint32 {
-	var wmax uint64
-	for i, q := range quota {
-		if q > 0 {
-			wmax = max(wmax, w[i])
+// It buckets the turns by ⌊k·W/wᵢ⌋ (W = Σ w ≥ every wᵢ, so a backend has
+// at most one turn per bucket; k ≤ M·wᵢ/W, so there are at most M+1
+// buckets, about one turn each) with a counting sort over backends in name
+// order, then insertion-sorts each bucket by exact time, which is stable
+// and so keeps name order among equal times. With equal weights each
+// non-empty bucket is one round of equal times, already in order.
+func turnOrder(w []uint64, total uint64, quota []uint32, m uint32) []uint32 {
+	// forEachTurn calls f(i, k, bucket) for every turn, backends in name
+	// order; the bucket ⌊k·W/wᵢ⌋ is stepped without a division per turn.
+	forEachTurn := func(f func(i int, k, b uint64)) {
+		for i, q := range quota {
+			if q == 0 {
+				continue
+			}
+			step, stepRem := total/w[i], total%w[i]
+			var b, r uint64
+			for k := range uint64(q) {
+				f(i, k, b)
+				b += step
+				r += stepRem
+				if r >= w[i] {
+					r -= w[i]
+					b++
+				}
+			}
 		}
 	}
-	bucket := func(i int, k uint64) uint64 { return k * wmax / w[i] }
 
-	var nb uint64
-	for i, q := range quota {
-		if q > 0 {
-			nb = max(nb, bucket(i, uint64(q-1))+1)
-		}
-	}
-	start := make([]uint32, nb+1)
-	for i, q := range quota {
-		for k := range uint64(q) {
-			start[bucket(i, k)+1]++
-		}
-	}
-	for b := uint64(1); b <= nb; b++ {
+	start := make([]uint32, uint64(m)+2)
+	forEachTurn(func(_ int, _, b uint64) { start[b+1]++ })
+	for b := 1; b < len(start); b++ {
 		start[b] += start[b-1]
 	}
 	turns := make([]uint64, m) // k<<32 | i
-	pos := slices.Clone(start[:nb])
-	for i, q := range quota {
-		for k := range uint64(q) {
-			b := bucket(i, k)
-			turns[pos[b]] = k<<32 | uint64(i)
-			pos[b]++
-		}
-	}
+	pos := slices.Clone(start)
+	forEachTurn(func(i int, k, b uint64) {
+		turns[pos[b]] = k<<32 | uint64(i)
+		pos[b]++
+	})
 
-	// Time of turn t is k/w[i]; compare k₁/w₁ with k₂/w₂ as k₁·w₂ vs k₂·w₁
+	// Turn a is before turn b when kₐ/wₐ < k_b/w_b, i.e. kₐ·w_b < k_b·wₐ
 	// (k < 2³², w < 2³², so the products fit).
-	byTime := func(a, b uint64) int {
-		ka, ia := a>>32, a&0xffffffff
-		kb, ib := b>>32, b&0xffffffff
-		return cmp.Compare(ka*w[ib], kb*w[ia])
+	before := func(a, b uint64) bool {
+		return (a>>32)*w[b&0xffffffff] < (b>>32)*w[a&0xffffffff]
 	}
-	for b := range nb {
+	for b := 0; b+1 < len(start); b++ {
 		run := turns[start[b]:start[b+1]]
-		if !slices.IsSortedFunc(run, byTime) {
-			slices.SortStableFunc(run, byTime)
+		for x := 1; x < len(run); x++ {
+			for y := x; y > 0 && before(run[y], run[y-1]); y-- {
+				run[y], run[y-1] = run[y-1], run[y]
+			}
 		}
 	}
 
