@@ -87,6 +87,9 @@
 //     interval; thresholds 1..10; weights 0..1000 (as the weight header);
 //     maglev_table_size prime, ≥ 100 × the backends of the largest rule
 //     and ≤ 2^24; max_entries 1024..2^30; ports 1..65535.
+//   - Lenient where it is unambiguous: ports list elements may be TOML
+//     integers (80) as well as strings ("80"); hash_seed may be a
+//     non-negative integer as well as a "0x…" or decimal string.
 //   - Ports of one rule must not overlap each other; two rules overlap
 //     when they share the VIP, their protocols meet (L3_DEFAULT meets
 //     everything on its VIP) and their ports meet ("ALL" meets every
