@@ -1,0 +1,535 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+func validName(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	for i, c := range s {
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '-' && c != '_' && c != '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseAddr parses a VIP or backend address: no zone, not unspecified or
+// multicast; an IPv4-mapped IPv6 address is taken as IPv4.
+func parseAddr(s string) (netip.Addr, string) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, "is not an IPv4 or IPv6 address"
+	}
+	switch {
+	case a.Zone() != "":
+		return netip.Addr{}, "must not carry a zone"
+	case a.IsUnspecified():
+		return netip.Addr{}, "is the unspecified address"
+	case a.IsMulticast():
+		return netip.Addr{}, "is a multicast address"
+	}
+	return a.Unmap(), ""
+}
+
+func readRule(t *table, stem string) *ruleSrc {
+	rs := &ruleSrc{rule: DefaultRule(), f: t.f}
+	r := &rs.rule
+
+	r.Name = stem
+	if t.str("name", &r.Name) || !t.has("name") {
+		if !validName(r.Name) {
+			t.errorf("name", "%q is not a valid rule name (letters, digits, '-', '_', '.'; at most 63; starts with a letter or digit)", r.Name)
+		}
+	}
+
+	var vip string
+	if t.str("vip", &vip) {
+		a, why := parseAddr(vip)
+		if why != "" {
+			t.errorf("vip", "%q %s", vip, why)
+		} else {
+			r.VIP, rs.vipOK = a, true
+		}
+	} else if !t.has("vip") {
+		t.errorf("vip", "missing (the forwarding rule's address)")
+	}
+
+	protoOK := enum(t, "protocol", protocolNames, &r.Protocol) || !t.has("protocol")
+	rs.portsOK = readPorts(t, r) && protoOK
+
+	enum(t, "session_affinity", affinityNames, &r.SessionAffinity)
+	enum(t, "locality_lb_policy", lbPolicyNames, &r.LocalityLBPolicy)
+	t.duration("connection_draining_timeout", 0, MaxDrainingTimeout, &r.ConnectionDrainingTimeout)
+	t.boolean("fragment_tracking", &r.FragmentTracking)
+	t.boolean("auto_capacity_drain", &r.AutoCapacityDrain)
+
+	ct := t.sub("connection_tracking")
+	modeOK := enum(ct, "tracking_mode", trackingModeNames, &r.ConnectionTracking.TrackingMode)
+	persistOK := enum(ct, "persistence_on_unhealthy", persistenceNames, &r.ConnectionTracking.PersistenceOnUnhealthy)
+	ct.duration("idle_timeout", MinIdleTimeout, MaxIdleTimeout, &r.ConnectionTracking.IdleTimeout)
+	ct.done()
+	if persistOK && (modeOK || !ct.has("tracking_mode")) &&
+		r.ConnectionTracking.PersistenceOnUnhealthy == PersistAlways && r.ConnectionTracking.TrackingMode == PerSession {
+		ct.errorf("persistence_on_unhealthy", "ALWAYS_PERSIST is invalid with tracking_mode = PER_SESSION (use DEFAULT_FOR_PROTOCOL or NEVER_PERSIST, or PER_CONNECTION)")
+	}
+
+	fo := t.sub("failover")
+	fo.ratio("ratio", &r.Failover.Ratio)
+	fo.boolean("drop_traffic_if_unhealthy", &r.Failover.DropTrafficIfUnhealthy)
+	fo.boolean("connection_drain_on_failover", &r.Failover.ConnectionDrainOnFailover)
+	fo.duration("failover_drain_timeout", 0, MaxFailoverDrainTimeout, &r.Failover.FailoverDrainTimeout)
+	fo.duration("failback_delay", 0, MaxFailbackDelay, &r.Failover.FailbackDelay)
+	fo.done()
+
+	hcOK := readHealthCheck(t.sub("health_check"), &r.HealthCheck)
+
+	en := t.sub("encap")
+	enum(en, "type", encapTypeNames, &r.Encap.Type)
+	en.port("gue_port", &r.Encap.GUEPort)
+	en.done()
+
+	readZonal(t.sub("zonal_affinity"), &r.ZonalAffinity)
+	groupsOK := readGroups(t, rs)
+	t.done()
+
+	// Checks between keys of one rule.
+	if r.LocalityLBPolicy == WeightedMaglev && hcOK && !r.HealthCheck.Type.HTTPFamily() {
+		t.errorf("locality_lb_policy", "WEIGHTED_MAGLEV needs an HTTP or HTTPS health check (weights come from its X-Load-Balancing-Endpoint-Weight header); health_check.type is %s", r.HealthCheck.Type)
+	}
+	if groupsOK {
+		checkGroups(t, rs, fo.present && len(fo.m) > 0)
+		checkFamilies(t, rs)
+		checkZones(t, r)
+	}
+	if rs.portsOK {
+		checkFragments(t, r)
+	}
+	return rs
+}
+
+// readPorts reads ports; it reports whether r.Ports is valid.
+func readPorts(t *table, r *Rule) bool {
+	v, ok := t.get("ports")
+	if !ok {
+		if r.Protocol == ProtocolL3Default {
+			r.Ports = Ports{All: true}
+			return true
+		}
+		t.errorf("ports", "missing (a list like [\"80\", \"8000-8099\"], or \"ALL\")")
+		return false
+	}
+	if s, ok := v.(string); ok {
+		if s != "ALL" {
+			t.errorf("ports", "%q: write \"ALL\" or a list like [%q]", s, s)
+			return false
+		}
+		r.Ports = Ports{All: true}
+		return true
+	}
+	if r.Protocol == ProtocolL3Default {
+		t.errorf("ports", "an L3_DEFAULT rule matches every port: write ports = \"ALL\" or leave ports out")
+		return false
+	}
+	list, ok := v.([]any)
+	if !ok {
+		t.wrongType("ports", "a list of ports or \"ALL\"", v)
+		return false
+	}
+	if len(list) == 0 {
+		t.errorf("ports", "the list is empty")
+		return false
+	}
+	good := true
+	var ranges []PortRange
+	var where []int
+	for i, e := range list {
+		key := joinIndex(t.key("ports"), i)
+		pr, msg := parsePortRange(e)
+		if msg != "" {
+			t.f.errorf(key, "%s", msg)
+			good = false
+			continue
+		}
+		for k, o := range ranges {
+			if pr.First <= o.Last && o.First <= pr.Last {
+				t.f.errorf(key, "%s overlaps ports[%d] (%s)", pr, where[k], o)
+				good = false
+			}
+		}
+		ranges = append(ranges, pr)
+		where = append(where, i)
+	}
+	if !good {
+		return false
+	}
+	slices.SortFunc(ranges, func(a, b PortRange) int { return int(a.First) - int(b.First) })
+	r.Ports = Ports{Ranges: ranges}
+	return true
+}
+
+func (p PortRange) String() string {
+	if p.First == p.Last {
+		return strconv.Itoa(int(p.First))
+	}
+	return strconv.Itoa(int(p.First)) + "-" + strconv.Itoa(int(p.Last))
+}
+
+func (ps Ports) String() string {
+	if ps.All {
+		return "ALL"
+	}
+	s := make([]string, len(ps.Ranges))
+	for i, r := range ps.Ranges {
+		s[i] = r.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func parsePortRange(e any) (PortRange, string) {
+	var s string
+	switch x := e.(type) {
+	case string:
+		s = x
+	case int64:
+		s = strconv.FormatInt(x, 10)
+	default:
+		return PortRange{}, "want a port string like \"80\" or \"8000-8099\", got " + typeName(e)
+	}
+	if s == "ALL" {
+		return PortRange{}, "\"ALL\" cannot be part of a list: write ports = \"ALL\""
+	}
+	lo, hi, isRange := strings.Cut(s, "-")
+	if !isRange {
+		hi = lo
+	}
+	a, errA := strconv.ParseUint(strings.TrimSpace(lo), 10, 32)
+	b, errB := strconv.ParseUint(strings.TrimSpace(hi), 10, 32)
+	switch {
+	case errA != nil || errB != nil:
+		return PortRange{}, fmt.Sprintf("%q is not a port or a range like \"8000-8099\"", s)
+	case a < 1 || a > 65535 || b < 1 || b > 65535:
+		return PortRange{}, fmt.Sprintf("%q is outside [1, 65535]", s)
+	case a > b:
+		return PortRange{}, fmt.Sprintf("%q: the range is reversed", s)
+	}
+	return PortRange{First: uint16(a), Last: uint16(b)}, ""
+}
+
+// readHealthCheck reads [health_check]; it reports whether Type is known.
+func readHealthCheck(t *table, hc *HealthCheck) bool {
+	typeOK := enum(t, "type", healthCheckTypeNames, &hc.Type)
+	if !typeOK && !t.has("type") {
+		t.errorf("type", "missing (choose HTTP, HTTPS, TCP or NONE)")
+	}
+	switch hc.Type {
+	case HealthHTTPS:
+		hc.Port = 443
+	case HealthNone:
+		hc.Port = 0
+	default:
+		hc.Port = 80
+	}
+	t.port("port", &hc.Port)
+	var path string
+	if t.str("request_path", &path) {
+		if !strings.HasPrefix(path, "/") || strings.ContainsFunc(path, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
+			t.errorf("request_path", "%q must start with / and contain no spaces or control characters", path)
+		} else {
+			hc.RequestPath = path
+		}
+		if typeOK && !hc.Type.HTTPFamily() {
+			t.warnf("request_path", "ignored: health_check.type is %s", hc.Type)
+		}
+	}
+	t.str("host", &hc.Host)
+	t.duration("interval", MinProbeTime, MaxProbeTime, &hc.Interval)
+	if t.duration("timeout", MinProbeTime, MaxProbeTime, &hc.Timeout) && hc.Timeout > hc.Interval {
+		t.errorf("timeout", "%s is longer than interval %s", hc.Timeout, hc.Interval)
+	}
+	t.intField("healthy_threshold", 1, MaxThreshold, &hc.HealthyThreshold)
+	t.intField("unhealthy_threshold", 1, MaxThreshold, &hc.UnhealthyThreshold)
+	if typeOK && hc.Type == HealthNone && t.has("port") {
+		t.warnf("port", "ignored: health_check.type is NONE (every backend counts as healthy)")
+	}
+	t.done()
+	return typeOK
+}
+
+// readZonal reads [zonal_affinity]; it reports whether it is valid.
+func readZonal(t *table, z *ZonalAffinity) bool {
+	ok := enum(t, "mode", zonalModeNames, &z.Mode) || !t.has("mode")
+	ok = (t.ratio("spillover_ratio", &z.SpilloverRatio) || !t.has("spillover_ratio")) && ok
+	cl := t.sub("clients")
+	zones := make([]string, 0, len(cl.m))
+	for zone := range cl.m {
+		zones = append(zones, zone)
+	}
+	slices.Sort(zones)
+	seen := map[netip.Prefix]string{}
+	for _, zone := range zones {
+		v, _ := cl.get(zone)
+		list, isList := v.([]any)
+		if !isList {
+			cl.wrongType(zone, "a list of client prefixes", v)
+			ok = false
+			continue
+		}
+		for i, e := range list {
+			key := joinIndex(cl.key(zone), i)
+			s, isStr := e.(string)
+			if !isStr {
+				t.f.errorf(key, "want a prefix like \"198.51.100.0/24\", got %s", typeName(e))
+				ok = false
+				continue
+			}
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				t.f.errorf(key, "%q is not a prefix like \"198.51.100.0/24\"", s)
+				ok = false
+				continue
+			}
+			if p.Masked() != p {
+				t.f.errorf(key, "%q has host bits set (write %s)", s, p.Masked())
+				ok = false
+				continue
+			}
+			if other, dup := seen[p]; dup {
+				t.f.errorf(key, "%s is already mapped to zone %q", p, other)
+				ok = false
+				continue
+			}
+			seen[p] = zone
+			z.Clients = append(z.Clients, ClientZone{Prefix: p, Zone: zone})
+		}
+	}
+	cl.done()
+	t.done()
+	slices.SortFunc(z.Clients, func(a, b ClientZone) int {
+		if c := a.Prefix.Addr().Compare(b.Prefix.Addr()); c != 0 {
+			return c
+		}
+		return a.Prefix.Bits() - b.Prefix.Bits()
+	})
+	return ok
+}
+
+// readGroups reads [[group]]; it reports whether the groups are complete
+// enough for the checks between groups.
+func readGroups(t *table, rs *ruleSrc) bool {
+	r := &rs.rule
+	gts := t.tables("group")
+	if len(gts) == 0 {
+		if !t.has("group") {
+			t.errorf("group", "missing: a rule needs at least one [[group]] with backends")
+		} else if a, ok := t.m["group"].([]any); ok && len(a) == 0 {
+			t.errorf("group", "empty: a rule needs at least one [[group]] with backends")
+		}
+		return false
+	}
+	ok := true
+	names := map[string]int{}
+	where := map[netip.Addr]string{}
+	for gi, gt := range gts {
+		g := DefaultGroup()
+		if gt.str("name", &g.Name) {
+			if !validName(g.Name) {
+				gt.errorf("name", "%q is not a valid group name (letters, digits, '-', '_', '.')", g.Name)
+			} else if prev, dup := names[g.Name]; dup {
+				gt.errorf("name", "%q is also the name of group[%d]", g.Name, prev)
+			} else {
+				names[g.Name] = gi
+			}
+		} else if !gt.has("name") {
+			gt.errorf("name", "missing")
+		}
+		if !enum(gt, "role", roleNames, &g.Role) && gt.has("role") {
+			ok = false
+		}
+		gt.str("zone", &g.Zone)
+		gt.ratio("capacity_scaler", &g.CapacityScaler)
+		gt.boolean("preferred", &g.Preferred)
+		g.Backends = readBackends(gt, r, where)
+		gt.done()
+		r.Groups = append(r.Groups, g)
+	}
+	return ok
+}
+
+func readBackends(gt *table, r *Rule, where map[netip.Addr]string) []Backend {
+	v, ok := gt.get("backends")
+	if !ok {
+		gt.errorf("backends", "missing (a list of addresses, may be empty)")
+		return nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		if ms, isTables := v.([]map[string]any); isTables { // [[group.backends]]
+			list = make([]any, len(ms))
+			for i, m := range ms {
+				list[i] = m
+			}
+		} else {
+			gt.wrongType("backends", "a list of addresses", v)
+			return nil
+		}
+	}
+	var out []Backend
+	for i, e := range list {
+		key := joinIndex(gt.key("backends"), i)
+		var b Backend
+		var addr string
+		switch x := e.(type) {
+		case string:
+			addr = x
+		case map[string]any:
+			bt := newTable(gt.f, key, x)
+			if !bt.str("address", &addr) {
+				if !bt.has("address") {
+					bt.errorf("address", "missing")
+				}
+				bt.done()
+				continue
+			}
+			var w int64
+			if bt.integer("weight", 0, MaxWeight, &w) {
+				b.Weight, b.HasWeight = uint16(w), true
+				if r.LocalityLBPolicy != WeightedMaglev {
+					bt.errorf("weight", "a static weight needs locality_lb_policy = \"WEIGHTED_MAGLEV\"")
+				}
+			}
+			bt.done()
+			key = bt.key("address")
+		default:
+			gt.f.errorf(key, "want an address or {address = \"…\", weight = N}, got %s", typeName(e))
+			continue
+		}
+		a, why := parseAddr(addr)
+		if why != "" {
+			gt.f.errorf(key, "%q %s", addr, why)
+			continue
+		}
+		if a.IsLoopback() {
+			gt.f.errorf(key, "%q is a loopback address", addr)
+			continue
+		}
+		if prev, dup := where[a]; dup {
+			gt.f.errorf(key, "%s is already a backend of this rule (%s)", a, prev)
+			continue
+		}
+		where[a] = key
+		b.Addr = a
+		out = append(out, b)
+	}
+	return out
+}
+
+// checkGroups applies the group rules: at least one backend, at most 50
+// groups per role, failover needs a primary and a failover group.
+func checkGroups(t *table, rs *ruleSrc, failoverSet bool) {
+	r := &rs.rule
+	total := 0
+	count := [2]int{}
+	firstFailover := -1
+	for gi, g := range r.Groups {
+		total += len(g.Backends)
+		count[g.Role]++
+		if count[g.Role] == MaxGroupsPerRole+1 {
+			t.f.errorf(joinIndex(t.key("group"), gi), "more than %d groups have role %s", MaxGroupsPerRole, g.Role)
+		}
+		if g.Role == RoleFailover && firstFailover < 0 {
+			firstFailover = gi
+		}
+	}
+	if total == 0 {
+		t.errorf("group", "the rule has no backends")
+	}
+	if count[RoleFailover] > 0 && count[RolePrimary] == 0 {
+		t.f.errorf(joinKey(joinIndex(t.key("group"), firstFailover), "role"),
+			"failover groups need at least one group with role primary")
+	}
+	if failoverSet && count[RoleFailover] == 0 {
+		t.errorf("failover", "set, but no group has role failover (add one, or remove [failover])")
+	}
+}
+
+// checkFamilies enforces what the encapsulations can carry: IPIP, GUE and
+// GRE carry IPv4 in IPv4, IPv6 in IPv6 and IPv4 in IPv6; nothing carries
+// IPv6 inside IPv4; DIRECT (MAC rewrite) keeps the packet as it is, so the
+// backend address, used only to find its MAC, must be of the VIP's family.
+func checkFamilies(t *table, rs *ruleSrc) {
+	r := &rs.rule
+	if !rs.vipOK {
+		return
+	}
+	for gi, g := range r.Groups {
+		for bi, b := range g.Backends {
+			key := joinIndex(joinKey(joinIndex(t.key("group"), gi), "backends"), bi)
+			switch {
+			case r.VIP.Is6() && b.Addr.Is4():
+				t.f.errorf(key, "%s is IPv4 but the VIP %s is IPv6: no encapsulation carries IPv6 inside IPv4", b.Addr, r.VIP)
+			case r.Encap.Type == EncapDirect && r.VIP.Is4() && b.Addr.Is6():
+				t.f.errorf(key, "%s is IPv6 but the VIP %s is IPv4: encap DIRECT needs backends of the VIP's family (IPIP, GUE and GRE carry IPv4 in IPv6)", b.Addr, r.VIP)
+			case b.Addr == r.VIP:
+				t.f.errorf(key, "%s is the VIP itself", b.Addr)
+			}
+		}
+	}
+}
+
+// checkZones: an enabled zonal affinity needs zoned groups and client
+// prefixes; prefixes of zones no group has are probably typos.
+func checkZones(t *table, r *Rule) {
+	z := &r.ZonalAffinity
+	zones := map[string]bool{}
+	for _, g := range r.Groups {
+		if g.Zone != "" {
+			zones[g.Zone] = true
+		}
+	}
+	za := joinKey(t.path, "zonal_affinity")
+	if z.Mode == ZonalDisabled {
+		if len(z.Clients) > 0 {
+			t.f.warnf(joinKey(za, "clients"), "ignored: zonal_affinity.mode is ZONAL_AFFINITY_DISABLED")
+		}
+		return
+	}
+	if len(zones) == 0 {
+		t.f.errorf(joinKey(za, "mode"), "%s needs groups with a zone", z.Mode)
+	}
+	if len(z.Clients) == 0 {
+		t.f.warnf(joinKey(za, "mode"), "no zonal_affinity.clients prefixes: no client has a zone, so zonal affinity never applies")
+	}
+	warned := map[string]bool{}
+	for _, c := range z.Clients {
+		if len(zones) > 0 && !zones[c.Zone] && !warned[c.Zone] {
+			warned[c.Zone] = true
+			t.f.warnf(joinKey(joinKey(za, "clients"), c.Zone), "no group has zone %q", c.Zone)
+		}
+	}
+}
+
+// checkFragments warns when a UDP or L3_DEFAULT rule may split a datagram's
+// fragments over backends (DESIGN §3 Fragments).
+func checkFragments(t *table, r *Rule) {
+	if r.Protocol == ProtocolTCP || r.FragmentTracking {
+		return
+	}
+	const fix = "not fragment-safe: use ports = \"ALL\", session_affinity CLIENT_IP or CLIENT_IP_PROTO and tracking_mode PER_SESSION, or set fragment_tracking = true"
+	if !r.Ports.All {
+		t.warnf("ports", "%s rule %s (non-first fragments carry no ports and match only an all-ports rule)", r.Protocol, fix)
+	}
+	if a := r.SessionAffinity; a != AffinityClientIP && a != AffinityClientIPProto {
+		t.warnf("session_affinity", "%s rule %s (%s hashes the first fragment by 5-tuple and the others by 3-tuple)", r.Protocol, fix, a)
+	}
+	if r.ConnectionTracking.TrackingMode != PerSession {
+		t.f.warnf(joinKey(t.key("connection_tracking"), "tracking_mode"), "%s rule %s (PER_CONNECTION tracks unfragmented datagrams by 5-tuple)", r.Protocol, fix)
+	}
+}
