@@ -38,13 +38,14 @@ type sharedBucket struct {
 // Shared is a fixed-size table that several workers read and write at
 // once: PER_SESSION sessions (2/3-tuple keys whose connections arrive on
 // different queues) and fragment tracking (see FragmentKey). It is
-// bucketised (8-way) over one fixed arena; readers take no lock (seqlock:
+// bucketised (two-choice, 8-way) over one fixed arena; readers take no lock (seqlock:
 // they read a bucket between two equal, even sequence numbers and retry
 // otherwise); writers take a per-bucket try-lock (a compare-and-swap that
 // makes the sequence odd) and never wait for it: a Set that finds its
 // bucket held returns false and the caller forwards the packet on its
 // hash. Get never returns another key's value: the whole key and value are
-// read between the two sequence checks.
+// read between the two sequence checks. A Set holds both candidate
+// buckets, so a key is never stored twice.
 //
 // All methods are safe for concurrent use.
 type Shared struct {
@@ -98,13 +99,15 @@ func unpackKey(w *[7]atomic.Uint64) (hash.Key, uint16) {
 	return k, uint16(w4 >> 48)
 }
 
-func (s *Shared) where(k *hash.Key, rule uint16) (*sharedBucket, uint16) {
+// where returns the two candidate buckets of (k, rule) (possibly the
+// same) and its tag, as Table.where does.
+func (s *Shared) where(k *hash.Key, rule uint16) (b1, b2 *sharedBucket, tag uint16) {
 	h := hash.Sum64(k, s.seed^uint64(rule)*0x9E3779B97F4A7C15)
-	tag := uint16(h>>16) ^ uint16(h>>48)
+	tag = uint16(h>>16) ^ uint16(h>>48)
 	if tag == 0 {
 		tag = 1
 	}
-	return &s.buckets[(h&math.MaxUint32)*s.nBuckets>>32], tag
+	return &s.buckets[(h&math.MaxUint32)*s.nBuckets>>32], &s.buckets[(h>>32)*s.nBuckets>>32], tag
 }
 
 // find returns the slot of kw in b, or -1. The caller validates the
@@ -144,15 +147,24 @@ func (b *sharedBucket) value(i int) Value {
 // from the first fragment. A Get that keeps meeting writers gives up after
 // a few tries and reports a miss.
 func (s *Shared) Get(k *hash.Key, rule uint16, now Time, refresh Ticks) (Value, bool) {
-	b, tag := s.where(k, rule)
+	b1, b2, tag := s.where(k, rule)
 	kw := packKey(k, rule)
+	v, found := b1.get(tag, &kw, now, refresh)
+	if !found && b2 != b1 {
+		v, found = b2.get(tag, &kw, now, refresh)
+	}
+	return v, found
+}
+
+// get looks for kw in b alone; see Shared.Get.
+func (b *sharedBucket) get(tag uint16, kw *[5]uint64, now Time, refresh Ticks) (Value, bool) {
 	for range sharedReadTries {
 		seq := b.seq.Load()
 		if seq&1 != 0 {
 			runtime.Gosched()
 			continue
 		}
-		i := b.find(tag, &kw)
+		i := b.find(tag, kw)
 		var (
 			v   Value
 			exp Time
@@ -181,20 +193,33 @@ func (s *Shared) Get(k *hash.Key, rule uint16, now Time, refresh Ticks) (Value, 
 }
 
 // Set maps (k, rule) to v until now+idle, overwriting the key's entry if
-// it has one, else taking an empty slot, else an expired one, else the one
-// closest to expiry. It returns false, without waiting, when another
-// writer holds the bucket; the caller counts that and carries on with its
-// hash.
+// it has one, else taking an empty slot of the emptier candidate bucket,
+// else an expired one, else the one closest to expiry. It returns false,
+// without waiting, when another writer holds either bucket; the caller
+// counts that and carries on with its hash.
 func (s *Shared) Set(k *hash.Key, rule uint16, v Value, now Time, idle Ticks) bool {
-	b, tag := s.where(k, rule)
-	seq := b.seq.Load()
-	if seq&1 != 0 || !b.seq.CompareAndSwap(seq, seq+1) {
+	b1, b2, tag := s.where(k, rule)
+	seq1, ok := b1.tryLock()
+	if !ok {
 		return false
 	}
+	seq2 := uint64(0)
+	if b2 != b1 {
+		// Both try-locks never wait, so taking two in any order cannot
+		// deadlock; an entry lives in one of the two, and holding both
+		// keeps a key from being stored twice.
+		if seq2, ok = b2.tryLock(); !ok {
+			b1.seq.Store(seq1)
+			return false
+		}
+	}
 	kw := packKey(k, rule)
-	i := b.find(tag, &kw)
+	b, i := b1, b1.find(tag, &kw)
+	if i < 0 && b2 != b1 {
+		b, i = b2, b2.find(tag, &kw)
+	}
 	if i < 0 {
-		i = b.victim(now)
+		b, i = victim2(b1, b2, now)
 		for j, w := range kw {
 			b.slots[i][j].Store(w)
 		}
@@ -203,26 +228,68 @@ func (s *Shared) Set(k *hash.Key, rule uint16, v Value, now Time, idle Ticks) bo
 	b.slots[i][5].Store(uint64(v.Backend) | uint64(v.RuleGen)<<32)
 	b.slots[i][6].Store(uint64(v.BackendGen))
 	b.expires[i].Store(uint32(now.Add(idle)))
-	b.seq.Store(seq + 2)
+	// Release: the bucket written gets a new even sequence; the other is
+	// handed back unchanged, so its readers need not retry.
+	if b == b1 {
+		b1.seq.Store(seq1 + 2)
+		if b2 != b1 {
+			b2.seq.Store(seq2)
+		}
+	} else {
+		b2.seq.Store(seq2 + 2)
+		b1.seq.Store(seq1)
+	}
 	return true
 }
 
-// victim is called by the bucket's writer.
-func (b *sharedBucket) victim(now Time) int {
-	best := 0
-	for i := range SharedWays {
-		if b.tag(i) == 0 {
-			return i
+// tryLock takes b's writer lock if it is free and returns the even
+// sequence to release with.
+func (b *sharedBucket) tryLock() (uint64, bool) {
+	seq := b.seq.Load()
+	if seq&1 != 0 || !b.seq.CompareAndSwap(seq, seq+1) {
+		return 0, false
+	}
+	return seq, true
+}
+
+// victim2 picks a slot for a new key: an empty one in the emptier bucket,
+// else an expired one, else the one closest to expiry. The caller holds
+// both buckets.
+func victim2(b1, b2 *sharedBucket, now Time) (*sharedBucket, int) {
+	e1, n1 := b1.empties()
+	e2, n2 := b2.empties()
+	if n1 > 0 || n2 > 0 {
+		if n1 >= n2 {
+			return b1, e1
 		}
-		exp := Time(b.expires[i].Load())
-		if !now.Before(exp) {
-			return i
-		}
-		if exp.Before(Time(b.expires[best].Load())) {
-			best = i
+		return b2, e2
+	}
+	best, bi := b1, 0
+	for _, b := range [2]*sharedBucket{b1, b2} {
+		for i := range SharedWays {
+			exp := Time(b.expires[i].Load())
+			if !now.Before(exp) {
+				return b, i
+			}
+			if exp.Before(Time(best.expires[bi].Load())) {
+				best, bi = b, i
+			}
 		}
 	}
-	return best
+	return best, bi
+}
+
+func (b *sharedBucket) empties() (first, n int) {
+	first = -1
+	for i := range SharedWays {
+		if b.tag(i) == 0 {
+			if n == 0 {
+				first = i
+			}
+			n++
+		}
+	}
+	return first, n
 }
 
 // lock takes b's writer lock, waiting for it (off the packet path only).
