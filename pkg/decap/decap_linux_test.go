@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/xlbnet/xlb/pkg/decap"
 	"github.com/xlbnet/xlb/pkg/decap/decaptest"
 	"github.com/xlbnet/xlb/pkg/netns"
@@ -92,34 +90,6 @@ func echo(t *testing.T, ns *netns.NS, addr netip.AddrPort) {
 	}()
 }
 
-// sendRaw sends payload from the sender namespace in a raw IP socket of
-// the given protocol (the kernel adds the outer header), or in a UDP
-// datagram when proto is 0 (GUE).
-func sendRaw(ns *netns.NS, proto int, dst netip.AddrPort, payload []byte) error {
-	return ns.Do(func() error {
-		family := unix.AF_INET
-		if dst.Addr().Is6() {
-			family = unix.AF_INET6
-		}
-		typ, p := unix.SOCK_RAW, proto
-		if proto == 0 {
-			typ, p = unix.SOCK_DGRAM, 0
-		}
-		fd, err := unix.Socket(family, typ|unix.SOCK_CLOEXEC, p)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		var sa unix.Sockaddr
-		if family == unix.AF_INET {
-			sa = &unix.SockaddrInet4{Addr: dst.Addr().As4(), Port: int(dst.Port())}
-		} else {
-			sa = &unix.SockaddrInet6{Addr: dst.Addr().As16(), Port: int(dst.Port())}
-		}
-		return unix.Sendto(fd, payload, 0, sa)
-	})
-}
-
 func TestDecapDeliversToVIP(t *testing.T) {
 	testutil.RequireRoot(t)
 	sender, backend := topology(t)
@@ -181,7 +151,7 @@ func TestDecapDeliversToVIP(t *testing.T) {
 			buf := make([]byte, 2048)
 			// Retry a few times: the first packet may wait for neighbour discovery.
 			for attempt := 0; ; attempt++ {
-				if err := sendRaw(sender, tt.proto, tt.dst, inner); err != nil {
+				if err := decaptest.Send(sender, tt.proto, tt.dst, inner); err != nil {
 					t.Fatalf("send: %v", err)
 				}
 				c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
@@ -208,11 +178,11 @@ func TestDecapDeliversToVIP(t *testing.T) {
 	before := d.Counters()
 	garbage := [][]byte{{0xf0, 1, 2, 3}, {0x00, 0x00, 0x00, 0x00}, {0x45}}
 	for _, g := range garbage {
-		if err := sendRaw(sender, 0, gue4, g); err != nil {
+		if err := decaptest.Send(sender, 0, gue4, g); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := sendRaw(sender, decaptest.ProtoGRE, raw4, []byte{0, 1, 0x08, 0}); err != nil { // GRE version 1
+	if err := decaptest.Send(sender, decaptest.ProtoGRE, raw4, []byte{0, 1, 0x08, 0}); err != nil { // GRE version 1
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(3 * time.Second)
