@@ -57,6 +57,9 @@ func (r *consRing) release(n uint32) {
 	if n > r.cachedProd-r.cachedCons {
 		panic("ring: Release of more entries than Peek returned")
 	}
+	if n == 0 {
+		return // no store: the line stays shared with the kernel's copy
+	}
 	r.cachedCons += n
 	// (D): store-release of the consumer index after our descriptor loads,
 	// so the kernel cannot overwrite a slot we are still reading.
@@ -95,6 +98,9 @@ func (r *prodRing) free(max uint32) uint32 {
 
 // publish makes n written slots visible to the kernel.
 func (r *prodRing) publish(n uint32) {
+	if n == 0 {
+		return // no store: the line stays shared with the kernel's copy
+	}
 	r.cachedProd += n
 	// (B): store-release of the producer index after our descriptor stores,
 	// so the kernel never reads a slot before we finished writing it.
@@ -102,6 +108,10 @@ func (r *prodRing) publish(n uint32) {
 }
 
 func (r *prodRing) needWakeup() bool { return r.flags.Load()&needWakeupFlag != 0 }
+
+// pending reports whether the kernel has not yet consumed everything we
+// published.
+func (r *prodRing) pending() bool { return r.consumer.Load() != r.cachedProd }
 
 // RXRing holds descriptors of received packets, produced by the kernel.
 // Only the socket's owner goroutine may call its methods.

@@ -71,11 +71,15 @@ func (r *Rings) Reclaim() int {
 }
 
 // KickTX wakes the kernel to transmit, only if it set XDP_RING_NEED_WAKEUP
-// on the TX ring; otherwise it costs one atomic load. Transient conditions
-// (EAGAIN, EBUSY, ENOBUFS, EINTR: the kernel is still busy with the ring)
-// are not errors. Any error is a bare syscall.Errno, which does not allocate.
+// on the TX ring and has not consumed everything submitted; otherwise it
+// costs one or two atomic loads. In copy mode the kernel never clears the
+// flag and sends at most 32 descriptors per wake-up (net/xdp/xsk.c
+// TX_BATCH_SIZE), so call KickTX once per loop while TX is not drained.
+// Transient conditions (EAGAIN: more than a batch is queued; EBUSY,
+// ENOBUFS, EINTR: the kernel is still busy) are not errors. Any error is a
+// bare syscall.Errno, which does not allocate.
 func (r *Rings) KickTX() error {
-	if !r.TX.NeedWakeup() {
+	if !r.TX.NeedWakeup() || !r.TX.pending() {
 		return nil
 	}
 	return r.waker.wakeTX()

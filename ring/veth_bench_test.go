@@ -10,6 +10,7 @@ import (
 	"time"
 
 	asavie "github.com/asavie/xdp"
+	"golang.org/x/sys/unix"
 
 	"github.com/xlbnet/xlb/pkg/testutil"
 	"github.com/xlbnet/xlb/ring"
@@ -44,22 +45,46 @@ func BenchmarkVethForward(b *testing.B) {
 	gen := startGenerator(b, v, vip)
 	defer gen.stop()
 
-	b.Run("xlb", func(b *testing.B) {
-		var s *ring.Socket
-		if err := v.lb.Do(func() (err error) {
-			s, err = ring.Open(ring.Options{Ifindex: v.lbIndex, NumFrames: 1024, RingSize: 256})
+	// Each socket is opened once, on its own queue, and kept for every
+	// round of its sub-benchmark: asavie's Close never unmaps its rings, so
+	// its socket stays bound (EBUSY on the next bind) until the process
+	// exits. xlb runs on x0 queue 1, asavie on queue 0; the generator sends
+	// on the matching p0 queue (veth maps the peer's TX queue to our RX
+	// queue).
+	var (
+		xs *ring.Socket
+		as *asavie.Socket
+	)
+	if err := v.lb.Do(func() (err error) {
+		if xs, err = ring.Open(ring.Options{Ifindex: v.lbIndex, Queue: 1, NumFrames: 1024, RingSize: 256}); err != nil {
 			return err
-		}); err != nil {
-			b.Fatal(err)
 		}
-		defer s.Close()
-		if err := p.Register(0, s.FD()); err != nil {
-			b.Fatal(err)
-		}
-		defer p.Unregister(0)
-		r := s.Rings()
+		as, err = asavie.NewSocket(v.lbIndex, 0, &asavie.SocketOptions{
+			NumFrames: 1024, FrameSize: 4096,
+			FillRingNumDescs: 256, CompletionRingNumDescs: 256,
+			RxRingNumDescs: 256, TxRingNumDescs: 256,
+		})
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	defer xs.Close()
+	defer as.Close()
+	if err := p.Register(1, xs.FD()); err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Register(0, as.FD()); err != nil {
+		b.Fatal(err)
+	}
+
+	b.Run("xlb", func(b *testing.B) {
+		gen.queue.Store(1)
+		r := xs.Rings()
 		descs := make([]ring.Desc, 64)
 		b.ReportAllocs()
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		cpu0 := threadCPU(b)
 		pkts := 0
 		before := gen.received.Load()
 		for b.Loop() {
@@ -78,30 +103,19 @@ func BenchmarkVethForward(b *testing.B) {
 					pkts += n
 					break
 				}
-				s.Poll(1) // idle: let the kernel's softirq work run
+				xs.Poll(1) // idle: let the kernel's softirq work run
 			}
 		}
-		report(b, pkts, gen.received.Load()-before)
+		report(b, pkts, gen.received.Load()-before, threadCPU(b)-cpu0)
 	})
 
 	b.Run("asavie", func(b *testing.B) {
-		var s *asavie.Socket
-		if err := v.lb.Do(func() (err error) {
-			s, err = asavie.NewSocket(v.lbIndex, 0, &asavie.SocketOptions{
-				NumFrames: 1024, FrameSize: 4096,
-				FillRingNumDescs: 256, CompletionRingNumDescs: 256,
-				RxRingNumDescs: 256, TxRingNumDescs: 256,
-			})
-			return err
-		}); err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
-		if err := p.Register(0, s.FD()); err != nil {
-			b.Fatal(err)
-		}
-		defer p.Unregister(0)
+		gen.queue.Store(0)
+		s := as
 		b.ReportAllocs()
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		cpu0 := threadCPU(b)
 		pkts := 0
 		before := gen.received.Load()
 		for b.Loop() {
@@ -127,14 +141,30 @@ func BenchmarkVethForward(b *testing.B) {
 				s.Poll(1) // idle: let the kernel's softirq work run
 			}
 		}
-		report(b, pkts, gen.received.Load()-before)
+		report(b, pkts, gen.received.Load()-before, threadCPU(b)-cpu0)
 	})
 }
 
-func report(b *testing.B, forwarded int, atPeer uint64) {
+// threadCPU returns the CPU time (user + system) of the calling OS thread,
+// from CLOCK_THREAD_CPUTIME_ID (nanosecond resolution; getrusage counts
+// in scheduler ticks).
+func threadCPU(b *testing.B) time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ts.Nano())
+}
+
+// report gives wall time and, less sensitive to a loaded machine, the
+// reflector thread's own CPU time per packet: the ring code, the frame
+// rewrite, the sendto kicks (which in copy mode run the kernel's whole TX
+// path) and the idle polls.
+func report(b *testing.B, forwarded int, atPeer uint64, cpu time.Duration) {
 	if forwarded == 0 {
 		return
 	}
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(forwarded), "cpu-ns/pkt")
 	ns := float64(b.Elapsed().Nanoseconds())
 	b.ReportMetric(ns/float64(forwarded), "ns/pkt")
 	b.ReportMetric(float64(forwarded)/ns*1e3, "Mpps")
@@ -162,14 +192,22 @@ func reflect(f []byte) {
 }
 
 // generator transmits client→VIP frames from p0 as fast as the rings take
-// them, and counts the reflected frames its own XDP program hands back.
+// them, on the p0 queue named by queue, and counts the reflected frames its
+// own XDP program hands back on either queue.
 type generator struct {
+	queue    atomic.Int32
 	done     atomic.Bool
 	received atomic.Uint64
 	wg       sync.WaitGroup
 }
 
 func (g *generator) stop() { g.done.Store(true); g.wg.Wait() }
+
+// genQueue is the generator's socket on one p0 queue.
+type genQueue struct {
+	r     *ring.Rings
+	ready []ring.Desc // TX frames not on the TX ring
+}
 
 func startGenerator(b *testing.B, v *vethPair, vip netip.Addr) *generator {
 	b.Helper()
@@ -181,29 +219,35 @@ func startGenerator(b *testing.B, v *vethPair, vip netip.Addr) *generator {
 	if err := gp.AddVIP(xsk.VIP{Addr: v.peerAddr, Proto: 17, Port: 7000}); err != nil {
 		b.Fatal(err)
 	}
-	var s *ring.Socket
+	frame := udpFrame(v.lbMAC, v.peerMAC, v.peerAddr, vip, 7000, 5000, make([]byte, 18))
+	var queues []*genQueue
 	if err := v.peer.Do(func() error {
 		if _, err := gp.Attach(v.peerIndex, xsk.AttachAuto); err != nil {
 			return err
 		}
-		s, err = ring.Open(ring.Options{Ifindex: v.peerIndex, NumFrames: 2048, RingSize: 512})
-		return err
+		for q := range 2 {
+			s, err := ring.Open(ring.Options{Ifindex: v.peerIndex, Queue: q, NumFrames: 2048, RingSize: 512})
+			if err != nil {
+				return err
+			}
+			b.Cleanup(func() { s.Close() })
+			if err := gp.Register(q, s.FD()); err != nil {
+				return err
+			}
+			// 512 chunks hold the outgoing frame for good; the rest serve RX.
+			r := s.Rings()
+			addrs := make([]uint64, 512)
+			r.Frames.Alloc(addrs)
+			g := &genQueue{r: r, ready: make([]ring.Desc, 512)}
+			for i, a := range addrs {
+				g.ready[i] = ring.Desc{Addr: a + uint64(r.UMEM.Headroom()), Len: uint32(len(frame))}
+				copy(r.Frame(g.ready[i]), frame)
+			}
+			queues = append(queues, g)
+		}
+		return nil
 	}); err != nil {
 		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	if err := gp.Register(0, s.FD()); err != nil {
-		b.Fatal(err)
-	}
-	r := s.Rings()
-	frame := udpFrame(v.lbMAC, v.peerMAC, v.peerAddr, vip, 7000, 5000, make([]byte, 18))
-	// 512 chunks hold the outgoing frame for good; the rest serve RX.
-	tx := make([]ring.Desc, 512)
-	addrs := make([]uint64, 512)
-	r.Frames.Alloc(addrs)
-	for i, a := range addrs {
-		tx[i] = ring.Desc{Addr: a + uint64(r.UMEM.Headroom()), Len: uint32(len(frame))}
-		copy(r.Frame(tx[i]), frame)
 	}
 	g := &generator{}
 	g.wg.Add(1)
@@ -211,31 +255,36 @@ func startGenerator(b *testing.B, v *vethPair, vip netip.Addr) *generator {
 		defer g.wg.Done()
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		ready := make([]ring.Desc, 0, len(tx)) // frames not on the TX ring
-		ready = append(ready, tx...)
 		rx := make([]ring.Desc, 64)
 		done := make([]uint64, 512)
 		for !g.done.Load() {
-			if n := r.TX.Submit(ready); n > 0 {
-				ready = ready[:copy(ready, ready[n:])]
-			}
-			r.KickTX()
-			if n := r.Completion.Peek(done); n > 0 {
-				for _, a := range done[:n] {
-					ready = append(ready, ring.Desc{Addr: a, Len: uint32(len(frame))})
+			busy := false
+			for q, gq := range queues {
+				r := gq.r
+				if int(g.queue.Load()) == q {
+					if n := r.TX.Submit(gq.ready); n > 0 {
+						gq.ready = gq.ready[:copy(gq.ready, gq.ready[n:])]
+					}
+					r.KickTX()
 				}
-				r.Completion.Release(n)
+				if n := r.Completion.Peek(done); n > 0 {
+					for _, a := range done[:n] {
+						gq.ready = append(gq.ready, ring.Desc{Addr: a, Len: uint32(len(frame))})
+					}
+					r.Completion.Release(n)
+				}
+				n := r.RX.Peek(rx)
+				for i, d := range rx[:n] {
+					done[i] = d.Addr
+				}
+				r.RX.Release(n)
+				r.Frames.Free(done[:n])
+				g.received.Add(uint64(n))
+				r.Refill()
+				r.KickRX()
+				busy = busy || n > 0 || len(gq.ready) > 0
 			}
-			n := r.RX.Peek(rx)
-			for i, d := range rx[:n] {
-				done[i] = d.Addr
-			}
-			r.RX.Release(n)
-			r.Frames.Free(done[:n])
-			g.received.Add(uint64(n))
-			r.Refill()
-			r.KickRX()
-			if n == 0 && len(ready) == 0 {
+			if !busy {
 				// Everything is in flight: yield the CPU to the softirq
 				// work that moves it, rather than spin against it.
 				time.Sleep(20 * time.Microsecond)
