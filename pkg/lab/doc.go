@@ -1,0 +1,110 @@
+// Package lab builds the network-namespace testbed used by `xlb lab
+// up|down|demo`, the end-to-end tests and the benchmarks: a client with
+// hundreds of source addresses, a router, the appliance (one-armed, one
+// multi-queue veth) and N backends running real HTTP and UDP echo servers
+// bound to the VIPs, answering clients directly (DSR).
+//
+// # Topology (prefix "xlb-", 3 backends)
+//
+//	 ns xlb-client                 ns xlb-router                     ns xlb-xlb (appliance)
+//	┌──────────────────┐  MTU    ┌─────────────────────────────┐   ┌─────────────────────┐
+//	│ eth0             │  1500   │ cl0            br0 (bridge) │   │ eth0 (Queues rx/tx) │
+//	│ 198.51.100.2-254 ├─────────┤ 198.51.100.1   198.18.0.1   │   │ 198.18.0.2          │
+//	│ fd00:51::2-…     │         │ fd00:51::1     fd00:18::1   │   │ fd00:18::2          │
+//	│ default → .1     │         │  routes:          │ lb0 ────┼───┤ default → .1        │
+//	└──────────────────┘         │  VIPs → 198.18.0.2│         │   │ 198.18.1.0/24 → .1  │
+//	                             │  198.18.1.10x/32  │ be0 ──┐ │   └─────────────────────┘
+//	                             │   → 198.18.0.10x  │ be1 ─┐│ │         MTU 9000 on the
+//	                             └───────────────────┴──────┼┼─┘         whole bridge
+//	        ┌───────────────────────────────────────────────┘└──────────┐
+//	 ns xlb-be1 …                                  ns xlb-be0
+//	┌──────────────────────────────────────┐     ┌──────────────────────────────────────┐
+//	│ eth0 198.18.0.100 fd00:18::100       │ …   │ lo: 203.0.113.10 fd00:203:113::10    │
+//	│ lo:  198.18.1.100 fd00:18:1::100     │     │     (VIPs), 198.18.1.100 (tunnel)    │
+//	│ xlbdecap0 (TUN, pkg/decap)           │     │ HTTP :80 and UDP echo :7 on the VIPs │
+//	│ default → 198.18.0.1 (replies: DSR)  │     │ health :8080 on every address        │
+//	└──────────────────────────────────────┘     └──────────────────────────────────────┘
+//
+// One bridge serves every encapsulation:
+//
+//   - DIRECT (MAC rewrite): appliance and backends share the bridge; the
+//     rule lists the backends' link addresses (198.18.0.100+i), whose
+//     MACs the appliance resolves on eth0. Backends carry the VIPs on lo
+//     with arp_ignore=1 and arp_announce=2, so only the appliance is ever
+//     resolved for a VIP (the router routes the VIPs to it anyway).
+//   - IPIP, GUE, GRE (L3): the rule lists the backends' tunnel addresses
+//     (198.18.1.100+i on lo), which the appliance reaches only through the
+//     router (route 198.18.1.0/24 via 198.18.0.1; the router has a /32 per
+//     backend via its link address). The router hairpins these packets out
+//     of the bridge they came in on, so it sends no ICMP redirects
+//     (send_redirects=0) and the appliance ignores IPv6 redirects
+//     (accept_redirects=0). Each backend runs pkg/decap in-process: its
+//     sockets and TUN are created in the backend's namespace.
+//
+// Replies leave a backend with source = VIP through its default route, the
+// router, and reach the client directly (DSR): the appliance never sees
+// them. Backend.Stats counts what the servers and decap handled.
+//
+// # Address plan (only documentation and benchmark ranges)
+//
+//	client link   198.51.100.0/24  fd00:51::/64    router .1/::1, clients .2…
+//	fabric        198.18.0.0/24    fd00:18::/64    router .1, appliance .2, backend i .100+i / ::100+i (hex)
+//	tunnel (lo)   198.18.1.0/24    fd00:18:1::/64  backend i .100+i / ::100+i (hex)
+//	VIPs          203.0.113.10     fd00:203:113::10 (Options.VIP4, VIP6)
+//
+// MTUs: FabricMTU (default 9000) on the bridge, its ports, the appliance
+// and the backends; ClientMTU (default 1500) on the client link. A client
+// datagram larger than 1500 leaves the client in fragments, which the
+// fabric carries unchanged. A reply larger than the client link needs
+// path-MTU discovery: the router's ICMP "too big" about it is addressed to
+// the VIP, so it reaches the appliance, whose job is to route it to the
+// backend of the quoted flow (DESIGN §3 ICMP).
+//
+// Names: every namespace is Prefix + "client", "router", "xlb", "be0"….
+// Interfaces have fixed names (eth0 in client, xlb and backends; br0, cl0,
+// lb0, be<i> in the router), which cannot collide because each lives in a
+// namespace of its own lab. Parallel labs need different prefixes.
+//
+// # What runs where, and lifetime
+//
+// Up runs ip(8) (in -batch mode per namespace, so hundreds of client
+// addresses cost one process) and writes sysctls from a thread switched
+// into the namespace. The backends' servers and decapsulators are
+// goroutines of the calling process: their sockets were created inside
+// NS.Do and carry the namespace, the goroutines do not need it. The lab
+// therefore works while that process lives; `xlb lab up` must stay in the
+// foreground. Close stops servers and decapsulators and deletes every
+// namespace (veths and bridge die with them); Up does the same when any
+// step fails or ctx ends; Down(prefix) deletes leftover namespaces after a
+// crash. IPv6 duplicate address detection is off in every namespace, so no
+// address is tentative when Up returns.
+//
+// Client helpers run inside the client namespace: HTTPClient/HTTPGet dial
+// inside Client.Do, bound to the chosen source address (keep-alives off:
+// one request, one connection, one flow); ListenUDP, UDPExchange and
+// UDPWho do the same for UDP. A UDP datagram starting with "WHO?" is
+// answered with a JSON Reply (backend, client address seen, VIP, size
+// received) instead of an echo, for the fragmentation tests.
+//
+// # Stand-in forwarder
+//
+// Until xlb runs in the xlb namespace, KernelForward(backends...) makes
+// the appliance's kernel route the VIPs to the given backends' link
+// addresses (ECMP with the 5-tuple multipath hash when there are several):
+// no encapsulation, the kernel rewrites the MAC as DIRECT does. The
+// tests of this package and Demo without a Start function use it. A real
+// forwarder must call StopKernelForward first (or never call
+// KernelForward).
+//
+// # Decisions where the design is silent
+//
+//   - One topology, not two: the DIRECT and L3 paths coexist, so one lab
+//     can run rules of every encapsulation at once.
+//   - Health endpoints listen on [::]:8080 in each backend (link, tunnel
+//     and VIP addresses alike), answer 200 or 503 (SetHealthy) and send
+//     X-Load-Balancing-Endpoint-Weight when SetWeight(w ≥ 0) was called.
+//   - At most 253 client addresses per family (one /24) and 150 backends
+//     (.100–.249), checked by Up.
+//   - The appliance's veth has Queues RX and TX queues on both ends, so
+//     the router side can spread over the same number of queues.
+package lab
