@@ -147,6 +147,19 @@ func TestSlowPathsAllocateNothing(t *testing.T) {
 			t.Errorf("%s: %.1f allocations per packet", c.name, allocs)
 		}
 	}
+	for _, in := range [][]byte{frame(-1, 0x0800, big4DF), frame(frameVLAN, 0x86dd, big6)} {
+		m, _ := packet.Parse(in)
+		buf, off, n := chunk(in)
+		allocs := testing.AllocsPerRun(100, func() {
+			copy(buf[off:], in)
+			if _, _, res := encap.TooBigReply(buf, off, n, &m, ourMAC, 1400, 1); res != encap.TooBig {
+				t.Fatal(res)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("TooBigReply: %.1f allocations per packet", allocs)
+		}
+	}
 	for _, v6 := range []bool{false, true} {
 		tmpl, _ := encap.NewTemplate(spec(encap.GUE, v6))
 		in := frame(-1, 0x0800, big4)

@@ -261,6 +261,7 @@ func TestGolden(t *testing.T) {
 				diffGopacket(t, tmpl, &m, got)
 			case encap.TooBig:
 				verifyTooBig(t, tmpl, f.in, &m, got)
+				diffGopacketReply(t, &m, got, max(tmpl.InnerMTU(), map[packet.Family]int{packet.IPv4: 68, packet.IPv6: 1280}[m.Family]))
 			case encap.NeedFragments:
 				verifyFragments(t, tmpl, f.in, &m, append([][]byte{got}, extras...))
 			}

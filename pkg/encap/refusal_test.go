@@ -118,6 +118,11 @@ func TestEncapRefusesBadFrames(t *testing.T) {
 			copy(b[27:], in)
 			return b, 27, len(in)
 		}, want: encap.DropNoHeadroom, tooBigR: encap.DropNoHeadroom}, // both need 28 bytes in front
+		{name: "headroom exactly enough", buf: func() ([]byte, int, int) {
+			b := make([]byte, 28+len(in))
+			copy(b[28:], in)
+			return b, 28, len(in)
+		}, want: encap.OK, tooBigR: encap.TooBig},
 		{name: "L3End beyond n", mod: func(m *packet.Meta) { m.L3End = uint16(len(in) + 1) }, want: encap.DropBadMeta, tooBigR: encap.DropBadMeta},
 		{name: "no family", mod: func(m *packet.Meta) { m.Family = packet.FamilyNone }, want: encap.DropBadMeta, tooBigR: encap.DropBadMeta},
 		{name: "L3Off inside Ethernet", mod: func(m *packet.Meta) { m.L3Off = 4 }, want: encap.DropBadMeta, tooBigR: encap.DropBadMeta},
@@ -139,7 +144,12 @@ func TestEncapRefusesBadFrames(t *testing.T) {
 			buf, off, n := get()
 			before := bytes.Clone(buf)
 			o, l, r := tmpl.Encap(buf, off, n, &m, testHash, 1)
-			if r != tt.want || o != off || l != n || !bytes.Equal(buf, before) {
+			if r == encap.OK && tt.want == encap.OK {
+				if o != 0 {
+					t.Errorf("Encap used %d bytes less headroom than it could", o)
+				}
+				verifyEncap(t, tmpl, in, &m, buf[o:o+l], 14+28)
+			} else if r != tt.want || o != off || l != n || !bytes.Equal(buf, before) {
 				t.Errorf("Encap = (%d, %d, %v), want (%d, %d, %v) and the frame untouched", o, l, r, off, n, tt.want)
 			}
 			buf, off, n = get()

@@ -342,3 +342,53 @@ func innerL4ChecksumBad(inner []byte, m *packet.Meta) bool {
 	a, b := netip.AddrFrom16(m.Src).Unmap().String(), netip.AddrFrom16(m.Dst).Unmap().String()
 	return sum(pseudo(a, b, m.Proto, len(seg)), seg) != 0xffff
 }
+
+// diffGopacketReply decodes an ICMP too-big reply with gopacket and
+// compares type, code, MTU, addresses and the quoted packet's addresses.
+func diffGopacketReply(t *testing.T, m *packet.Meta, out []byte, mtu int) {
+	t.Helper()
+	p := gopacket.NewPacket(out, layers.LayerTypeEthernet, gopacket.Default)
+	if el := p.ErrorLayer(); el != nil {
+		t.Fatalf("gopacket: %v", el.Error())
+	}
+	client := net.IP(netip.AddrFrom16(m.Src).Unmap().AsSlice())
+	vip := net.IP(netip.AddrFrom16(m.Dst).Unmap().AsSlice())
+	var quote []byte
+	lt := layers.LayerTypeIPv4
+	switch ipl := p.NetworkLayer().(type) {
+	case *layers.IPv4:
+		ic, ok := p.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4)
+		if !ok || !ipl.SrcIP.Equal(vip) || !ipl.DstIP.Equal(client) {
+			t.Fatalf("gopacket: want ICMPv4 from %v to %v, got %v", vip, client, p)
+		}
+		if ic.TypeCode != layers.CreateICMPv4TypeCode(layers.ICMPv4TypeDestinationUnreachable, layers.ICMPv4CodeFragmentationNeeded) || int(ic.Seq) != mtu {
+			t.Errorf("gopacket: %v mtu %d, want frag-needed mtu %d", ic.TypeCode, ic.Seq, mtu)
+		}
+		quote = ic.Payload
+	case *layers.IPv6:
+		ic, ok := p.Layer(layers.LayerTypeICMPv6).(*layers.ICMPv6)
+		if !ok || !ipl.SrcIP.Equal(vip) || !ipl.DstIP.Equal(client) {
+			t.Fatalf("gopacket: want ICMPv6 from %v to %v, got %v", vip, client, p)
+		}
+		if ic.TypeCode != layers.CreateICMPv6TypeCode(layers.ICMPv6TypePacketTooBig, 0) || int(binary.BigEndian.Uint32(ic.Payload)) != mtu {
+			t.Errorf("gopacket: %v, want packet-too-big mtu %d", ic.TypeCode, mtu)
+		}
+		quote = ic.Payload[4:]
+		lt = layers.LayerTypeIPv6
+	default:
+		t.Fatalf("gopacket: no IP layer in %v", p)
+	}
+	q := gopacket.NewPacket(quote, lt, gopacket.Default)
+	switch l := q.NetworkLayer().(type) {
+	case *layers.IPv4:
+		if !l.SrcIP.Equal(client) || !l.DstIP.Equal(vip) {
+			t.Errorf("gopacket: quoted %v > %v", l.SrcIP, l.DstIP)
+		}
+	case *layers.IPv6:
+		if !l.SrcIP.Equal(client) || !l.DstIP.Equal(vip) {
+			t.Errorf("gopacket: quoted %v > %v", l.SrcIP, l.DstIP)
+		}
+	default:
+		t.Errorf("gopacket: quote does not decode as IP")
+	}
+}
