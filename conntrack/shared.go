@@ -183,7 +183,7 @@ func (b *sharedBucket) get(tag uint16, kw *[5]uint64, now Time, refresh Ticks) (
 			// A writer may have replaced the slot since the check; the
 			// store then only moves the new entry's deadline, which
 			// costs at most one idle period of life, never a wrong value.
-			if next := now.Add(refresh); next.Sub(exp) >= refreshStep {
+			if next := now.Add(min(refresh, maxTicks)); next.Sub(exp) >= refreshStep {
 				b.expires[i].Store(uint32(next))
 			}
 		}
@@ -227,7 +227,7 @@ func (s *Shared) Set(k *hash.Key, rule uint16, v Value, now Time, idle Ticks) bo
 	}
 	b.slots[i][5].Store(uint64(v.Backend) | uint64(v.RuleGen)<<32)
 	b.slots[i][6].Store(uint64(v.BackendGen))
-	b.expires[i].Store(uint32(now.Add(idle)))
+	b.expires[i].Store(uint32(now.Add(min(idle, maxTicks))))
 	// Release: the bucket written gets a new even sequence; the other is
 	// handed back unchanged, so its readers need not retry.
 	if b == b1 {

@@ -202,7 +202,8 @@ func (b *bucket) clear(i int) {
 }
 
 // Lookup returns the live entry of (k, rule), or nil when there is none or
-// it has been idle for idle ticks or more by now. A hit extends the entry's
+// it has been idle for idle ticks or more by now. idle is the rule's idle
+// timeout (at least 1 tick; longer than 2^30 ticks counts as 2^30). A hit extends the entry's
 // life to now+idle and, when syn is false (the packet is not a SYN),
 // confirms an entry that a SYN created. An expired entry is removed. The
 // dataplane compares the entry's generations with its snapshot itself; a
@@ -227,7 +228,7 @@ func (t *Table) Lookup(k *hash.Key, rule uint16, now Time, idle Ticks, syn bool)
 		t.stats.Misses++
 		return nil
 	}
-	b.expires[i] = now.Add(idle)
+	b.expires[i] = now.Add(min(idle, maxTicks))
 	if !syn {
 		b.flags[i] &^= flagUnconfirmed
 	}
@@ -268,7 +269,7 @@ func (t *Table) Insert(k *hash.Key, rule uint16, v Value, now Time, idle Ticks, 
 		b.slots[i].key = *k
 		b.slots[i].rule = rule
 	}
-	b.expires[i] = now.Add(idle)
+	b.expires[i] = now.Add(min(idle, maxTicks))
 	b.flags[i] = 0
 	if syn {
 		b.flags[i] = flagUnconfirmed

@@ -619,3 +619,76 @@ func TestControlCancel(t *testing.T) {
 		t.Fatalf("Count = %d, %v; want 1", n, err)
 	}
 }
+
+// TestHugeIdle: an idle timeout beyond the wrap-safe range is capped
+// instead of wrapping into the past.
+func TestHugeIdle(t *testing.T) {
+	tb := mustNew(t, 64)
+	k := flowKey(1)
+	tb.Insert(&k, 0, Value{Backend: 1}, 5, Ticks(0xffff_ffff), false)
+	if tb.Lookup(&k, 0, 6, Ticks(0xffff_ffff), false) == nil {
+		t.Fatal("entry with a huge idle timeout missed")
+	}
+	if tb.Lookup(&k, 0, 6+maxTicks-1, minute, false) == nil {
+		t.Fatal("entry expired before the capped timeout")
+	}
+	s := mustShared(t, 64)
+	s.Set(&k, 0, Value{Backend: 1}, 5, Ticks(0xffff_ffff))
+	if _, ok := s.Get(&k, 0, 6, 0); !ok {
+		t.Fatal("shared entry with a huge idle timeout missed")
+	}
+}
+
+// TestControlWhileInserting runs Control calls against a worker that keeps
+// inserting and looking up; with -race it checks the mailbox protocol.
+func TestControlWhileInserting(t *testing.T) {
+	tb := mustNew(t, 512)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for n := uint32(0); ; n++ {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			for j := range uint32(16) { // one "batch"
+				k := flowKey((n*16 + j) % 2048)
+				if tb.Lookup(&k, uint16(j%2), Time(n/64), minute, false) == nil {
+					tb.Insert(&k, uint16(j%2), Value{Backend: j % 3}, Time(n/64), minute, j%4 == 0)
+				}
+			}
+			tb.Sweep(Time(n/64), 32)
+			tb.Serve(Time(n/64), 32)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := tb.Control()
+	for range 20 {
+		n, err := c.Count(ctx, Filter{ByRule: true, Rule: 1})
+		if err != nil || n > c.Cap() {
+			t.Fatalf("Count = %d, %v", n, err)
+		}
+		recs, _, err := c.List(ctx, Filter{ByBackend: true, Backend: 2}, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if r.Value.Backend != 2 {
+				t.Fatalf("List by backend 2 returned %+v", r)
+			}
+		}
+		if _, err := c.Flush(ctx, Filter{ByRule: true, Rule: 0}); err != nil {
+			t.Fatal(err)
+		}
+		if l := c.Len(); l < 0 || l > c.Cap() {
+			t.Fatalf("Len = %d", l)
+		}
+	}
+	close(quit)
+	<-done
+	if occupied := len(arenaState(tb)); tb.Len() != occupied {
+		t.Fatalf("Len %d != occupied %d", tb.Len(), occupied)
+	}
+}
