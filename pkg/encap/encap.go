@@ -232,8 +232,10 @@ func innerSum(inner []byte, m *packet.Meta, lco bool) uint16 {
 			ph := packet.PseudoHeaderChecksum(m.Proto, inner[12:16], inner[16:20], seg)
 			return ^ph
 		}
-		ph := packet.PseudoHeaderChecksum(m.Proto, inner[8:24], inner[24:40], seg)
-		return packet.ChecksumCombine(packet.Checksum(inner[:ipv6HeaderSize], 0), ^ph)
+		// The header's addresses cancel the pseudo-header's: what is left
+		// is its first 8 bytes minus protocol and segment length.
+		ph := packet.ChecksumCombine(uint16(m.Proto), uint16(seg))
+		return packet.ChecksumCombine(packet.Checksum(inner[:8], 0), ^ph)
 	}
 	return packet.Checksum(inner, 0)
 }
