@@ -109,7 +109,8 @@ func isSYN(m *packet.Meta) bool {
 // decideFlow is the core: tracked entry if valid, else Maglev over the
 // eligible set, then record the choice when the flow is trackable.
 func (s *Snapshot) decideFlow(r *Rule, slot uint16, m *packet.Meta, q *Queue, now conntrack.Time) Decision {
-	trk, trackable := hash.TrackingKey(m, r.Affinity, r.Mode)
+	var trk hash.Key // set in place: a 40-byte result by value costs a store-forwarding stall
+	trackable := trk.SetTracking(m, r.Affinity, r.Mode)
 	syn := isSYN(m)
 	// PER_SESSION 2- and 3-tuple sessions span connections that RSS spreads
 	// over queues, so they live in the shared table.
@@ -126,8 +127,7 @@ func (s *Snapshot) decideFlow(r *Rule, slot uint16, m *packet.Meta, q *Queue, no
 			}
 		}
 	}
-	sel := hash.SelectionKey(m, r.Affinity)
-	h := hash.Sum64(&sel, s.Seed)
+	h := hash.SelectionHash(m, r.Affinity, s.Seed)
 	id, ok := r.Table.Lookup(h)
 	if !ok {
 		return drop(ReasonNoBackend)
@@ -165,7 +165,8 @@ func (s *Snapshot) decideICMPError(m *packet.Meta, q *Queue, now conntrack.Time)
 	}
 	slot := s.ruleOfMatch[mi]
 	r := &s.Rules[slot]
-	if trk, trackable := hash.TrackingKey(&flow, r.Affinity, r.Mode); trackable {
+	var trk hash.Key
+	if trk.SetTracking(&flow, r.Affinity, r.Mode) {
 		if r.Mode == hash.PerSession && trk.Kind != hash.Tuple5 && q.Sessions != nil {
 			if v, ok := q.Sessions.Get(&trk, slot, now, 0); ok && r.valid(v, flow.Proto, now) {
 				return Decision{Verdict: Tx, Rule: slot, Backend: v.Backend, Tracked: true}
@@ -178,8 +179,7 @@ func (s *Snapshot) decideICMPError(m *packet.Meta, q *Queue, now conntrack.Time)
 			}
 		}
 	}
-	sel := hash.SelectionKey(&flow, r.Affinity)
-	h := hash.Sum64(&sel, s.Seed)
+	h := hash.SelectionHash(&flow, r.Affinity, s.Seed)
 	id, ok := r.Table.Lookup(h)
 	if !ok {
 		return drop(ReasonNoBackend)
