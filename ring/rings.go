@@ -61,12 +61,12 @@ func (r *Rings) Reclaim() int {
 	total := 0
 	for {
 		n := r.Completion.Peek(r.scratch)
-		if n == 0 {
-			return total
-		}
 		r.Frames.Free(r.scratch[:n])
 		r.Completion.Release(n)
 		total += n
+		if n < len(r.scratch) {
+			return total // drained what was there: no second index load
+		}
 	}
 }
 
