@@ -5,15 +5,15 @@
 //
 // # The four rings
 //
-//	              user space (the queue's worker)        kernel
-//	 Frames ──Refill──▶ FILL ring ───────────────────▶ NIC/veth writes packet
-//	 (LIFO)                                                  │
-//	    ▲                RX ring  ◀──────────────────────────┘
-//	    │                  │ Peek → process in place → Release
-//	    │                  ▼
-//	    │   drop: Frames.Free     forward: TX.Submit ──▶ TX ring ──▶ wire
-//	    │                                                    │
-//	    └──Reclaim── COMPLETION ring ◀───────────────────────┘
+//	             user space (the queue's worker)        kernel
+//	Frames ──Refill──▶ FILL ring ───────────────────▶ NIC/veth writes packet
+//	(LIFO)                                                  │
+//	   ▲                RX ring  ◀──────────────────────────┘
+//	   │                  │ Peek → process in place → Release
+//	   │                  ▼
+//	   │   drop: Frames.Free     forward: TX.Submit ──▶ TX ring ──▶ wire
+//	   │                                                    │
+//	   └──Reclaim── COMPLETION ring ◀───────────────────────┘
 //
 // Fill and TX are produced by us and consumed by the kernel; RX and
 // completion the other way round. Fill and completion carry UMEM
