@@ -1,0 +1,15 @@
+// Command xlb is the xlb appliance: the daemon, its command-line client,
+// and the tools around them (validate, lab, decap). See `xlb --help`.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	if err := newApp(os.Stdout, os.Stderr).Run(os.Args); err != nil {
+		fmt.Fprintf(os.Stderr, "xlb: %v\n", err)
+		os.Exit(exitCode(err))
+	}
+}

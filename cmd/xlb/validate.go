@@ -1,0 +1,55 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/xlbnet/xlb/pkg/config"
+)
+
+const defaultConfig = "/etc/xlb/xlb.toml"
+
+func configFlag() *cli.StringFlag {
+	return &cli.StringFlag{Name: "config", Aliases: []string{"c"}, Value: defaultConfig, Usage: "the appliance configuration `FILE` (rules are read from its rules_dir)"}
+}
+
+func validateCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "validate",
+		Usage:     "check a configuration and its rule files without running anything",
+		ArgsUsage: " ",
+		Description: "Loads xlb.toml and every rules_dir/*.toml, reports every error and warning with file, line and\n" +
+			"key, and exits 1 when there is an error. Warnings (for example a UDP rule that is not\n" +
+			"fragment-safe) do not fail the check.",
+		Flags: []cli.Flag{configFlag()},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usageError{fmt.Sprintf("validate takes no arguments, got %q", c.Args().First())}
+			}
+			cfg, warnings, err := config.Load(c.String("config"))
+			for _, w := range warnings {
+				fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", w)
+			}
+			if err != nil {
+				var cerr *config.Error
+				if errors.As(err, &cerr) {
+					for _, i := range cerr.Issues {
+						fmt.Fprintf(c.App.ErrWriter, "error: %s\n", i)
+					}
+					return fmt.Errorf("%s: %d error(s); the configuration was not accepted", c.String("config"), len(cerr.Issues))
+				}
+				return err
+			}
+			backends := 0
+			for _, r := range cfg.Rules {
+				for _, g := range r.Groups {
+					backends += len(g.Backends)
+				}
+			}
+			fmt.Fprintf(c.App.Writer, "%s: ok: %d rule(s), %d backend(s), %d warning(s)\n", cfg.Path, len(cfg.Rules), backends, len(warnings))
+			return nil
+		},
+	}
+}
