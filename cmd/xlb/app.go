@@ -31,9 +31,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Description: "xlb takes packets addressed to virtual IPs from AF_XDP sockets, places each flow on a backend\n" +
 			"with connection tracking and weighted Maglev hashing, and encapsulates it towards the backend,\n" +
 			"which answers the client directly.",
-		Writer:          stdout,
-		ErrWriter:       stderr,
-		HideVersion:     true,
+		Writer:      stdout,
+		ErrWriter:   stderr,
+		HideVersion: true,
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usageError{fmt.Sprintf("unknown command %q (see 'xlb --help')", c.Args().First())}
