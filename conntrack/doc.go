@@ -9,7 +9,8 @@
 //
 // A Table belongs to exactly one goroutine, its queue's worker: Lookup,
 // Insert, Reselect, Sweep, Serve, Len and Stats run only there, with no
-// lock and no atomic operation except the two in Serve. Other goroutines
+// lock; the only atomic operations are the entry-count store in Serve and
+// Sweep and the mailbox load in Serve, once per batch each. Other goroutines
 // (the CLI's control server, metrics) use only the table's Control handle,
 // which talks to the worker through a mailbox (below). A Shared table is
 // safe for concurrent use by all workers and by control code. Clocks are
