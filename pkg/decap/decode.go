@@ -1,6 +1,9 @@
 package decap
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // IP protocol numbers of the outer headers decap receives.
 const (
@@ -248,22 +251,41 @@ func innerIP(b []byte, version uint8) ([]byte, DropReason) {
 }
 
 // checksum returns the Internet checksum (RFC 1071) of b; it is 0 when b
-// carries a correct checksum field.
+// carries a correct checksum field. It adds 64-bit big-endian words with
+// carry (one's-complement addition is the same at any word size, RFC 1071
+// §2(B)), 32 bytes per iteration, and folds to 16 bits at the end.
 func checksum(b []byte) uint16 {
-	var sum uint64
+	var sum, carry uint64
+	for len(b) >= 32 {
+		sum, carry = bits.Add64(sum, binary.BigEndian.Uint64(b[0:8]), carry)
+		sum, carry = bits.Add64(sum, binary.BigEndian.Uint64(b[8:16]), carry)
+		sum, carry = bits.Add64(sum, binary.BigEndian.Uint64(b[16:24]), carry)
+		sum, carry = bits.Add64(sum, binary.BigEndian.Uint64(b[24:32]), carry)
+		b = b[32:]
+	}
 	for len(b) >= 8 {
-		sum += uint64(binary.BigEndian.Uint32(b[0:4])) + uint64(binary.BigEndian.Uint32(b[4:8]))
+		sum, carry = bits.Add64(sum, binary.BigEndian.Uint64(b[0:8]), carry)
 		b = b[8:]
 	}
-	for len(b) >= 2 {
-		sum += uint64(binary.BigEndian.Uint16(b))
+	var tail uint64
+	if len(b) >= 4 {
+		tail = uint64(binary.BigEndian.Uint32(b)) << 32
+		b = b[4:]
+	}
+	if len(b) >= 2 {
+		tail |= uint64(binary.BigEndian.Uint16(b)) << 16
 		b = b[2:]
 	}
 	if len(b) == 1 {
-		sum += uint64(b[0]) << 8
+		tail |= uint64(b[0]) << 8
 	}
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
+	sum, carry = bits.Add64(sum, tail, carry)
+	sum, carry = bits.Add64(sum, 0, carry)
+	sum += carry // end-around carry: when the add above carried out, sum is 0
+	// Fold 64 → 32 → 16 bits with end-around carry.
+	sum = sum&0xffffffff + sum>>32
+	sum = sum&0xffffffff + sum>>32
+	sum = sum&0xffff + sum>>16
+	sum = sum&0xffff + sum>>16
 	return ^uint16(sum)
 }

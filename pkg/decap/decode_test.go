@@ -122,6 +122,47 @@ func TestChecksum(t *testing.T) {
 	}
 }
 
+// referenceChecksum is RFC 1071 done the slow, obvious way.
+func referenceChecksum(b []byte) uint16 {
+	var s uint32
+	for i := 0; i+1 < len(b); i += 2 {
+		s += uint32(b[i])<<8 | uint32(b[i+1])
+	}
+	if len(b)%2 == 1 {
+		s += uint32(b[len(b)-1]) << 8
+	}
+	for s>>16 != 0 {
+		s = s&0xffff + s>>16
+	}
+	return ^uint16(s)
+}
+
+func FuzzChecksum(f *testing.F) {
+	f.Add([]byte{0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7})
+	f.Add(bytes.Repeat([]byte{0xff}, 67))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := checksum(b), referenceChecksum(b); got != want {
+			t.Fatalf("checksum(%x) = %#04x, reference %#04x", b, got, want)
+		}
+	})
+}
+
+func TestChecksumAllLengths(t *testing.T) {
+	b := make([]byte, 200)
+	for i := range b {
+		b[i] = byte(0xff - i*7)
+	}
+	for n := range len(b) {
+		if got, want := checksum(b[:n]), referenceChecksum(b[:n]); got != want {
+			t.Fatalf("len %d: checksum %#04x, reference %#04x", n, got, want)
+		}
+	}
+	ff := bytes.Repeat([]byte{0xff}, 4096) // maximal carries
+	if got, want := checksum(ff), referenceChecksum(ff); got != want {
+		t.Fatalf("all-ones: checksum %#04x, reference %#04x", got, want)
+	}
+}
+
 func TestDropReasonNames(t *testing.T) {
 	seen := map[string]bool{}
 	for r := DropReason(0); r < NumDropReasons; r++ {
