@@ -43,7 +43,7 @@ func (s *Snapshot) Decide(m *packet.Meta, q *Queue, now conntrack.Time) Decision
 			if m.HasInner {
 				return s.decideICMPError(m, q, now)
 			}
-			if isEchoRequest(m) && s.matcher.IsVIP(&m.Dst) {
+			if isEchoRequest(m) && m.Frag == packet.FragNone && s.matcher.IsVIP(&m.Dst) {
 				return Decision{Verdict: Reply}
 			}
 		}

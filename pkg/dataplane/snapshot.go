@@ -5,6 +5,7 @@ import (
 
 	"github.com/xlbnet/xlb/conntrack"
 	"github.com/xlbnet/xlb/hash"
+	"github.com/xlbnet/xlb/pkg/encap"
 )
 
 // Backend is what the workers know of one backend of one rule. Its index
@@ -16,6 +17,12 @@ type Backend struct {
 	Name    string   // the address as text: the backend's fleet-wide identity
 	Addr    [16]byte // IPv4 mapped into IPv6
 	Present bool     // the slot is in use
+
+	// Template is the precomputed encapsulation towards this backend (or
+	// the MAC rewrite for DIRECT). Nil while the backend's next hop is not
+	// resolved: the control plane keeps such a backend out of the eligible
+	// set, and a tracked flow to it is dropped (no-next-hop) until it is.
+	Template *encap.Template
 
 	// The backend's generations, copied from its failover.BackendState
 	// (see the failover package's "Conntrack validity"). A conntrack entry

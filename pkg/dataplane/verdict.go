@@ -59,6 +59,11 @@ const (
 	ReasonEncapFailed
 	// ReasonTxRingFull: no room on the TX ring for this batch.
 	ReasonTxRingFull
+	// ReasonNoNextHop: the backend's MAC address is not resolved.
+	ReasonNoNextHop
+	// ReasonNoFrames: outer fragmentation needed spare frames and the
+	// allocator had none.
+	ReasonNoFrames
 
 	numReasons
 )
@@ -74,6 +79,8 @@ var ownReasonNames = [...]string{
 	ReasonPacketTooBig - ReasonNoRule:    "packet-too-big",
 	ReasonEncapFailed - ReasonNoRule:     "encap-failed",
 	ReasonTxRingFull - ReasonNoRule:      "tx-ring-full",
+	ReasonNoNextHop - ReasonNoRule:       "no-next-hop",
+	ReasonNoFrames - ReasonNoRule:        "no-frames",
 }
 
 // String returns the metric label of r.

@@ -1,0 +1,273 @@
+package dataplane
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/xlbnet/xlb/conntrack"
+	"github.com/xlbnet/xlb/hash"
+	"github.com/xlbnet/xlb/pkg/encap"
+	"github.com/xlbnet/xlb/pkg/packet"
+	"github.com/xlbnet/xlb/ring"
+)
+
+// Batch is the most packets a worker takes from RX at once (as many as a
+// NIC driver's NAPI budget hands over in one poll).
+const Batch = 64
+
+// maxFragments bounds the frames one packet may become by outer
+// fragmentation (a 9000-byte inner packet over a 1500-byte path needs 7).
+const maxFragments = 8
+
+// sweepBudget is how many conntrack slots a worker examines for idle
+// entries between two batches: a full pass over a 1M-slot table takes
+// 4096 batches.
+const sweepBudget = 256
+
+// Counters are one worker's counters. The worker adds to them once per
+// batch; any goroutine may read them.
+type Counters struct {
+	RXPackets  atomic.Uint64
+	TXPackets  atomic.Uint64 // frames handed to the TX ring (fragments and replies included)
+	Batches    atomic.Uint64
+	Fragments  atomic.Uint64 // extra frames made by outer fragmentation
+	Verdicts   [4]atomic.Uint64
+	Reasons    [NumReasons]atomic.Uint64 // drops and passes by reason
+	Encap      [encap.NumResults]atomic.Uint64
+	TrackedHit atomic.Uint64 // packets placed by an existing entry
+	KickErrors atomic.Uint64
+}
+
+// batchCounts accumulates one batch's counts without atomics.
+type batchCounts struct {
+	rx, tx, frags, tracked uint64
+	verdicts               [4]uint64
+	reasons                [NumReasons]uint64
+	encap                  [encap.NumResults]uint64
+}
+
+func (c *Counters) add(b *batchCounts) {
+	c.Batches.Add(1)
+	c.RXPackets.Add(b.rx)
+	if b.tx != 0 {
+		c.TXPackets.Add(b.tx)
+	}
+	if b.frags != 0 {
+		c.Fragments.Add(b.frags)
+	}
+	if b.tracked != 0 {
+		c.TrackedHit.Add(b.tracked)
+	}
+	for i, v := range b.verdicts {
+		if v != 0 {
+			c.Verdicts[i].Add(v)
+		}
+	}
+	for i, v := range b.reasons {
+		if v != 0 {
+			c.Reasons[i].Add(v)
+		}
+	}
+	for i, v := range b.encap {
+		if v != 0 {
+			c.Encap[i].Add(v)
+		}
+	}
+	*b = batchCounts{}
+}
+
+// Worker is the goroutine that owns one AF_XDP queue: RX batch → Parse →
+// Decide → encapsulate in place → TX batch on the same socket. Everything
+// it touches per packet is its own or immutable; it allocates nothing.
+type Worker struct {
+	rings    *ring.Rings
+	snapshot *atomic.Pointer[Snapshot]
+	tables   Queue
+	clock    conntrack.Clock
+	idle     func()
+
+	Counters Counters
+
+	ipID   uint16
+	counts batchCounts
+	rx     [Batch]ring.Desc
+	tx     [Batch * maxFragments]ring.Desc
+	drops  [Batch * maxFragments]uint64
+	spare  [maxFragments - 1]uint64
+	extra  [maxFragments - 1][]byte
+	extraN [maxFragments - 1]int
+}
+
+// NewWorker returns the worker of one queue. idle is called when a loop
+// found nothing to do (poll the socket, or yield for a Fake); nil yields.
+func NewWorker(rings *ring.Rings, snapshot *atomic.Pointer[Snapshot], tables Queue, clock conntrack.Clock, idle func()) *Worker {
+	if idle == nil {
+		idle = runtime.Gosched
+	}
+	return &Worker{rings: rings, snapshot: snapshot, tables: tables, clock: clock, idle: idle}
+}
+
+// Run processes batches until ctx ends. The caller locks the goroutine to
+// its OS thread (and the thread to a CPU) before calling.
+func (w *Worker) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		if w.Step() == 0 {
+			w.idle()
+		}
+	}
+}
+
+// Step runs one loop: recycle completed frames, refill the fill ring,
+// process one RX batch, publish TX, and do a bounded share of table
+// maintenance. It returns how many packets it received.
+func (w *Worker) Step() int {
+	r := w.rings
+	r.Reclaim()
+	if r.Refill() > 0 {
+		if err := r.KickRX(); err != nil {
+			w.Counters.KickErrors.Add(1)
+		}
+	}
+	n := r.RX.Peek(w.rx[:])
+	now := conntrack.Now(w.clock)
+	if n == 0 {
+		if err := r.KickTX(); err != nil {
+			w.Counters.KickErrors.Add(1)
+		}
+		w.tables.Conntrack.Serve(now, sweepBudget)
+		return 0
+	}
+	r.RX.Release(n)
+	snap := w.snapshot.Load()
+	ntx, ndrop := 0, 0
+	for i := range n {
+		d := w.rx[i]
+		var k int
+		if snap == nil {
+			w.counts.reasons[ReasonNoRule]++
+			k = 0
+		} else {
+			k = w.packet(snap, d, now, w.tx[ntx:])
+		}
+		if k == 0 {
+			w.drops[ndrop] = d.Addr
+			ndrop++
+		}
+		ntx += k
+	}
+	w.counts.rx += uint64(n)
+	sent := r.TX.Submit(w.tx[:ntx])
+	w.counts.tx += uint64(sent)
+	for _, d := range w.tx[sent:ntx] {
+		w.drops[ndrop] = d.Addr
+		ndrop++
+		w.counts.reasons[ReasonTxRingFull]++
+	}
+	r.Frames.Free(w.drops[:ndrop])
+	if err := r.KickTX(); err != nil {
+		w.Counters.KickErrors.Add(1)
+	}
+	w.Counters.add(&w.counts)
+	w.tables.Conntrack.Serve(now, sweepBudget)
+	return n
+}
+
+// packet handles one received frame and returns how many TX descriptors it
+// wrote to tx (0: the frame is dropped and goes back to the allocator).
+func (w *Worker) packet(snap *Snapshot, d ring.Desc, now conntrack.Time, tx []ring.Desc) int {
+	r := w.rings
+	frame := r.Frame(d)
+	m, res := packet.Parse(frame)
+	if res != packet.OK {
+		w.counts.reasons[res]++
+		if res.Class() == packet.ClassPass {
+			w.counts.verdicts[Pass]++
+		} else {
+			w.counts.verdicts[Drop]++
+		}
+		return 0
+	}
+	dec := snap.Decide(&m, &w.tables, now)
+	w.counts.verdicts[dec.Verdict]++
+	switch dec.Verdict {
+	case Reply:
+		n := EchoReply(frame, &m)
+		tx[0] = ring.Desc{Addr: d.Addr, Len: uint32(n)}
+		return 1
+	case Tx:
+	default:
+		w.counts.reasons[dec.Reason]++
+		return 0
+	}
+	if dec.Tracked {
+		w.counts.tracked++
+	}
+	b := &snap.Rules[dec.Rule].Backends[dec.Backend]
+	t := b.Template
+	if t == nil {
+		w.counts.reasons[ReasonNoNextHop]++
+		return 0
+	}
+	h := dec.Hash
+	if h == 0 {
+		// A tracked flow skipped the selection hash; GUE's source port
+		// and the IPv6 flow label still need a per-flow value.
+		h = hash.SelectionHash(&m, hash.AffinityNone, snap.Seed)
+	}
+	chunkStart := r.UMEM.ChunkStart(d.Addr)
+	chunk := r.UMEM.Chunk(d.Addr)
+	off := int(d.Addr - chunkStart)
+	w.ipID++
+	newOff, newLen, er := t.Encap(chunk, off, int(d.Len), &m, h, w.ipID)
+	w.counts.encap[er]++
+	switch er {
+	case encap.OK:
+		tx[0] = ring.Desc{Addr: chunkStart + uint64(newOff), Len: uint32(newLen)}
+		return 1
+	case encap.TooBig:
+		w.counts.reasons[ReasonPacketTooBig]++
+		tx[0] = ring.Desc{Addr: chunkStart + uint64(newOff), Len: uint32(newLen)}
+		return 1
+	case encap.NeedFragments:
+		return w.fragment(t, chunk, chunkStart, off, d, &m, h, tx)
+	default:
+		w.counts.reasons[ReasonEncapFailed]++
+		return 0
+	}
+}
+
+// fragment splits an oversize inner IPv4 packet without DF over the outer
+// header (RFC 2003), using spare frames from the allocator.
+func (w *Worker) fragment(t *encap.Template, chunk []byte, chunkStart uint64, off int, d ring.Desc, m *packet.Meta, h uint64, tx []ring.Desc) int {
+	r := w.rings
+	need := t.FragmentCount(m) - 1
+	if need > len(w.spare) || need > len(tx)-1 {
+		w.counts.reasons[ReasonEncapFailed]++
+		return 0
+	}
+	got := r.Frames.Alloc(w.spare[:need])
+	if got < need {
+		r.Frames.Free(w.spare[:got])
+		w.counts.reasons[ReasonNoFrames]++
+		return 0
+	}
+	for i := range need {
+		w.extra[i] = r.UMEM.Chunk(w.spare[i])
+	}
+	newOff, newLen, nExtra, res := t.Fragment(chunk, off, int(d.Len), m, h, w.ipID, w.extra[:need], w.extraN[:need])
+	if res != encap.OK {
+		r.Frames.Free(w.spare[:need])
+		w.counts.reasons[ReasonEncapFailed]++
+		return 0
+	}
+	tx[0] = ring.Desc{Addr: chunkStart + uint64(newOff), Len: uint32(newLen)}
+	for i := range nExtra {
+		tx[1+i] = ring.Desc{Addr: w.spare[i], Len: uint32(w.extraN[i])}
+	}
+	if nExtra < need {
+		r.Frames.Free(w.spare[nExtra:need])
+	}
+	w.counts.frags += uint64(nExtra)
+	return 1 + nExtra
+}
