@@ -107,4 +107,12 @@
 //     (.100–.249), checked by Up.
 //   - The appliance's veth has Queues RX and TX queues on both ends, so
 //     the router side can spread over the same number of queues.
+//   - Checksum offload, TSO and GSO are off on the router's end of the
+//     appliance's veth (lb0) unless KeepOffloads: over veth the kernel
+//     passes packets whose checksum is only the pseudo-header sum and
+//     64 KB super-segments, which a raw-frame forwarder would relay broken
+//     to the backends. Needs ethtool(8).
+//   - The fabric MTU of 9000 exceeds one page: native XDP on a veth with
+//     that MTU needs a frags-aware program (or generic mode, or
+//     FabricMTU ≤ 3500). The lab does not decide that for the forwarder.
 package lab

@@ -26,10 +26,12 @@ const (
 	ClientInterface = "eth0"
 	// Bridge is the fabric bridge in the router namespace.
 	Bridge = "br0"
-	// routerClientPort, routerXLBPort and routerBackendPort(i) are the
-	// router-side ends of the veths.
+	// RouterApplianceLink is the router's end of the appliance's veth (a
+	// port of the bridge).
+	RouterApplianceLink = "lb0"
+	// routerClientPort and routerBackendPort(i) are the router-side ends
+	// of the other veths.
 	routerClientPort = "cl0"
-	routerXLBPort    = "lb0"
 )
 
 func routerBackendPort(i int) string { return "be" + strconv.Itoa(i) }
@@ -266,12 +268,23 @@ func (l *Lab) setupXLB() error {
 	q := strconv.Itoa(o.Queues)
 	err := batch(l.Router, []string{
 		fmt.Sprintf("link add %s mtu %d numtxqueues %s numrxqueues %s type veth peer name %s mtu %d numtxqueues %s numrxqueues %s netns %s",
-			routerXLBPort, o.FabricMTU, q, q, XLBInterface, o.FabricMTU, q, q, l.XLB.Name),
-		"link set " + routerXLBPort + " master " + Bridge,
-		"link set " + routerXLBPort + " up",
+			RouterApplianceLink, o.FabricMTU, q, q, XLBInterface, o.FabricMTU, q, q, l.XLB.Name),
+		"link set " + RouterApplianceLink + " master " + Bridge,
+		"link set " + RouterApplianceLink + " up",
 	})
 	if err != nil {
 		return err
+	}
+	if !o.KeepOffloads {
+		// veth hands the peer checksum-offloaded packets (only the
+		// pseudo-header summed) and 64 KB TSO segments. The kernel copes;
+		// a userspace forwarder that reads raw frames through AF_XDP and
+		// sends them on would pass broken checksums and oversize frames to
+		// the backends. So the router computes checksums and segments
+		// before anything reaches the appliance.
+		if out, err := l.Router.Command("ethtool", "-K", RouterApplianceLink, "tx", "off", "tso", "off", "gso", "off").CombinedOutput(); err != nil {
+			return fmt.Errorf("disable offloads on %s (install ethtool, or set KeepOffloads): %w: %s", RouterApplianceLink, err, strings.TrimSpace(string(out)))
+		}
 	}
 	err = batch(l.XLB, []string{
 		fmt.Sprintf("addr add %s dev %s", pfx(l.XLBAddr4, FabricNet4), XLBInterface),

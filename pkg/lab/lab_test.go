@@ -138,6 +138,9 @@ func TestLabTopology(t *testing.T) {
 			t.Errorf("appliance link lacks %q: %s", want, link)
 		}
 	}
+	if feat, err := l.Router.Output("ethtool", "-k", lab.RouterApplianceLink); err != nil || !strings.Contains(feat, "tx-checksumming: off") || !strings.Contains(feat, "tcp-segmentation-offload: off") {
+		t.Errorf("offloads towards the appliance still on (%v):\n%s", err, feat)
+	}
 	if link, _ := l.Client.Output("ip", "link", "show", lab.ClientInterface); !strings.Contains(link, "mtu 1500") {
 		t.Errorf("client link not mtu 1500: %s", link)
 	}

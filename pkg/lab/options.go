@@ -69,6 +69,10 @@ type Options struct {
 	// HTTPPort (80), UDPPort (7, echo) and HealthPort (8080) are the
 	// backends' server ports; GUEPort (6080) is where decap listens.
 	HTTPPort, UDPPort, HealthPort, GUEPort uint16
+	// KeepOffloads leaves checksum offload, TSO and GSO on for the router's
+	// link to the appliance (by default they are off, so the appliance
+	// receives complete checksums and MTU-sized frames; needs ethtool).
+	KeepOffloads bool
 	// NoDecap skips running pkg/decap on the backends (DIRECT-only labs).
 	NoDecap bool
 	// Logf, if set, receives one line per setup step.
