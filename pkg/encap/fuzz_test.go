@@ -109,3 +109,43 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		}
 	}
 }
+
+// FuzzEncapAnyMeta hands Encap, TooBigReply and Fragment a Meta that need
+// not describe the frame (a caller bug): they must not panic, and every
+// refusal must leave the buffer alone.
+func FuzzEncapAnyMeta(f *testing.F) {
+	f.Add(frame(-1, 0x0800, tcp4), uint16(14), uint16(34), uint16(70), uint8(4), uint8(0), uint8(1), false)
+	f.Add(frame(frameVLAN, 0x86dd, tcp6), uint16(18), uint16(58), uint16(178), uint8(6), uint8(0xff), uint8(2), true)
+	f.Add(frame(-1, 0x0800, big4), uint16(14), uint16(34), uint16(1514), uint8(4), uint8(0x10), uint8(3), true)
+	f.Fuzz(func(t *testing.T, in []byte, l3, l4, end uint16, fam, bits, kind uint8, v6 bool) {
+		m := packet.Meta{L3Off: l3, L4Off: l4, L3End: end, Family: packet.Family(fam)}
+		m.HasVLAN = bits&1 != 0
+		m.DF = bits&2 != 0
+		m.Frag = packet.FragState(bits >> 2 & 3)
+		m.Proto = [4]uint8{packet.ProtoTCP, packet.ProtoUDP, packet.ProtoICMP, packet.ProtoICMPv6}[bits>>4&3]
+		m.ICMPType = bits
+		tmpl, err := fuzzTemplate(kind, v6, uint16(bits)*7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf, off, n := chunk(in)
+		before := bytes.Clone(buf)
+		unchanged := func(what string, r encap.Result) {
+			if !bytes.Equal(buf, before) {
+				t.Fatalf("%s: %v changed the buffer", what, r)
+			}
+		}
+		if _, _, r := tmpl.Encap(buf, off, n, &m, 1, 1); r != encap.OK && r != encap.TooBig {
+			unchanged("Encap", r)
+		}
+		buf, off, n = chunk(in)
+		if _, _, r := encap.TooBigReply(buf, off, n, &m, ourMAC, 1400, 1); r != encap.TooBig {
+			unchanged("TooBigReply", r)
+		}
+		buf, off, n = chunk(in)
+		spare := [][]byte{make([]byte, 9300), make([]byte, 9300)}
+		if _, _, _, r := tmpl.Fragment(buf, off, n, &m, 1, 1, spare, make([]int, 2)); r != encap.OK && r != encap.TooBig {
+			unchanged("Fragment", r)
+		}
+	})
+}
