@@ -158,76 +158,24 @@ const (
 	xdpRedirect = 4
 )
 
-// quoted4 is the start of a packet a VIP sent (src = VIP), as an ICMP error
-// quotes it: IPv4 header and 8 bytes of UDP.
-func quoted4(src string) []byte {
-	q := ipv4("198.51.100.7", 17, 0, false, 5, udp(40000))
-	copy(q[12:], net.ParseIP(src).To4())
-	return q
+const (
+	v4   = 0x0800
+	v6   = 0x86dd
+	arp  = 0x0806
+	q    = 0x8100
+	qinq = 0x88a8
+)
+
+type matchCase struct {
+	name string
+	pkt  []byte
+	want uint32
 }
 
-// loadForTest loads the program with a bound AF_XDP socket in XSKMAP slot
-// 0, which BPF_PROG_TEST_RUN needs to report XDP_REDIRECT for a match.
-func loadForTest(t *testing.T) *Program {
-	t.Helper()
-	ns := testutil.NewNetNS(t, "xskt")
-	if err := ns.Run("ip", "link", "add", "x0", "type", "veth", "peer", "name", "x1"); err != nil {
-		t.Fatal(err)
-	}
-	if err := ns.Run("ip", "link", "set", "x0", "up"); err != nil {
-		t.Fatal(err)
-	}
-	if err := ns.Run("ip", "link", "set", "x1", "up"); err != nil {
-		t.Fatal(err)
-	}
-	p, err := Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	var s *ring.Socket
-	if err := ns.Do(func() error {
-		ifi, err := net.InterfaceByName("x0")
-		if err != nil {
-			return err
-		}
-		s, err = ring.Open(ring.Options{Ifindex: ifi.Index, NumFrames: 64, RingSize: 64})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := p.Register(0, s.FD()); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func TestRedirectMatching(t *testing.T) {
-	testutil.RequireRoot(t)
-	p := loadForTest(t)
-	vips := []VIP{
-		{Addr: netip.MustParseAddr("203.0.113.10"), Proto: 6, Port: 80},
-		{Addr: netip.MustParseAddr("203.0.113.11"), Proto: 17},
-		{Addr: netip.MustParseAddr("203.0.113.12")},
-		{Addr: netip.MustParseAddr("fd00::10"), Proto: 6, Port: 443},
-		{Addr: netip.MustParseAddr("fd00::11"), Proto: 17},
-	}
-	if err := p.ReplaceVIPs(vips); err != nil {
-		t.Fatal(err)
-	}
-	const (
-		v4   = 0x0800
-		v6   = 0x86dd
-		arp  = 0x0806
-		q    = 0x8100
-		qinq = 0x88a8
-	)
-	tests := []struct {
-		name string
-		pkt  []byte
-		want uint32
-	}{
+// matchingTable is the golden table of frames and the verdicts the
+// program must give with fuzzVIPs installed.
+func matchingTable() []matchCase {
+	return []matchCase{
 		{"v4 tcp vip port", cat(eth(v4), ipv4("203.0.113.10", 6, 0, false, 5, tcp(80))), xdpRedirect},
 		{"v4 tcp other port", cat(eth(v4), ipv4("203.0.113.10", 6, 0, false, 5, tcp(81))), xdpPass},
 		{"v4 udp to tcp rule", cat(eth(v4), ipv4("203.0.113.10", 17, 0, false, 5, udp(80))), xdpPass},
@@ -266,6 +214,61 @@ func TestRedirectMatching(t *testing.T) {
 		{"vlan v6", cat(eth(v6, q), ipv6("fd00::7", "fd00::10", 6, tcp(443))), xdpRedirect},
 		{"v6 truncated ext header", cat(eth(v6), ipv6("fd00::7", "fd00::10", 0, []byte{6, 0})), xdpPass},
 	}
+}
+
+// quoted4 is the start of a packet a VIP sent (src = VIP), as an ICMP error
+// quotes it: IPv4 header and 8 bytes of UDP.
+func quoted4(src string) []byte {
+	q := ipv4("198.51.100.7", 17, 0, false, 5, udp(40000))
+	copy(q[12:], net.ParseIP(src).To4())
+	return q
+}
+
+// loadForTest loads the program with a bound AF_XDP socket in XSKMAP slot
+// 0, which BPF_PROG_TEST_RUN needs to report XDP_REDIRECT for a match.
+func loadForTest(t testing.TB) *Program {
+	t.Helper()
+	ns := testutil.NewNetNS(t, "xskt")
+	if err := ns.Run("ip", "link", "add", "x0", "type", "veth", "peer", "name", "x1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Run("ip", "link", "set", "x0", "up"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Run("ip", "link", "set", "x1", "up"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	var s *ring.Socket
+	if err := ns.Do(func() error {
+		ifi, err := net.InterfaceByName("x0")
+		if err != nil {
+			return err
+		}
+		s, err = ring.Open(ring.Options{Ifindex: ifi.Index, NumFrames: 64, RingSize: 64})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := p.Register(0, s.FD()); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRedirectMatching(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := loadForTest(t)
+	vips := fuzzVIPs
+	if err := p.ReplaceVIPs(vips); err != nil {
+		t.Fatal(err)
+	}
+	tests := matchingTable()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := p.test(tt.pkt)
