@@ -13,7 +13,10 @@
 // keep no state, take no lock, make no syscall and allocate nothing
 // (TestEncapAllocatesNothing, TestSlowPathsAllocateNothing). The outer
 // IPv4 identification comes from the caller (a per-worker counter), so
-// no counter is shared between queues.
+// no counter is shared between queues. It matters only for fragments (a
+// DF or unfragmented datagram's ID is never used, RFC 6864): workers
+// should start their counters at different random values so that two
+// queues fragmenting towards one backend do not reuse IDs in step.
 //
 // # In place
 //
