@@ -85,9 +85,10 @@
 //     segment whose checksum is valid sums to the complement of its
 //     pseudo-header sum, so only addresses and the IPv6 header are read.
 //     Anything else (ICMP, fragments, UDP without checksum, IPv6 extension
-//     headers) is summed in full. Measured (BenchmarkEncap, 2 shared
-//     cores): a 1400-byte inner packet costs ~170 ns with offload and
-//     ~890 ns with the full sum. If a client sends a TCP/UDP segment with
+//     headers) is summed in full. Measured (BenchmarkEncap, CPU time on
+//     a shared 2-core VM): GUE over IPv6 of a 1400-byte inner packet costs
+//     ~22 ns with offload and ~175 ns with the full sum (GUE over IPv4,
+//     no checksum: ~15 ns). If a client sends a TCP/UDP segment with
 //     a wrong checksum, the offloaded outer checksum is wrong too and the
 //     backend's kernel drops the datagram one layer earlier than it would
 //     have dropped the segment: the same outcome.
