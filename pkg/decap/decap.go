@@ -281,7 +281,7 @@ func (d *Decap) open() error {
 	}
 
 	newReader := func(name string, k kind, proto uint8, src io.ReadCloser) error {
-		tun, actual, err := openTUNQueue(d.opts.TUN)
+		tun, actual, err := openTUNQueue(d.opts.TUN, len(d.readers) == 0)
 		if err != nil {
 			src.Close()
 			return err

@@ -224,6 +224,12 @@ func TestDecapCloseRemovesTUNAndVIPs(t *testing.T) {
 	if rp != "0\n" {
 		t.Fatalf("rp_filter on tun = %q, want 0", rp)
 	}
+	// A second decapsulator with the same TUN in the same namespace would
+	// deliver every raw-socket packet twice: refused.
+	if d2, err := decap.Start(decap.Options{Namespace: ns, TUN: name, Encaps: []decap.Encap{decap.IPIP}, IPv4Only: true, NoHostConfig: true}); err == nil {
+		d2.Close()
+		t.Fatal("second decap on the same TUN started")
+	}
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}

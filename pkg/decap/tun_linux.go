@@ -12,7 +12,10 @@ import (
 // call. The device lives in the network namespace of the calling thread and
 // disappears when its last queue is closed. The file is non-blocking and
 // registered with the Go poller, so Close unblocks a pending Write.
-func openTUNQueue(name string) (*os.File, string, error) {
+// first makes the call fail if the device exists already (IFF_TUN_EXCL):
+// a second decapsulator in the same namespace would otherwise attach to it,
+// and every packet its raw sockets also receive would be delivered twice.
+func openTUNQueue(name string, first bool) (*os.File, string, error) {
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, "", fmt.Errorf("open /dev/net/tun: %w", err)
@@ -22,7 +25,11 @@ func openTUNQueue(name string) (*os.File, string, error) {
 		unix.Close(fd)
 		return nil, "", fmt.Errorf("tun name %q: %w", name, err)
 	}
-	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_MULTI_QUEUE)
+	flags := uint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_MULTI_QUEUE)
+	if first {
+		flags |= unix.IFF_TUN_EXCL
+	}
+	ifr.SetUint16(flags)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		unix.Close(fd)
 		return nil, "", fmt.Errorf("create tun %s: %w", name, err)
