@@ -114,24 +114,30 @@
 //
 // # Numbers
 //
-// Measured on the shared 2-core development VM (load average 10–15 from
-// other jobs, so absolute numbers are noisy; ratios within one run count):
+// Measured on the shared 2-core development VM, in two sessions: load
+// average ~7 and ~13 from other jobs (absolute numbers move with it; the
+// ratio between the two libraries within one run is what counts):
 //
-//	BenchmarkRing (Fake, batch 64, full cycle)   50–90 ns/pkt, 0 allocs
-//	  of which the worker's side                 ~20–25 ns/pkt (timed), ~10% of CPU samples
-//	BenchmarkVethForward, 8 rounds each, median (veth copy mode, native XDP,
-//	reflector RX → rewrite → TX on one socket, generator on the peer):
-//	  xlb ring        0.095 Mpps   1624 CPU-ns/pkt   0 allocs
-//	  asavie/xdp      0.070 Mpps   1569 CPU-ns/pkt   0 allocs
+//	BenchmarkRing (Fake, batch 64, full cycle)   24 ns/pkt (load 7), 50–90 (load 13); 0 allocs
+//	  of which the worker's side (timed)         5.2 ns/pkt (load 7)
+//	BenchmarkVethForward, 8 rounds each, median [min–max]
+//	(veth copy mode, native XDP; reflector RX → rewrite → TX on one socket):
+//	  load 7:  xlb ring    0.267 Mpps [0.20–0.33]   1503 CPU-ns/pkt   0 allocs
+//	           asavie/xdp  0.291 Mpps [0.21–0.46]   1534 CPU-ns/pkt   0 allocs
+//	  load 13: xlb ring    0.095 Mpps               1624 CPU-ns/pkt
+//	           asavie/xdp  0.070 Mpps               1569 CPU-ns/pkt
 //
 // On veth the CPU per packet is the kernel's: in copy mode each sendto
 // runs the whole TX path (skb allocation, copy, veth transmit) on the
 // worker's thread, ~1.5 µs per packet, and the two libraries' ring code is
-// lost in it (the CPU numbers are within noise of each other; xlb's
-// throughput median was higher). We keep xlb's ring: it is not slower,
-// it is correct under the kernel's memory model where asavie/xdp is not,
-// it makes no syscall unless the kernel asks (decisive on zero-copy NICs,
-// where asavie still calls sendto on every Transmit), it exposes the
+// lost in it: the medians swap places between runs and stay within the
+// spread of each other. We keep xlb's ring: it is not measurably slower
+// here; it orders its index accesses with atomics where asavie/xdp uses
+// plain loads and stores (right only while the compiler does not reorder
+// or cache them, and only on x86's strong ordering); it makes no syscall
+// unless the kernel asks (on zero-copy NICs a busy worker makes none,
+// where asavie calls sendto on every Transmit; not measurable on veth,
+// which is copy mode only); it exposes the
 // headroom encapsulation needs, it reuses frames LIFO instead of scanning
 // a free list, it can be tested without root through the Fake, and it
 // releases its socket on Close: asavie's Close unmaps the UMEM but not the

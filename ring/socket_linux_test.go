@@ -405,3 +405,88 @@ func TestSocketZeroAllocs(t *testing.T) {
 		t.Log("TX ring does not ask for wake-ups (zero-copy driver?)")
 	}
 }
+
+// TestSocketVethIPv6 sends UDP to an IPv6 VIP and checks it reaches the
+// sockets, while TCP to the interface's own IPv6 address (which needs
+// neighbour discovery to pass the program) still works.
+func TestSocketVethIPv6(t *testing.T) {
+	testutil.RequireRoot(t)
+	v := newVethPair(t)
+	for _, s := range []struct {
+		ns   *netns.NS
+		args string
+	}{
+		{v.lb, "-6 addr add fd00:18::1/64 dev x0 nodad"},
+		{v.peer, "-6 addr add fd00:18::2/64 dev p0 nodad"},
+		{v.peer, "-6 route add fd00:113::10/128 dev p0"},
+		{v.peer, "-6 neigh add fd00:113::10 lladdr " + v.lbMAC.String() + " dev p0 nud permanent"},
+	} {
+		if err := s.ns.Run("ip", strings.Fields(s.args)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, socks := openQueues(t, v)
+	vip := netip.MustParseAddr("fd00:113::10")
+	if err := p.AddVIP(xsk.VIP{Addr: vip, Proto: 17, Port: 5000}); err != nil {
+		t.Fatal(err)
+	}
+	var ln net.Listener
+	if err := v.lb.Do(func() (err error) {
+		ln, err = net.Listen("tcp6", "[fd00:18::1]:2222")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+		}
+	}()
+	const sent = 10
+	err := v.peer.Do(func() error {
+		c, err := net.DialTimeout("tcp6", "[fd00:18::1]:2222", 3*time.Second)
+		if err != nil {
+			return fmt.Errorf("tcp over ipv6 to the interface address: %w", err)
+		}
+		c.Close()
+		for i := range sent {
+			u, err := net.DialUDP("udp6", nil, &net.UDPAddr{IP: vip.AsSlice(), Port: 5000})
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(u, "v6-%d", i)
+			u.Close()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	descs := make([]ring.Desc, 64)
+	addrs := make([]uint64, 64)
+	for deadline := time.Now().Add(5 * time.Second); len(got) < sent && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		for _, s := range socks {
+			r := s.Rings()
+			n := r.RX.Peek(descs)
+			for i, d := range descs[:n] {
+				f := r.Frame(d)
+				// Ethernet 14 + IPv6 40 + UDP 8.
+				if len(f) >= 62 && binary.BigEndian.Uint16(f[12:]) == 0x86dd && f[20] == 17 {
+					got[string(f[62:])] = true
+				}
+				addrs[i] = d.Addr
+			}
+			r.RX.Release(n)
+			r.Frames.Free(addrs[:n])
+			r.Refill()
+		}
+	}
+	if len(got) != sent {
+		t.Fatalf("received %d distinct IPv6 VIP packets, want %d: %v", len(got), sent, got)
+	}
+}
