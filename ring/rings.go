@@ -94,7 +94,8 @@ func (r *Rings) KickRX() error {
 	return r.waker.wakeRX()
 }
 
-// initRings sets the ring state after the shared memory is in place.
+// init sets the ring state once the shared memory is in place: cached
+// indices from the shared ones, masks, the allocator and the UMEM geometry.
 func (r *Rings) init(o Options) {
 	r.Frames = newFrames(o.NumFrames, o.FrameSize)
 	r.scratch = make([]uint64, o.RingSize)

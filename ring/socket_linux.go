@@ -173,9 +173,9 @@ func (s *Socket) Stats() (Stats, error) {
 	}, nil
 }
 
-// Poll waits up to timeoutMs for RX entries (and, with tx, completion
-// space) or an error on the socket. For an idle worker; the busy path
-// never calls it.
+// Poll waits up to timeoutMs for RX entries or an error on the socket
+// (EINTR is not an error). For an idle worker; the busy path never calls
+// it.
 func (s *Socket) Poll(timeoutMs int) error {
 	fds := [1]unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}
 	_, err := unix.Poll(fds[:], timeoutMs)
