@@ -48,12 +48,17 @@ func (f *Frames) Alloc(dst []uint64) int {
 // given (a TX or RX address that points past the chunk start); it is
 // rounded down to the chunk. Freeing a chunk twice, or a chunk the caller
 // does not own, corrupts the UMEM's bookkeeping: it panics when the stack
-// would overflow, the only double free it can detect cheaply.
+// would overflow (the only double free it can detect cheaply) and on an
+// address outside the UMEM.
 func (f *Frames) Free(addrs []uint64) {
 	if len(f.free)+len(addrs) > f.numFrames {
 		panic("ring: Frames.Free of more chunks than the UMEM has (double free)")
 	}
+	end := uint64(f.numFrames) * (^f.chunkMask + 1)
 	for _, a := range addrs {
+		if a >= end {
+			panic("ring: Frames.Free of an address outside the UMEM")
+		}
 		f.free = append(f.free, a&f.chunkMask)
 	}
 }

@@ -91,6 +91,14 @@ func TestFramesLIFO(t *testing.T) {
 	if n := r.Frames.Alloc(all); n != 0 {
 		t.Errorf("Alloc from empty = %d, want 0", n)
 	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Free of an address outside the UMEM did not panic")
+			}
+		}()
+		r.Frames.Free([]uint64{32 * 2048})
+	}()
 	r.Frames.Free(all[:29])
 	r.Frames.Free(got)
 	defer func() {
