@@ -304,6 +304,7 @@ func TestInvalidTXDescriptorIsCountedNotCompleted(t *testing.T) {
 	bad := []ring.Desc{
 		{Addr: 2048 - 10, Len: 64},  // crosses into the next chunk
 		{Addr: 32 * 2048, Len: 64},  // past the UMEM
+		{Addr: 2048 + 256, Len: 0},  // empty
 		{Addr: 4096 + 256, Len: 64}, // fine
 	}
 	r.TX.Submit(bad)
@@ -314,8 +315,8 @@ func TestInvalidTXDescriptorIsCountedNotCompleted(t *testing.T) {
 	if n := r.Completion.Peek(addrs); n != 1 || addrs[0] != 4096+256 {
 		t.Errorf("completion = %#x, want [0x1100]", addrs[:n])
 	}
-	if st, _ := f.Stats(); st.TXInvalidDescs != 2 {
-		t.Errorf("TXInvalidDescs = %d, want 2", st.TXInvalidDescs)
+	if st, _ := f.Stats(); st.TXInvalidDescs != 3 {
+		t.Errorf("TXInvalidDescs = %d, want 3", st.TXInvalidDescs)
 	}
 }
 

@@ -41,10 +41,11 @@ func (u *UMEM) FrameSize() int { return int(u.frameSize) }
 // Len is the size of the UMEM in bytes.
 func (u *UMEM) Len() int { return len(u.mem) }
 
-// Contains reports whether d lies inside one chunk of this UMEM, the check
-// the kernel applies to TX descriptors (xp_aligned_validate_desc).
+// Contains reports whether d is non-empty and lies inside one chunk of
+// this UMEM, the check the kernel applies to TX descriptors
+// (xsk_buff_pool.h xp_aligned_validate_desc).
 func (u *UMEM) Contains(d Desc) bool {
 	end := d.Addr + uint64(d.Len)
-	return end <= uint64(len(u.mem)) && end >= d.Addr &&
+	return d.Len > 0 && end <= uint64(len(u.mem)) && end >= d.Addr &&
 		(d.Addr&u.chunkMask)+u.frameSize >= end
 }
