@@ -1,0 +1,155 @@
+package health
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/xlbnet/xlb/failover"
+	"github.com/xlbnet/xlb/pkg/config"
+)
+
+// WeightHeader is the response header a backend reports its weight in
+// (seeds 000.8): a decimal integer 0..failover.MaxWeight.
+const WeightHeader = "X-Load-Balancing-Endpoint-Weight"
+
+// UnweightedWeight is the weight reported by TCP and NONE checks, which
+// carry no weight header: every such backend counts the same. Config
+// validation rejects WEIGHTED_MAGLEV with these check types, so the value
+// only matters for display.
+const UnweightedWeight = 1
+
+// JitterFraction bounds the random change of each period after the first
+// probe: a period is interval ± interval×JitterFraction.
+const JitterFraction = 0.1
+
+// Key names one prober: a backend as seen by one rule. The same backend in
+// two rules gets two probers, since each rule may ask for another port or
+// path and the backend may report another weight for each (seeds 000.8).
+type Key struct {
+	Rule    string
+	Backend netip.Addr
+}
+
+func (k Key) String() string { return k.Rule + "/" + k.Backend.String() }
+
+// Target is what to probe: the backend of Key with the rule's health check.
+type Target struct {
+	Key
+	Check config.HealthCheck
+}
+
+// Status is the health of one target. The Checker reports it to
+// Options.OnChange whenever Health, Weight or WeightState changes, and
+// returns all of them from Checker.Status.
+type Status struct {
+	Key
+	Health      failover.Health
+	Weight      uint32               // 0..failover.MaxWeight; 0 unless WeightState is WeightOK
+	WeightState failover.WeightState // WeightUnavailable until a probe has been answered
+	Since       time.Time            // when Health last changed (or the target was added)
+	LastProbe   time.Time            // when the last probe ended; zero before the first
+	LastError   error                // the last probe's failure; nil after a success
+	Changes     uint64               // Health changes since the target was added: a flap counter
+}
+
+func (s Status) String() string {
+	w := s.WeightState.String()
+	if s.WeightState == failover.WeightOK {
+		w = fmt.Sprintf("weight %d", s.Weight)
+	}
+	msg := fmt.Sprintf("%s %s %s since %s", s.Key, s.Health, w, s.Since.Format(time.RFC3339))
+	if s.LastError != nil {
+		msg += ": " + s.LastError.Error()
+	}
+	return msg
+}
+
+// DialFunc opens a stream connection, with the signature of
+// net.Dialer.DialContext. The daemon passes one that creates its sockets in
+// the appliance's own network stack (or a namespace), never through a VIP.
+type DialFunc func(ctx context.Context, network, address string) (net.Conn, error)
+
+// Options configure a Checker. The zero value works: real clock, the
+// default dialer, a random seed, no callback.
+type Options struct {
+	// OnChange receives every change of a target's Health, Weight or
+	// WeightState. Calls are serialised (never two at once) and ordered per
+	// target; no call for a target starts after the Set, Remove or Stop
+	// that removed it has returned. It must return quickly and may call
+	// Checker.Status, but not Set, Add, Remove or Stop (they wait for
+	// probers that may be waiting to report).
+	OnChange func(Status)
+
+	// Dial opens probe connections; nil means a net.Dialer.
+	Dial DialFunc
+
+	// TLS is the base configuration of HTTPS probes; nil means
+	// InsecureSkipVerify (backends usually have self-signed or no
+	// matching certificates, and GCP's probes do not verify either). Each
+	// target uses a clone with ServerName set to its Host.
+	TLS *tls.Config
+
+	// Clock schedules probes and stamps Status times; nil means the real
+	// clock. Probe timeouts are enforced on the socket and always run on
+	// real time.
+	Clock Clock
+
+	// Seed makes probe jitter reproducible: the same seed and target give
+	// the same schedule. 0 picks a random seed.
+	Seed uint64
+}
+
+// ErrStopped is returned by Set and Add after Stop.
+var ErrStopped = errors.New("health checker stopped")
+
+// ErrStatus is wrapped by a probe error for a response other than 200 OK.
+var ErrStatus = errors.New("status is not 200 OK")
+
+// ErrTimeout is wrapped by a probe error when the check's timeout ran out.
+var ErrTimeout = errors.New("timed out")
+
+// Validate reports what makes t impossible to probe. The config package
+// checks the same when it loads a rule; the Checker checks again because
+// it is also driven by the CLI and tests.
+func (t Target) Validate() error {
+	if t.Rule == "" {
+		return errors.New("empty rule name")
+	}
+	if !t.Backend.IsValid() {
+		return fmt.Errorf("rule %s: invalid backend address", t.Rule)
+	}
+	hc := t.Check
+	switch hc.Type {
+	case config.HealthNone:
+		return nil
+	case config.HealthHTTP, config.HealthHTTPS, config.HealthTCP:
+	default:
+		return fmt.Errorf("%s: unknown health check type %d", t.Key, hc.Type)
+	}
+	if hc.Port == 0 {
+		return fmt.Errorf("%s: health check port 0", t.Key)
+	}
+	if hc.Interval <= 0 || hc.Timeout <= 0 {
+		return fmt.Errorf("%s: health check interval %s and timeout %s must be positive", t.Key, hc.Interval, hc.Timeout)
+	}
+	if hc.HealthyThreshold < 1 || hc.UnhealthyThreshold < 1 {
+		return fmt.Errorf("%s: health check thresholds %d/%d must be at least 1", t.Key, hc.HealthyThreshold, hc.UnhealthyThreshold)
+	}
+	if hc.Type.HTTPFamily() {
+		if hc.RequestPath != "" && !strings.HasPrefix(hc.RequestPath, "/") {
+			return fmt.Errorf("%s: request path %q must start with /", t.Key, hc.RequestPath)
+		}
+		if i := strings.IndexFunc(hc.RequestPath+hc.Host, badHeaderRune); i >= 0 {
+			return fmt.Errorf("%s: request path %q or host %q contains a space or control character", t.Key, hc.RequestPath, hc.Host)
+		}
+	}
+	return nil
+}
+
+func badHeaderRune(r rune) bool { return r <= ' ' || r == 0x7f }
