@@ -36,6 +36,10 @@ const (
 
 func routerBackendPort(i int) string { return "be" + strconv.Itoa(i) }
 
+// GatewayMACAddr is the router's MAC on the bridge (locally administered;
+// every lab is its own L2 segment, so all labs can share it).
+const GatewayMACAddr = "02:78:6c:62:00:01"
+
 // Lab is a running testbed. Its servers run in this process: the lab works
 // as long as the process that called Up lives, and Close (or Down after a
 // crash) removes it.
@@ -212,7 +216,10 @@ func (l *Lab) setupRouter() error {
 	l.Gateway4, l.Gateway6 = host(FabricNet4, hostRouter), host(FabricNet6, hostRouter)
 	mtu := strconv.Itoa(o.FabricMTU)
 	cmds := []string{
-		"link add " + Bridge + " mtu " + mtu + " type bridge stp_state 0 mcast_snooping 0",
+		// An explicit MAC: otherwise the bridge takes the lowest MAC of its
+		// ports and changes it as ports come and go, under the feet of
+		// anyone who read GatewayMAC.
+		"link add " + Bridge + " address " + GatewayMACAddr + " mtu " + mtu + " type bridge stp_state 0 mcast_snooping 0",
 		fmt.Sprintf("addr add %s dev %s", pfx(l.Gateway4, FabricNet4), Bridge),
 		fmt.Sprintf("addr add %s dev %s nodad", pfx(l.Gateway6, FabricNet6), Bridge),
 		"link set " + Bridge + " up",

@@ -144,6 +144,11 @@ func TestLabTopology(t *testing.T) {
 	if link, _ := l.Client.Output("ip", "link", "show", lab.ClientInterface); !strings.Contains(link, "mtu 1500") {
 		t.Errorf("client link not mtu 1500: %s", link)
 	}
+	// The router's MAC must still be what the lab reported once every port
+	// is on the bridge (a bridge without its own MAC takes its ports').
+	if br, err := l.Router.Output("cat", "/sys/class/net/"+lab.Bridge+"/address"); err != nil || strings.TrimSpace(br) != l.GatewayMAC.String() {
+		t.Errorf("bridge MAC %q (%v), lab says %v", br, err, l.GatewayMAC)
+	}
 	for _, b := range l.Backends {
 		rp, err := b.NS.Output("cat", "/proc/sys/net/ipv4/conf/all/arp_ignore", "/proc/sys/net/ipv4/conf/all/arp_announce")
 		if err != nil || rp != "1\n2\n" {
