@@ -41,6 +41,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			return cli.ShowAppHelp(c)
 		},
 		Commands: []*cli.Command{
+			runCommand(),
 			validateCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {

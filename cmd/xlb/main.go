@@ -7,6 +7,10 @@ import (
 	"os"
 )
 
+// runMainEnv marks a process started by xlb itself (lab, tests) to run the
+// command line, so a test binary can re-execute itself as xlb.
+const runMainEnv = "XLB_RUN_MAIN"
+
 func main() {
 	if err := newApp(os.Stdout, os.Stderr).Run(os.Args); err != nil {
 		fmt.Fprintf(os.Stderr, "xlb: %v\n", err)

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
 
@@ -105,13 +106,23 @@ func NewWorker(rings *ring.Rings, snapshot *atomic.Pointer[Snapshot], tables Que
 	if idle == nil {
 		idle = runtime.Gosched
 	}
-	return &Worker{rings: rings, snapshot: snapshot, tables: tables, clock: clock, idle: idle}
+	// Start each worker's outer IPv4 ID at its own point, so two queues
+	// fragmenting towards one backend do not reuse IDs in step.
+	return &Worker{rings: rings, snapshot: snapshot, tables: tables, clock: clock, idle: idle, ipID: uint16(rand.Uint32())}
 }
 
 // Run processes batches until ctx ends. The caller locks the goroutine to
 // its OS thread (and the thread to a CPU) before calling.
 func (w *Worker) Run(ctx context.Context) {
-	for ctx.Err() == nil {
+	done := ctx.Done()
+	for {
+		// A non-blocking receive on an open channel takes no lock
+		// (ctx.Err would, once per loop).
+		select {
+		case <-done:
+			return
+		default:
+		}
 		if w.Step() == 0 {
 			w.idle()
 		}
@@ -231,6 +242,9 @@ func (w *Worker) packet(snap *Snapshot, d ring.Desc, now conntrack.Time, tx []ri
 		return 1
 	case encap.NeedFragments:
 		return w.fragment(t, chunk, chunkStart, off, d, &m, h, tx)
+	case encap.DropTooBig:
+		w.counts.reasons[ReasonPacketTooBig]++ // and no ICMP error may be sent about it
+		return 0
 	default:
 		w.counts.reasons[ReasonEncapFailed]++
 		return 0

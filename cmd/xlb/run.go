@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/xlbnet/xlb/pkg/daemon"
+)
+
+func logFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log format: text or json"},
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log level: debug, info, warn or error"},
+	}
+}
+
+func newLogger(c *cli.Context, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return nil, usageError{fmt.Sprintf("--log-level %q: want debug, info, warn or error", c.String("log-level"))}
+	}
+	o := &slog.HandlerOptions{Level: level}
+	switch c.String("log-format") {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, o)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	}
+	return nil, usageError{fmt.Sprintf("--log-format %q: want text or json", c.String("log-format"))}
+}
+
+func runCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "run the appliance: attach to the interface and forward VIP traffic",
+		ArgsUsage: " ",
+		Description: "Loads the configuration (a bad one is refused before anything is attached), attaches the XDP\n" +
+			"program, binds an AF_XDP socket per queue and forwards until SIGTERM or SIGINT, then detaches.\n" +
+			"SIGHUP re-reads the configuration and the state file; a configuration with errors is rejected\n" +
+			"whole and the running one keeps serving. Needs root (CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW).",
+		Flags: append([]cli.Flag{configFlag()}, logFlags()...),
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usageError{fmt.Sprintf("run takes no arguments, got %q", c.Args().First())}
+			}
+			log, err := newLogger(c, c.App.ErrWriter)
+			if err != nil {
+				return err
+			}
+			if os.Geteuid() != 0 {
+				log.Warn("not running as root: attaching XDP and binding AF_XDP sockets will likely fail")
+			}
+			return daemon.Run(context.Background(), daemon.Options{ConfigPath: c.String("config"), Log: log, Signals: true})
+		},
+	}
+}
