@@ -2,6 +2,7 @@ package xsk
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -378,5 +379,45 @@ func TestAttachModes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestAttachAutoFallsBackToGeneric uses the loopback device, which has no
+// native XDP: AttachAuto must fall back to generic mode and say so, and
+// AttachNative must fail.
+func TestAttachAutoFallsBackToGeneric(t *testing.T) {
+	testutil.RequireRoot(t)
+	ns := testutil.NewNetNS(t, "xskg")
+	p, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	err = ns.Do(func() error {
+		lo, err := net.InterfaceByName("lo")
+		if err != nil {
+			return err
+		}
+		if _, err := p.Attach(lo.Index, AttachNative); err == nil {
+			p.Detach()
+			return fmt.Errorf("native attach to lo succeeded")
+		}
+		got, err := p.Attach(lo.Index, AttachAuto)
+		if err != nil {
+			return err
+		}
+		if got != AttachGeneric {
+			t.Errorf("Attach(auto) on lo = %s, want generic", got)
+		}
+		if mode, ok := p.Mode(); !ok || mode != AttachGeneric {
+			t.Errorf("Mode() = %s, %v; want generic, true", mode, ok)
+		}
+		return p.Detach()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.Mode(); ok {
+		t.Error("Mode() reports attached after Detach")
 	}
 }
