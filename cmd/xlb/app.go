@@ -42,6 +42,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		},
 		Commands: []*cli.Command{
 			runCommand(),
+			decapCommand(),
+			labCommand(),
 			validateCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/xlbnet/xlb/pkg/lab"
+)
+
+func labFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "prefix", Value: lab.DefaultPrefix, Usage: "prefix of every namespace the lab creates"},
+		&cli.IntFlag{Name: "backends", Value: lab.DefaultBackends, Usage: "number of backends"},
+		&cli.IntFlag{Name: "queues", Value: lab.DefaultQueues, Usage: "RX/TX queues of the appliance's veth"},
+		&cli.IntFlag{Name: "clients", Value: lab.DefaultClientAddrs, Usage: "client source addresses per family"},
+		&cli.IntFlag{Name: "fabric-mtu", Value: lab.DefaultFabricMTU, Usage: "MTU between router, appliance and backends"},
+		&cli.IntFlag{Name: "client-mtu", Value: lab.DefaultClientMTU, Usage: "MTU of the client's link"},
+	}
+}
+
+func labOptions(c *cli.Context, out func(string, ...any)) lab.Options {
+	return lab.Options{
+		Prefix: c.String("prefix"), Backends: c.Int("backends"), Queues: c.Int("queues"),
+		ClientAddrs: c.Int("clients"), FabricMTU: c.Int("fabric-mtu"), ClientMTU: c.Int("client-mtu"),
+		Logf: out,
+	}
+}
+
+func encapFlag() *cli.StringFlag {
+	return &cli.StringFlag{Name: "encap", Value: "IPIP", Usage: "encapsulation towards the backends: IPIP, GUE, GRE or DIRECT"}
+}
+
+func checkEncap(s string) (string, error) {
+	s = strings.ToUpper(s)
+	switch s {
+	case "IPIP", "GUE", "GRE", "DIRECT":
+		return s, nil
+	}
+	return "", usageError{fmt.Sprintf("--encap %q: want IPIP, GUE, GRE or DIRECT", s)}
+}
+
+func requireRoot() error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("the lab needs root (network namespaces, veth, XDP)")
+	}
+	return nil
+}
+
+func labCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "lab",
+		Usage: "a network-namespace testbed with real clients and backends",
+		Description: "Namespaces <prefix>client (hundreds of source addresses), <prefix>router, <prefix>xlb (the\n" +
+			"appliance, one-armed) and <prefix>be0… (backends with HTTP and UDP echo servers bound to the VIPs,\n" +
+			"answering clients directly). Addresses are documentation ranges only (198.18.0.0/15,\n" +
+			"198.51.100.0/24, 203.0.113.0/24, fd00::/8).",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "demo",
+				Usage: "build the lab, run xlb on it, drive HTTP requests from many clients, print where they went, tear down",
+				Description: "Exits 0 when every request succeeded and every backend saw the client's own address.\n" +
+					"Ctrl-C stops it at any point and still removes everything it created.",
+				Flags: append(labFlags(), encapFlag(),
+					&cli.IntFlag{Name: "requests", Value: 3000, Usage: "HTTP requests to drive"},
+					&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "show xlb's log lines"},
+				),
+				Action: labDemo,
+			},
+			{
+				Name:  "up",
+				Usage: "build the lab and run its servers in the foreground until Ctrl-C (then tear it down)",
+				Description: "Builds the namespaces and starts the backends' servers (they live in this process). With\n" +
+					"--xlb it also runs xlb on the appliance. Run commands in it with `ip netns exec <prefix>client …`.",
+				Flags: append(labFlags(), encapFlag(), &cli.BoolFlag{Name: "xlb", Usage: "also run xlb on the appliance"}),
+				Action: labUp,
+			},
+			{
+				Name:  "down",
+				Usage: "remove every namespace of a lab (after a crash, or a lab up in another terminal)",
+				Flags: []cli.Flag{&cli.StringFlag{Name: "prefix", Value: lab.DefaultPrefix, Usage: "prefix of the lab's namespaces"}},
+				Action: func(c *cli.Context) error {
+					if err := requireRoot(); err != nil {
+						return err
+					}
+					before := lab.Namespaces(c.String("prefix"))
+					if err := lab.Down(c.String("prefix")); err != nil {
+						return err
+					}
+					fmt.Fprintf(c.App.Writer, "removed %d namespace(s) with prefix %q\n", len(before), c.String("prefix"))
+					return nil
+				},
+			},
+		},
+	}
+}
+
+func labDemo(c *cli.Context) error {
+	if err := requireRoot(); err != nil {
+		return err
+	}
+	encap, err := checkEncap(c.String("encap"))
+	if err != nil {
+		return err
+	}
+	out := c.App.Writer
+	say := func(f string, a ...any) { fmt.Fprintf(out, f+"\n", a...) }
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	dir, err := os.MkdirTemp("", "xlb-lab-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	var logf func(string)
+	if c.Bool("verbose") {
+		logf = func(s string) { fmt.Fprintln(c.App.ErrWriter, "xlb: "+s) }
+	}
+	return lab.Demo(ctx, lab.DemoOptions{
+		Lab:   labOptions(c, say),
+		Drive: lab.DriveOptions{Requests: c.Int("requests")},
+		Out:   out,
+		Start: func(ctx context.Context, l *lab.Lab) (func() error, error) {
+			say("lab %s: starting xlb on %s (%s to %d backends)", l.Opts.Prefix, l.XLB.Name, encap, len(l.Backends))
+			x, err := startLabXLB(ctx, l, dir, defaultLabRules(l, encap), logf)
+			if err != nil {
+				return nil, err
+			}
+			say("lab %s: xlb serves VIPs %s and %s", l.Opts.Prefix, l.Opts.VIP4, l.Opts.VIP6)
+			return x.Stop, nil
+		},
+	})
+}
+
+func labUp(c *cli.Context) error {
+	if err := requireRoot(); err != nil {
+		return err
+	}
+	encap, err := checkEncap(c.String("encap"))
+	if err != nil {
+		return err
+	}
+	say := func(f string, a ...any) { fmt.Fprintf(c.App.Writer, f+"\n", a...) }
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	l, err := lab.Up(ctx, labOptions(c, say))
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	if c.Bool("xlb") {
+		dir, err := os.MkdirTemp("", "xlb-lab-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		x, err := startLabXLB(ctx, l, dir, defaultLabRules(l, encap), func(s string) { fmt.Fprintln(c.App.ErrWriter, "xlb: "+s) })
+		if err != nil {
+			return err
+		}
+		defer x.Stop()
+		say("xlb runs in %s with %s", l.XLB.Name, x.config)
+	}
+	first := netip.Addr{}
+	if len(l.ClientAddrs4) > 0 {
+		first = l.ClientAddrs4[0]
+	}
+	say("lab %s is up; try:\n  ip netns exec %s curl --interface %s http://%s/\nCtrl-C tears it down.", l.Opts.Prefix, l.Client.Name, first, l.Opts.VIP4)
+	<-ctx.Done()
+	say("tearing down")
+	return nil
+}
