@@ -78,7 +78,7 @@ func labCommand() *cli.Command {
 				Usage: "build the lab and run its servers in the foreground until Ctrl-C (then tear it down)",
 				Description: "Builds the namespaces and starts the backends' servers (they live in this process). With\n" +
 					"--xlb it also runs xlb on the appliance. Run commands in it with `ip netns exec <prefix>client …`.",
-				Flags: append(labFlags(), encapFlag(), &cli.BoolFlag{Name: "xlb", Usage: "also run xlb on the appliance"}),
+				Flags:  append(labFlags(), encapFlag(), &cli.BoolFlag{Name: "xlb", Usage: "also run xlb on the appliance"}),
 				Action: labUp,
 			},
 			{
