@@ -62,3 +62,18 @@ func (f *Frames) Free(addrs []uint64) {
 		f.free = append(f.free, a&f.chunkMask)
 	}
 }
+
+// FreeDescs returns the chunks of dropped packets to the allocator, as
+// Free does for addresses. The worker's drop path: no conversion buffer.
+func (f *Frames) FreeDescs(descs []Desc) {
+	if len(f.free)+len(descs) > f.numFrames {
+		panic("ring: Frames.FreeDescs of more chunks than the UMEM has (double free)")
+	}
+	end := uint64(f.numFrames) * (^f.chunkMask + 1)
+	for _, d := range descs {
+		if d.Addr >= end {
+			panic("ring: Frames.FreeDescs of an address outside the UMEM")
+		}
+		f.free = append(f.free, d.Addr&f.chunkMask)
+	}
+}

@@ -468,21 +468,19 @@ func TestSocketVethIPv6(t *testing.T) {
 	}
 	got := map[string]bool{}
 	descs := make([]ring.Desc, 64)
-	addrs := make([]uint64, 64)
 	for deadline := time.Now().Add(5 * time.Second); len(got) < sent && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		for _, s := range socks {
 			r := s.Rings()
 			n := r.RX.Peek(descs)
-			for i, d := range descs[:n] {
+			for _, d := range descs[:n] {
 				f := r.Frame(d)
 				// Ethernet 14 + IPv6 40 + UDP 8.
 				if len(f) >= 62 && binary.BigEndian.Uint16(f[12:]) == 0x86dd && f[20] == 17 {
 					got[string(f[62:])] = true
 				}
-				addrs[i] = d.Addr
 			}
 			r.RX.Release(n)
-			r.Frames.Free(addrs[:n])
+			r.Frames.FreeDescs(descs[:n])
 			r.Refill()
 		}
 	}
