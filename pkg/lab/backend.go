@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -32,7 +33,7 @@ type Reply struct {
 	Index   int            `json:"index"`
 	Remote  netip.AddrPort `json:"remote"`
 	Local   netip.AddrPort `json:"local"`
-	Size    int            `json:"size,omitempty"` // UDP: bytes received
+	Size    int            `json:"size,omitempty"` // UDP: datagram bytes; HTTP: request body bytes
 }
 
 // Backend is one backend namespace with its servers.
@@ -172,7 +173,8 @@ func (b *Backend) start() error {
 
 func (b *Backend) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	b.http.Add(1)
-	rep := Reply{Backend: b.Name, Index: b.Index}
+	n, _ := io.Copy(io.Discard, r.Body)
+	rep := Reply{Backend: b.Name, Index: b.Index, Size: int(n)}
 	rep.Remote, _ = netip.ParseAddrPort(r.RemoteAddr)
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		rep.Local, _ = netip.ParseAddrPort(a.String())

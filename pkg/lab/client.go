@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -49,27 +50,42 @@ func (l *Lab) dialer(src netip.Addr) func(ctx context.Context, network, addr str
 // HTTPGet fetches url from source address src in the client namespace and
 // decodes the backend's Reply.
 func (l *Lab) HTTPGet(ctx context.Context, src netip.Addr, url string) (Reply, error) {
+	return l.httpDo(ctx, src, http.MethodGet, url, nil)
+}
+
+// HTTPPost posts body to url from src; the backend's Reply says in Size
+// how many body bytes it received (large bodies exercise full-size TCP
+// segments from the client through the forwarder).
+func (l *Lab) HTTPPost(ctx context.Context, src netip.Addr, url string, body []byte) (Reply, error) {
+	return l.httpDo(ctx, src, http.MethodPost, url, body)
+}
+
+func (l *Lab) httpDo(ctx context.Context, src netip.Addr, method, url string, body []byte) (Reply, error) {
 	var rep Reply
 	c := l.HTTPClient(src)
 	defer c.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
-		return rep, fmt.Errorf("http get %s from %v: %w", url, src, err)
+		return rep, fmt.Errorf("http %s %s from %v: %w", method, url, src, err)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return rep, fmt.Errorf("http get %s from %v: %w", url, src, err)
+		return rep, fmt.Errorf("http %s %s from %v: %w", method, url, src, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	out, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 	if err != nil {
-		return rep, fmt.Errorf("http get %s from %v: read body: %w", url, src, err)
+		return rep, fmt.Errorf("http %s %s from %v: read body: %w", method, url, src, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return rep, fmt.Errorf("http get %s from %v: status %s", url, src, resp.Status)
+		return rep, fmt.Errorf("http %s %s from %v: status %s", method, url, src, resp.Status)
 	}
-	if err := json.Unmarshal(body, &rep); err != nil {
-		return rep, fmt.Errorf("http get %s from %v: decode reply %q: %w", url, src, body, err)
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return rep, fmt.Errorf("http %s %s from %v: decode reply %q: %w", method, url, src, out, err)
 	}
 	return rep, nil
 }
