@@ -11,7 +11,7 @@
 //	   ▲                RX ring  ◀──────────────────────────┘
 //	   │                  │ Peek → process in place → Release
 //	   │                  ▼
-//	   │   drop: Frames.FreeDescs   forward: TX.Submit ──▶ TX ring ──▶ wire
+//	   │   drop: FreeDescs       forward: TX.Submit ──▶ TX ring ──▶ wire
 //	   │                                                    │
 //	   └──Reclaim── COMPLETION ring ◀───────────────────────┘
 //
