@@ -69,6 +69,19 @@
 //     and make Close return the error (no silent spin).
 //   - Outer IPv4 padding beyond the total length is ignored; inner padding
 //     is trimmed.
+//   - Tunnel packets are accepted from any outer source, as the kernel's
+//     fallback tunnel devices (tunl0, gre0) accept them: anyone who can
+//     reach the backend can inject packets with any inner source. Restrict
+//     the outer source to the appliances with a firewall rule; decap does
+//     not read the sender's address (that would cost a recvfrom and its
+//     sockaddr per packet).
+//   - One decap per namespace: the TUN is created exclusively
+//     (IFF_TUN_EXCL), because a second decap's raw sockets would receive
+//     the same packets and deliver them twice.
+//   - One read and one write system call per packet: decap serves a
+//     backend's share of the traffic, not the appliance's, and the TUN
+//     takes one packet per write anyway (batching reads with recvmmsg is
+//     the next step if a backend ever needs it).
 //
 // decaptest builds the packets this package receives, for its tests and
 // for pkg/lab's.
