@@ -227,15 +227,15 @@ func (c *Checker) run(ctx context.Context, t *target) {
 	}
 	rng := rand.New(rand.NewPCG(c.seed, keyHash(t.Key)))
 	wait := firstDelay(rng, t.Check.Interval)
+	var start time.Time
 	for {
 		timer := c.opts.Clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return
-		case <-timer.C():
+		case start = <-timer.C(): // the due time: the schedule does not drift with wake-up latency
 		}
-		start := c.opts.Clock.Now()
 		r := t.p.probe(ctx)
 		if ctx.Err() != nil {
 			return // removed or stopped mid-probe: the result means nothing

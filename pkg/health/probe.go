@@ -132,7 +132,8 @@ func (p *prober) run(ctx context.Context) Result {
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(longAgo) })
+	raw := conn
+	stop := context.AfterFunc(ctx, func() { raw.SetDeadline(longAgo) })
 	defer stop()
 	if p.tls != nil {
 		tc := tls.Client(conn, p.tls)
