@@ -93,3 +93,66 @@ func TestEndToEndEncapsulations(t *testing.T) {
 }
 
 var _ = fmt.Sprintf
+
+// waitFor polls cond every 200 ms until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, msg := cond()
+		t.Logf("%s: %v %s", what, ok, msg)
+		if ok {
+			return
+		}
+		last = msg
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %v (last: %s)", what, d, last)
+}
+
+func drive(t *testing.T, l *lab.Lab, n, family int) lab.DriveResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := l.Drive(ctx, lab.DriveOptions{Requests: n, Family: family})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestEndToEndHealthChecks(t *testing.T) {
+	l := labWith(t, lab.Options{Backends: 3})
+	rules := defaultLabRules(l, "IPIP")[:1]
+	xlbIn(t, l, rules)
+	waitFor(t, 20*time.Second, "all three backends serving", func() (bool, string) {
+		res := drive(t, l, 150, 4)
+		return res.OK() && res.PerBackend[0] > 0 && res.PerBackend[1] > 0 && res.PerBackend[2] > 0, fmt.Sprint(res.PerBackend, res.Errors)
+	})
+	l.Backends[0].SetHealthy(false)
+	waitFor(t, 20*time.Second, "be0 out after failing its health check", func() (bool, string) {
+		res := drive(t, l, 150, 4)
+		return res.OK() && res.PerBackend[0] == 0, fmt.Sprint(res.PerBackend, res.Errors)
+	})
+	l.Backends[0].SetHealthy(true)
+	waitFor(t, 20*time.Second, "be0 back after passing again", func() (bool, string) {
+		res := drive(t, l, 150, 4)
+		return res.OK() && res.PerBackend[0] > 0, fmt.Sprint(res.PerBackend, res.Errors)
+	})
+}
+
+func TestEndToEndWeights(t *testing.T) {
+	l := labWith(t, lab.Options{Backends: 3})
+	rules := defaultLabRules(l, "GUE")[:1]
+	rules[0].Extra = "locality_lb_policy = \"WEIGHTED_MAGLEV\"\n"
+	for i, w := range []int{0, 1, 3} {
+		l.Backends[i].SetWeight(w)
+	}
+	xlbIn(t, l, rules)
+	waitFor(t, 20*time.Second, "weights 0:1:3 give 0/25/75 %", func() (bool, string) {
+		res := drive(t, l, 400, 4)
+		share := float64(res.PerBackend[2]) / 400
+		return res.OK() && res.PerBackend[0] == 0 && share > 0.65 && share < 0.85, fmt.Sprint(res.PerBackend, res.Errors)
+	})
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/xlbnet/xlb/failover"
 	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/dataplane"
+	"github.com/xlbnet/xlb/pkg/health"
 	"github.com/xlbnet/xlb/pkg/neigh"
 	"github.com/xlbnet/xlb/ring"
 	"github.com/xlbnet/xlb/ring/xsk"
@@ -48,6 +49,14 @@ type Daemon struct {
 	engine   *Engine
 	resolver *neigh.Resolver
 	reg      *registry
+	checker  *health.Checker
+
+	// Health changes arrive from prober goroutines: OnChange parks them in
+	// pendingProbes and pokes healthPoke; the control loop applies them in
+	// one batch, so a burst of changes costs one recomputation.
+	pendingMu     sync.Mutex
+	pendingProbes map[probeKey]probe
+	healthPoke    chan struct{}
 
 	// Owned by the Run goroutine.
 	cfg      *config.Config
@@ -117,6 +126,7 @@ func New(opts Options) (*Daemon, error) {
 		cfg: cfg, state: st, rules: map[string]*ruleRuntime{},
 		probes: map[probeKey]probe{}, nexthops: map[nhKey]nexthop{},
 		requests: make(chan func()),
+		pendingProbes: map[probeKey]probe{}, healthPoke: make(chan struct{}, 1),
 	}
 	d.view = config.Apply(cfg, st)
 	for _, s := range d.view.Stale {
@@ -190,6 +200,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.log.Info("stopped: xdp program detached, sockets closed")
 	}()
 	d.resolver = neigh.New(nil)
+	d.checker = health.New(health.Options{OnChange: d.onHealth})
+	defer d.checker.Stop()
+	if err := d.checker.Set(d.healthTargets()); err != nil {
+		return fmt.Errorf("start health checks: %w", err)
+	}
 	d.resolveAll(ctx)
 	if err := d.publish(); err != nil {
 		return err
@@ -223,6 +238,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 			return nil
 		case f := <-d.requests:
 			f()
+		case <-d.healthPoke:
+			if d.applyProbes() {
+				if err := d.publish(); err != nil {
+					d.log.Error("recompute after health change", "err", err)
+				}
+			}
 		case now := <-tick.C:
 			changed := false
 			if now.Sub(lastResolve) >= 5*time.Second {
@@ -236,6 +257,58 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// onHealth receives a prober's change (on a prober goroutine).
+func (d *Daemon) onHealth(s health.Status) {
+	p := probe{health: s.Health, weight: s.Weight, weightState: s.WeightState, since: s.Since}
+	if s.LastError != nil {
+		p.lastError = s.LastError.Error()
+	}
+	d.pendingMu.Lock()
+	d.pendingProbes[probeKey{s.Rule, s.Backend}] = p
+	d.pendingMu.Unlock()
+	select {
+	case d.healthPoke <- struct{}{}:
+	default:
+	}
+}
+
+// applyProbes moves the parked health changes into d.probes and reports
+// whether any verdict or weight changed.
+func (d *Daemon) applyProbes() bool {
+	d.pendingMu.Lock()
+	pending := d.pendingProbes
+	d.pendingProbes = map[probeKey]probe{}
+	d.pendingMu.Unlock()
+	changed := false
+	for k, p := range pending {
+		old, had := d.probes[k]
+		if !had || old.health != p.health || old.weight != p.weight || old.weightState != p.weightState {
+			changed = true
+			if !had || old.health != p.health {
+				d.log.Info("health", "rule", k.rule, "backend", k.addr, "health", p.health.String(), "weight", p.weight, "weight_state", p.weightState.String(), "error", p.lastError)
+			}
+		}
+		d.probes[k] = p
+	}
+	return changed
+}
+
+// healthTargets lists a prober for every backend of every rule that
+// checks health.
+func (d *Daemon) healthTargets() []health.Target {
+	var ts []health.Target
+	for i := range d.cfg.Rules {
+		r := &d.cfg.Rules[i]
+		if r.HealthCheck.Type == config.HealthNone {
+			continue
+		}
+		for _, gb := range r.Backends() {
+			ts = append(ts, health.Target{Key: health.Key{Rule: r.Name, Backend: gb.Addr}, Check: r.HealthCheck})
+		}
+	}
+	return ts
 }
 
 // do runs f on the control goroutine and waits for it.
@@ -470,14 +543,22 @@ func (d *Daemon) Reload() error {
 			}
 		}
 	}
-	old := d.cfg
+	old, oldState := d.cfg, d.state
 	d.cfg, d.state = cfg, st
 	d.view = config.Apply(cfg, st)
 	d.resolveAll(context.Background())
 	if err := d.publish(); err != nil {
-		d.cfg = old
-		d.view = config.Apply(old, d.state)
+		d.cfg, d.state = old, oldState
+		d.view = config.Apply(old, oldState)
 		return fmt.Errorf("reload: %w", err)
+	}
+	if err := d.checker.Set(d.healthTargets()); err != nil {
+		d.log.Error("reload health checks", "err", err)
+	}
+	for k := range d.probes {
+		if r := cfg.Rule(k.rule); r == nil || !ruleHas(r, k.addr) {
+			delete(d.probes, k)
+		}
 	}
 	d.log.Info("reloaded", "config", cfg.Path, "rules", len(cfg.Rules))
 	return nil
