@@ -125,7 +125,7 @@ func New(opts Options) (*Daemon, error) {
 		opts: opts, log: opts.Log, clock: newClock(), reg: newRegistry(),
 		cfg: cfg, state: st, rules: map[string]*ruleRuntime{},
 		probes: map[probeKey]probe{}, nexthops: map[nhKey]nexthop{},
-		requests: make(chan func()),
+		requests:      make(chan func()),
 		pendingProbes: map[probeKey]probe{}, healthPoke: make(chan struct{}, 1),
 	}
 	d.view = config.Apply(cfg, st)
