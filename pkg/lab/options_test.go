@@ -1,0 +1,42 @@
+package lab
+
+import (
+	"net/netip"
+	"reflect"
+	"testing"
+)
+
+func TestHost(t *testing.T) {
+	for _, tc := range []struct {
+		p    netip.Prefix
+		n    int
+		want string
+	}{
+		{ClientNet4, 2, "198.51.100.2"},
+		{ClientNet4, 254, "198.51.100.254"},
+		{FabricNet4, hostFirstBE4 + 149, "198.18.0.249"},
+		{FabricNet6, hostFirstBE6 + 10, "fd00:18::10a"},
+		{TunnelNet6, hostFirstBE6, "fd00:18:1::100"},
+		{netip.MustParsePrefix("10.0.0.0/16"), 300, "10.0.1.44"},
+	} {
+		if got := host(tc.p, tc.n).String(); got != tc.want {
+			t.Errorf("host(%v, %d) = %s, want %s", tc.p, tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	var o Options
+	if err := o.setDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	want := Options{Prefix: "xlb-", Backends: 3, Queues: 2, ClientAddrs: 200, FabricMTU: 9000, ClientMTU: 1500,
+		VIP4: DefaultVIP4, VIP6: DefaultVIP6, HTTPPort: 80, UDPPort: 7, HealthPort: 8080, GUEPort: 6080}
+	if o.Logf == nil {
+		t.Error("Logf left nil")
+	}
+	o.Logf = nil
+	if !reflect.DeepEqual(o, want) {
+		t.Errorf("defaults = %+v\nwant       %+v", o, want)
+	}
+}
