@@ -86,9 +86,13 @@ func (l *Lab) Drive(ctx context.Context, o DriveOptions) (DriveResult, error) {
 					return
 				}
 				six := o.Family == 6 || (o.Family == 0 && k%2 == 1)
-				src, vip := l.ClientAddrs4[(k/2)%len(l.ClientAddrs4)], l.Opts.VIP4
+				j := k // one family: every request a new source until all are used
+				if o.Family == 0 {
+					j = k / 2
+				}
+				src, vip := l.ClientAddrs4[j%len(l.ClientAddrs4)], l.Opts.VIP4
 				if six {
-					src, vip = l.ClientAddrs6[(k/2)%len(l.ClientAddrs6)], l.Opts.VIP6
+					src, vip = l.ClientAddrs6[j%len(l.ClientAddrs6)], l.Opts.VIP6
 				}
 				rctx, cancel := context.WithTimeout(ctx, o.Timeout)
 				rep, err := l.HTTPGet(rctx, src, l.VIPURL(vip))
