@@ -1,0 +1,246 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// API is what the daemon offers through the control socket. NewHandler
+// turns it into HTTP; the daemon implements it (daemon.(*Daemon).Control).
+// A method returns an *Error to choose the status and message the client
+// sees; any other error is a 500 with the error's text.
+type API interface {
+	Status(ctx context.Context) (*Status, error)
+	Backends(ctx context.Context, rule string) ([]Backend, error)
+	ChangeBackend(ctx context.Context, c BackendChange) (*BackendChangeResult, error)
+	Reload(ctx context.Context) (*ReloadResult, error)
+	Conntrack(ctx context.Context, q ConntrackQuery) (*ConntrackResult, error)
+	Lookup(ctx context.Context, q LookupQuery) (*LookupResult, error)
+}
+
+// Error is the body of every reply whose status is not 200, and the error
+// the Client returns for it.
+type Error struct {
+	Status  int      `json:"-"`
+	Message string   `json:"error"`
+	Issues  []string `json:"issues,omitempty"` // e.g. the file:line: key: message of a rejected reload
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Errorf returns an *Error with the HTTP status code.
+func Errorf(code int, format string, args ...any) *Error {
+	return &Error{Status: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// BadRequest is Errorf(400, …): the request names something that does not
+// exist or asks for something impossible.
+func BadRequest(format string, args ...any) *Error {
+	return Errorf(http.StatusBadRequest, format, args...)
+}
+
+// Status is GET /v1/status.
+type Status struct {
+	Config    string       `json:"config"`
+	Loaded    time.Time    `json:"loaded"` // last publication of the data plane
+	XDPMode   string       `json:"xdp_mode"`
+	ZeroCopy  bool         `json:"zerocopy"`
+	Queues    []int        `json:"queues"`
+	Conntrack int          `json:"conntrack_entries"` // per-queue tables, as of the workers' last batch
+	Counters  Counters     `json:"counters"`
+	Rules     []Rule       `json:"rules"`
+	Stale     []string     `json:"stale_overrides,omitempty"` // state overlay entries that match nothing
+	Events    []RuleEvent  `json:"events,omitempty"`          // recent tier switches, newest last
+	Rates     RateInterval `json:"rates"`
+}
+
+// RateInterval says over which interval the packets-per-second figures
+// were measured; Seconds is 0 when no rate is known.
+type RateInterval struct {
+	Seconds float64 `json:"seconds"`
+}
+
+// Counters are appliance-wide packet counters summed over queues.
+type Counters struct {
+	RX        uint64            `json:"rx_packets"`
+	TX        uint64            `json:"tx_packets"`
+	Tracked   uint64            `json:"tracked_hits"`
+	Drops     map[string]uint64 `json:"drops,omitempty"` // by reason, non-zero only
+	RXPerSec  float64           `json:"rx_per_second"`
+	KernelRXD uint64            `json:"kernel_rx_dropped"`
+}
+
+// Rule is one forwarding rule in Status.
+type Rule struct {
+	Name      string    `json:"name"`
+	VIP       string    `json:"vip"`
+	Protocol  string    `json:"protocol"`
+	Ports     string    `json:"ports"`
+	Affinity  string    `json:"session_affinity"`
+	Tracking  string    `json:"tracking_mode"`
+	Policy    string    `json:"locality_lb_policy"`
+	Encap     string    `json:"encap"`
+	Tier      string    `json:"tier"`
+	Reason    string    `json:"reason"`
+	Eligible  int       `json:"eligible"`
+	Slot      int       `json:"slot"`
+	Backends  []Backend `json:"backends"`
+	TableSize uint32    `json:"maglev_table_size"`
+}
+
+// RuleEvent is one eligible-set event of a rule.
+type RuleEvent struct {
+	Rule   string    `json:"rule"`
+	At     time.Time `json:"at"`
+	Kind   string    `json:"kind"`
+	From   string    `json:"from,omitempty"`
+	To     string    `json:"to,omitempty"`
+	Group  string    `json:"group,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// Backend is one backend of one rule, with every value's source.
+type Backend struct {
+	Rule        string `json:"rule"`
+	Address     string `json:"address"`
+	Group       string `json:"group"`
+	Role        string `json:"role"`        // effective: primary | failover
+	RoleSource  string `json:"role_source"` // config | cli
+	Admin       string `json:"admin"`       // IN_SERVICE | DRAINED | REMOVED
+	AdminSource string `json:"admin_source"`
+	// DrainedAt is when a CLI drain started; DrainUntil is when the
+	// backend's tracked connections stop being honoured (drain, removal
+	// or failover departure).
+	DrainedAt   *time.Time `json:"drained_at,omitempty"`
+	DrainUntil  *time.Time `json:"drain_until,omitempty"`
+	Health      string     `json:"health"`
+	WeightState string     `json:"weight_state"`
+	// WeightConfigured is the static or CLI weight (-1: none, the health
+	// check reports it or weights are not used); WeightSource says which.
+	WeightConfigured int    `json:"weight_configured"`
+	WeightSource     string `json:"weight_source"`
+	// WeightEffective is the weight in the Maglev table (0: not eligible).
+	WeightEffective uint32  `json:"weight_effective"`
+	Share           float64 `json:"share"` // of the rule's Maglev slots, 0..1
+	Eligible        bool    `json:"eligible"`
+	Tier            string  `json:"tier"` // the rule's tier
+	Usable          bool    `json:"usable"`
+	Slot            uint32  `json:"slot"` // rule-scoped backend slot
+	// Connections counts the backend's tracked entries over every queue
+	// (per-queue tables only; PER_SESSION sessions are counted in the
+	// shared table, see SessionEntries). -1: not counted.
+	Connections    int `json:"connections"`
+	SessionEntries int `json:"session_entries"`
+	// Packets is the packets sent to the backend since start and
+	// PacketsPerSec their rate; -1 when the workers do not count per
+	// backend.
+	Packets       int64   `json:"packets"`
+	PacketsPerSec float64 `json:"packets_per_second"`
+	NextHop       string  `json:"next_hop,omitempty"` // "" when resolved; the error otherwise
+}
+
+// BackendChange is POST /v1/backend/{mark,drain,undrain,weight,reset}.
+type BackendChange struct {
+	Action  string `json:"-"` // from the path
+	Rule    string `json:"rule"`
+	Backend string `json:"backend"`
+	Role    string `json:"role,omitempty"`   // mark: primary | failover
+	Weight  *int   `json:"weight,omitempty"` // weight: 0..1000
+}
+
+// Backend change actions.
+const (
+	ActionMark    = "mark"
+	ActionDrain   = "drain"
+	ActionUndrain = "undrain"
+	ActionWeight  = "weight"
+	ActionReset   = "reset"
+)
+
+// BackendChangeResult acknowledges a change once it is saved in the state
+// file and published.
+type BackendChangeResult struct {
+	Changed bool    `json:"changed"` // false: it was already so
+	Message string  `json:"message"`
+	Backend Backend `json:"backend"`
+}
+
+// ReloadResult is POST /v1/reload when the configuration was accepted.
+// A rejected one is an *Error (422) whose Issues are the file:line: key:
+// messages.
+type ReloadResult struct {
+	Config   string   `json:"config"`
+	Rules    int      `json:"rules"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// ConntrackQuery selects entries for GET /v1/conntrack (list), GET
+// /v1/conntrack/count and POST /v1/conntrack/flush.
+type ConntrackQuery struct {
+	Op      string `json:"-"` // list | count | flush
+	Rule    string `json:"rule,omitempty"`
+	Backend string `json:"backend,omitempty"` // needs Rule
+	Limit   int    `json:"limit,omitempty"`   // list: most entries returned (default 1000)
+}
+
+// Conntrack operations.
+const (
+	ConntrackList  = "list"
+	ConntrackCount = "count"
+	ConntrackFlush = "flush"
+)
+
+// ConntrackResult answers a ConntrackQuery. Count is the matching entries
+// (list, count) or the removed ones (flush), over every queue and the
+// shared session table.
+type ConntrackResult struct {
+	Count   int            `json:"count"`
+	Entries []ConntrackRow `json:"entries,omitempty"`
+}
+
+// ConntrackRow is one tracked flow.
+type ConntrackRow struct {
+	Queue       int    `json:"queue"` // -1: the shared PER_SESSION table
+	Rule        string `json:"rule"`
+	Key         string `json:"key"` // e.g. "TCP 198.51.100.7:40000 → 203.0.113.10:80" or a 2/3-tuple
+	Backend     string `json:"backend"`
+	Unconfirmed bool   `json:"unconfirmed,omitempty"`
+	ExpiresIn   string `json:"expires_in"`
+}
+
+// LookupQuery is GET /v1/lookup: where would this flow go?
+type LookupQuery struct {
+	Rule    string `json:"rule"`
+	Src     string `json:"src"`                // client addr:port (or addr for port-less protocols)
+	Dst     string `json:"dst,omitempty"`      // default: the rule's VIP
+	Proto   string `json:"proto,omitempty"`    // TCP | UDP | ICMP | ESP | GRE | number; default: the rule's protocol (TCP for L3_DEFAULT)
+	DstPort int    `json:"dst_port,omitempty"` // default: the rule's first port
+	SYN     bool   `json:"syn,omitempty"`      // ask for a new connection's SYN instead of an established packet
+}
+
+// LookupResult explains the placement of one flow.
+type LookupResult struct {
+	Rule          string `json:"rule"`
+	Flow          string `json:"flow"`
+	SelectionKey  string `json:"selection_key"`
+	SelectionHash string `json:"selection_hash"`
+	TrackingKey   string `json:"tracking_key"` // "" when the flow is not tracked
+	Trackable     bool   `json:"trackable"`
+	SharedTable   bool   `json:"shared_table"` // PER_SESSION 2/3-tuple: looked up in the shared table
+	NewConnection bool   `json:"new_connection"`
+	// EntryFound: a tracked entry exists; EntryValid: it still decides.
+	// EntryChecked is false when the tables were too large to search.
+	EntryChecked  bool   `json:"entry_checked"`
+	EntryFound    bool   `json:"entry_found"`
+	EntryValid    bool   `json:"entry_valid"`
+	EntryBackend  string `json:"entry_backend,omitempty"`
+	Tier          string `json:"tier"`
+	Eligible      int    `json:"eligible"`
+	MaglevSlot    uint32 `json:"maglev_slot"`
+	MaglevBackend string `json:"maglev_backend,omitempty"`
+	Verdict       string `json:"verdict"` // TX | DROP
+	Backend       string `json:"backend,omitempty"`
+	Why           string `json:"why"`
+}

@@ -1,0 +1,68 @@
+// Package control is the appliance's control API: HTTP + JSON over the
+// unix socket control_socket (DESIGN §2). The daemon serves it (Serve with
+// NewHandler over its API implementation); the xlb command line is its
+// only client (Client).
+//
+// # Ownership and goroutines
+//
+// Serve runs an http.Server: every request is handled on its own
+// goroutine. The handler only parses and checks requests; the API
+// implementation (package daemon) runs every change on the daemon's
+// control goroutine and reads the data plane through its off-path handles,
+// so any number of concurrent requests is safe. Client is safe for
+// concurrent use.
+//
+// # The socket
+//
+// Serve creates the socket's directory (0755) when missing, removes a
+// stale socket left by a daemon that died (a path some process still
+// answers on is refused: "is xlb already running?"; a path that is not a
+// socket is never removed), makes the socket 0600 so only root can drive
+// the appliance, and removes it when it returns.
+//
+// # Endpoints
+//
+//	GET  /v1/status                        → Status (appliance, counters, rules with their backends, events)
+//	GET  /v1/backends[?rule=R]             → [Backend]
+//	POST /v1/backend/mark     {rule, backend, role: "primary"|"failover"}  → BackendChangeResult
+//	POST /v1/backend/drain    {rule, backend}                              → BackendChangeResult
+//	POST /v1/backend/undrain  {rule, backend}                              → BackendChangeResult
+//	POST /v1/backend/weight   {rule, backend, weight: 0..1000}             → BackendChangeResult
+//	POST /v1/backend/reset    {rule, backend}                              → BackendChangeResult
+//	POST /v1/reload           {}                                           → ReloadResult
+//	GET  /v1/conntrack[?rule=R[&backend=B]][&limit=N]  → ConntrackResult (count and entries)
+//	GET  /v1/conntrack/count[?rule=R[&backend=B]]      → ConntrackResult (count)
+//	POST /v1/conntrack/flush  {rule?, backend?}                            → ConntrackResult (removed)
+//	GET  /v1/lookup?rule=R&src=ADDR[:PORT][&dst=VIP][&proto=P][&dst_port=N][&syn=true] → LookupResult
+//
+// The JSON field names are the struct tags of the types in api.go. A
+// backend change is acknowledged (200) only after it is saved in
+// state_file and the new snapshot is published.
+//
+// # Errors
+//
+// Every reply that is not 200 has the body
+//
+//	{"error": "one line", "issues": ["rules.d/web.toml:14: failover.ratio: 1.5 is outside [0, 1]", …]}
+//
+// with issues only where there is a list (a rejected reload). Statuses:
+// 400 a request the server cannot parse (bad JSON, unknown fields or
+// query parameters, a value out of range) or one naming a rule or backend
+// that does not exist; 404 an unknown path or method, and an unknown
+// backend action; 422 a reload rejected by validation (the running
+// configuration keeps serving); 500 anything else, including a panic in
+// a handler, which never takes the daemon down. The Client returns these
+// as *Error.
+//
+// # Decisions where DESIGN is silent
+//
+//   - Versioned paths (/v1/…): the CLI and daemon ship in one binary, but a
+//     CLI of a newer release talking to an older daemon gets a clear 404.
+//   - A wrong method on a known path is a 404 ("no endpoint POST
+//     /v1/status"), not a plain-text 405: every error is JSON.
+//   - An unclean path ("/v1//status", "/.") is a 404 rather than the
+//     ServeMux's redirect.
+//   - Request bodies are limited to 64 KiB and must be one JSON object with
+//     no unknown fields, so a misspelt field is an error, not a silent
+//     default.
+package control
