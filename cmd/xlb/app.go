@@ -45,6 +45,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			decapCommand(),
 			labCommand(),
 			validateCommand(),
+			pktgenCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
 			return usageError{err.Error()}

@@ -64,7 +64,7 @@ func TestEndToEndEncapsulations(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, encap := range []string{"IPIP", "GUE", "GRE", "DIRECT"} {
 		t.Run(encap, func(t *testing.T) {
-			l := labWith(t, lab.Options{Backends: 3, ClientAddrs: 253})
+			l := labWith(t, lab.Options{Backends: 3, ClientAddrs: 300})
 			rules := defaultLabRules(l, encap)
 			for i := range rules {
 				rules[i].Health = healthNone
@@ -79,6 +79,9 @@ func TestEndToEndEncapsulations(t *testing.T) {
 				}
 				if !res.OK() {
 					t.Fatalf("IPv%d: %d of 300 requests failed (first: %v), %d saw a rewritten address", fam, res.Errors, res.FirstError, res.Mismatched)
+				}
+				if res.Sources != 300 {
+					t.Errorf("IPv%d: requests came from %d source addresses, want 300", fam, res.Sources)
 				}
 				for i, n := range res.PerBackend {
 					share := float64(n) / 300

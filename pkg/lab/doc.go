@@ -48,6 +48,7 @@
 // # Address plan (only documentation and benchmark ranges)
 //
 //	client link   198.51.100.0/24  fd00:51::/64    router .1/::1, clients .2…
+//	more clients  198.19.0.0/16    (in fd00:51::/64) client addresses past the 253rd, /32s routed to .2
 //	fabric        198.18.0.0/24    fd00:18::/64    router .1, appliance .2, backend i .100+i / ::100+i (hex)
 //	tunnel (lo)   198.18.1.0/24    fd00:18:1::/64  backend i .100+i / ::100+i (hex)
 //	VIPs          203.0.113.10     fd00:203:113::10 (Options.VIP4, VIP6)
@@ -103,8 +104,8 @@
 //   - Health endpoints listen on [::]:8080 in each backend (link, tunnel
 //     and VIP addresses alike), answer 200 or 503 (SetHealthy) and send
 //     X-Load-Balancing-Endpoint-Weight when SetWeight(w ≥ 0) was called.
-//   - At most 253 client addresses per family (one /24) and 150 backends
-//     (.100–.249), checked by Up.
+//   - At most 1000 client addresses per family (253 on the client /24, the
+//     rest from 198.19.0.0/16) and 150 backends (.100–.249), checked by Up.
 //   - The appliance's veth has Queues RX and TX queues on both ends, so
 //     the router side can spread over the same number of queues.
 //   - Checksum offload, TSO and GSO are off on the router's end of the

@@ -228,6 +228,7 @@ func (l *Lab) setupRouter() error {
 		fmt.Sprintf("addr add %s dev %s", pfx(host(ClientNet4, hostRouter), ClientNet4), routerClientPort),
 		fmt.Sprintf("addr add %s dev %s nodad", pfx(host(ClientNet6, hostRouter), ClientNet6), routerClientPort),
 		"link set " + routerClientPort + " up",
+		fmt.Sprintf("route add %s via %s dev %s", ClientExtraNet4, host(ClientNet4, hostFirstClient), routerClientPort),
 	}
 	if err := batch(r, cmds); err != nil {
 		return err
@@ -255,13 +256,20 @@ func (l *Lab) setupClient() error {
 	o := l.Opts
 	cmds := []string{"link set " + ClientInterface + " up"}
 	for i := range o.ClientAddrs {
-		a4 := host(ClientNet4, hostFirstClient+i)
 		a6 := host(ClientNet6, hostFirstClient+i)
-		l.ClientAddrs4 = append(l.ClientAddrs4, a4)
 		l.ClientAddrs6 = append(l.ClientAddrs6, a6)
-		cmds = append(cmds,
-			fmt.Sprintf("addr add %s dev %s", pfx(a4, ClientNet4), ClientInterface),
-			fmt.Sprintf("addr add %s dev %s nodad", pfx(a6, ClientNet6), ClientInterface))
+		cmds = append(cmds, fmt.Sprintf("addr add %s dev %s nodad", pfx(a6, ClientNet6), ClientInterface))
+		if i < clientLinkAddrs {
+			a4 := host(ClientNet4, hostFirstClient+i)
+			l.ClientAddrs4 = append(l.ClientAddrs4, a4)
+			cmds = append(cmds, fmt.Sprintf("addr add %s dev %s", pfx(a4, ClientNet4), ClientInterface))
+			continue
+		}
+		// Past the client link's /24: /32s from ClientExtraNet4, which
+		// the router routes to the client.
+		a4 := host(ClientExtraNet4, 1+i-clientLinkAddrs)
+		l.ClientAddrs4 = append(l.ClientAddrs4, a4)
+		cmds = append(cmds, fmt.Sprintf("addr add %s/32 dev %s", a4, ClientInterface))
 	}
 	cmds = append(cmds,
 		"route add default via "+host(ClientNet4, hostRouter).String(),

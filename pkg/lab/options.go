@@ -22,14 +22,21 @@ const (
 
 	// MaxBackends keeps backend addresses inside .100–.249 of their /24.
 	MaxBackends = 150
-	// MaxClientAddrs is what fits in 198.51.100.0/24 after the router's .1.
-	MaxClientAddrs = 253
+	// MaxClientAddrs bounds the client's source addresses per family: the
+	// first 253 fill 198.51.100.0/24 after the router's .1, the rest are
+	// /32s from ClientExtraNet4.
+	MaxClientAddrs = 1000
+	// clientLinkAddrs is how many client addresses fit on the client link.
+	clientLinkAddrs = 253
 )
 
 // Address plan (see doc.go for the drawing).
 var (
 	ClientNet4 = netip.MustParsePrefix("198.51.100.0/24") // client ↔ router link
 	ClientNet6 = netip.MustParsePrefix("fd00:51::/64")
+	// ClientExtraNet4 holds the client's IPv4 addresses beyond the 253 of
+	// ClientNet4 (routed by the router via the client's first address).
+	ClientExtraNet4 = netip.MustParsePrefix("198.19.0.0/16")
 	FabricNet4 = netip.MustParsePrefix("198.18.0.0/24") // the bridge in the router namespace
 	FabricNet6 = netip.MustParsePrefix("fd00:18::/64")
 	TunnelNet4 = netip.MustParsePrefix("198.18.1.0/24") // backends' tunnel addresses on lo, routed by the router
