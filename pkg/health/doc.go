@@ -69,9 +69,10 @@
 //     brackets. SNI is the host without its port; an address is never sent
 //     as SNI (RFC 6066), as crypto/tls does.
 //   - HTTPS does not verify the backend's certificate by default (backends
-//     rarely hold a certificate for their own address; GCP's probes do not
-//     verify either). Options.TLS set to a verifying config (RootCAs,
-//     ServerName taken from the Host) turns verification on.
+//     rarely hold a certificate for their own address, and a probe is about
+//     the service, not its identity). Options.TLS set to a verifying config
+//     (with RootCAs; ServerName comes from the Host, else the backend
+//     address) turns verification on.
 //   - Each probe opens a fresh connection (Connection: close, no keep-alive),
 //     so every probe also tests connection set-up, as GCP's and HAProxy's
 //     do. The body is not read.

@@ -91,8 +91,8 @@ type Options struct {
 
 	// TLS is the base configuration of HTTPS probes; nil means
 	// InsecureSkipVerify (backends usually have self-signed or no
-	// matching certificates, and GCP's probes do not verify either). Each
-	// target uses a clone with ServerName set to its Host.
+	// matching certificates). Each target uses a clone with ServerName set
+	// to its Host without the port, else the backend address.
 	TLS *tls.Config
 
 	// Clock schedules probes and stamps Status times; nil means the real
