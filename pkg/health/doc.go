@@ -99,8 +99,9 @@
 //     ignored.
 //   - Only changes of health, weight or weight state are reported; a new
 //     error text alone is not (Status shows it). The first report of a
-//     target is its first change, typically its first weight; there is no
-//     report of the initial UNKNOWN, which the consumer assumes.
+//     target is its first change, typically its first weight; the initial
+//     state (UNKNOWN, UNAVAILABLE_WEIGHT, weight 0) is not reported: the
+//     consumer assumes it or reads it from Status right after Set.
 //   - Schedule: the first probe of a target is at a uniformly random offset
 //     in [0, interval) after it is added, so a thousand targets added at
 //     once spread over one interval; later probes follow one period after
