@@ -37,10 +37,10 @@ var (
 	// ClientExtraNet4 holds the client's IPv4 addresses beyond the 253 of
 	// ClientNet4 (routed by the router via the client's first address).
 	ClientExtraNet4 = netip.MustParsePrefix("198.19.0.0/16")
-	FabricNet4 = netip.MustParsePrefix("198.18.0.0/24") // the bridge in the router namespace
-	FabricNet6 = netip.MustParsePrefix("fd00:18::/64")
-	TunnelNet4 = netip.MustParsePrefix("198.18.1.0/24") // backends' tunnel addresses on lo, routed by the router
-	TunnelNet6 = netip.MustParsePrefix("fd00:18:1::/64")
+	FabricNet4      = netip.MustParsePrefix("198.18.0.0/24") // the bridge in the router namespace
+	FabricNet6      = netip.MustParsePrefix("fd00:18::/64")
+	TunnelNet4      = netip.MustParsePrefix("198.18.1.0/24") // backends' tunnel addresses on lo, routed by the router
+	TunnelNet6      = netip.MustParsePrefix("fd00:18:1::/64")
 
 	DefaultVIP4 = netip.MustParseAddr("203.0.113.10")
 	DefaultVIP6 = netip.MustParseAddr("fd00:203:113::10")
