@@ -558,3 +558,73 @@ func TestSchedule(t *testing.T) {
 		t.Error("two rules share a random stream for one backend")
 	}
 }
+
+// TestOnChangeSerialised: changes of many targets arriving together reach
+// OnChange one at a time.
+func TestOnChangeSerialised(t *testing.T) {
+	var inside, overlaps, calls atomic.Int64
+	c := New(Options{Seed: 8, OnChange: func(Status) {
+		if inside.Add(1) > 1 {
+			overlaps.Add(1)
+		}
+		time.Sleep(time.Millisecond)
+		calls.Add(1)
+		inside.Add(-1)
+	}})
+	var targets []Target
+	for i := range 40 {
+		targets = append(targets, Target{
+			Key:   Key{Rule: "none", Backend: netip.AddrFrom4([4]byte{192, 0, 2, byte(i)})},
+			Check: config.HealthCheck{Type: config.HealthNone},
+		})
+	}
+	if err := c.Set(targets); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); calls.Load() < 40; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 40 changes reported", calls.Load())
+		}
+	}
+	c.Stop()
+	if overlaps.Load() != 0 {
+		t.Errorf("%d OnChange calls overlapped another", overlaps.Load())
+	}
+	for _, s := range c.Status() {
+		if state(s) != "H1" {
+			t.Errorf("%v, want HEALTHY weight 1", s)
+		}
+	}
+}
+
+// TestCheckerIPv6 probes a server on [::1]: the address is dialled and
+// sent in the Host header in brackets.
+func TestCheckerIPv6(t *testing.T) {
+	ln, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	hosts := make(chan string, 100)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hosts <- r.Host
+		w.Header().Set(WeightHeader, "6")
+	}))
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	defer srv.Close()
+	rec := newRecorder()
+	c := New(Options{Seed: 9, OnChange: rec.on})
+	defer c.Stop()
+	tg := serverTarget(t, config.HealthHTTP, ln.Addr().String())
+	tg.Check.Interval = 10 * time.Millisecond
+	if err := c.Add(tg); err != nil {
+		t.Fatal(err)
+	}
+	if s := rec.waitFor(t, tg.Key, healthIs(failover.HealthHealthy)); state(s) != "H6" {
+		t.Errorf("%v, want H6", s)
+	}
+	if h := <-hosts; h != ln.Addr().String() {
+		t.Errorf("Host %q, want %q", h, ln.Addr().String())
+	}
+}
