@@ -26,6 +26,8 @@ type labRule struct {
 	Encap    string // IPIP, GUE, GRE, DIRECT
 	Extra    string // more TOML lines for the rule's top level
 	Health   string // TOML body of [health_check]; "" = HTTP to the lab's health port
+	// Backends are the lab backends (indexes) the rule lists; nil = all.
+	Backends []int
 }
 
 // defaultLabRules serves HTTP on both VIPs and UDP (fragment-safe) on the
@@ -64,6 +66,13 @@ max_entries = 262144
 		backends := v4
 		if r.VIP.Is6() && !r.VIP.Is4In6() {
 			backends = v6
+		}
+		if r.Backends != nil {
+			var some []netip.Addr
+			for _, i := range r.Backends {
+				some = append(some, backends[i])
+			}
+			backends = some
 		}
 		var quoted []string
 		for _, b := range backends {

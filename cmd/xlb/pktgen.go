@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -33,7 +32,7 @@ func pktgenCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "dev", Aliases: []string{"i"}, Usage: "output `INTERFACE` (required)"},
 			&cli.StringFlag{Name: "dst", Aliases: []string{"d"}, Value: "198.18.0.42", Usage: "destination `ADDRESS|CIDR|FIRST-LAST` (IPv6 sends IPv6)"},
-			&cli.StringFlag{Name: "src", Usage: "source `ADDRESS|CIDR|FIRST-LAST` (default: the interface's first address of the destination's family)"},
+			&cli.StringFlag{Name: "src", Usage: "source `ADDRESS|CIDR|FIRST-LAST` (default: the interface's first address of the destination's family, else 0.0.0.0 or ::)"},
 			&cli.StringFlag{Name: "dst-mac", Aliases: []string{"m"}, Usage: "destination `MAC` (required)"},
 			&cli.StringFlag{Name: "src-mac", Usage: "source `MAC` (default: the interface's)"},
 			&cli.StringFlag{Name: "dst-port", Aliases: []string{"p"}, Value: "9", Usage: "destination `PORT|MIN-MAX`"},
@@ -101,7 +100,7 @@ func pktgenConfig(c *cli.Context) (pktgen.Config, error) {
 	} else {
 		a, err := ifaceAddr(ifi, cfg.Dst.First.Is6())
 		if err != nil {
-			return cfg, usageError{"pktgen: --src not given and " + err.Error()}
+			return cfg, err
 		}
 		cfg.Src = pktgen.AddrRange{First: a, Last: a}
 	}
@@ -144,7 +143,8 @@ func pktgenConfig(c *cli.Context) (pktgen.Config, error) {
 	return cfg, nil
 }
 
-// ifaceAddr returns ifi's first global-or-other address of the family.
+// ifaceAddr returns ifi's first non-link-local address of the family, or
+// the unspecified address when it has none (as pktgen does).
 func ifaceAddr(ifi *net.Interface, v6 bool) (netip.Addr, error) {
 	addrs, err := ifi.Addrs()
 	if err != nil {
@@ -159,5 +159,8 @@ func ifaceAddr(ifi *net.Interface, v6 bool) (netip.Addr, error) {
 			return ip, nil
 		}
 	}
-	return netip.Addr{}, errors.New("interface " + ifi.Name + " has no address of the destination's family")
+	if v6 {
+		return netip.IPv6Unspecified(), nil
+	}
+	return netip.IPv4Unspecified(), nil
 }

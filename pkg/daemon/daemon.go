@@ -223,6 +223,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	lastResolve := time.Now()
+	var lastHealthPublish time.Time
+	var healthDue <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -239,10 +241,27 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case f := <-d.requests:
 			f()
 		case <-d.healthPoke:
-			if d.applyProbes() {
-				if err := d.publish(); err != nil {
-					d.log.Error("recompute after health change", "err", err)
+			if !d.applyProbes() {
+				continue
+			}
+			// A weight header that oscillates must not rebuild the Maglev
+			// tables on every probe: publish at most every
+			// minHealthPublish, the latest verdicts included.
+			if wait := minHealthPublish - time.Since(lastHealthPublish); wait > 0 {
+				if healthDue == nil {
+					healthDue = time.After(wait)
 				}
+				continue
+			}
+			lastHealthPublish = time.Now()
+			if err := d.publish(); err != nil {
+				d.log.Error("recompute after health change", "err", err)
+			}
+		case <-healthDue:
+			healthDue = nil
+			lastHealthPublish = time.Now()
+			if err := d.publish(); err != nil {
+				d.log.Error("recompute after health change", "err", err)
 			}
 		case now := <-tick.C:
 			changed := false
@@ -310,6 +329,10 @@ func (d *Daemon) healthTargets() []health.Target {
 	}
 	return ts
 }
+
+// minHealthPublish is the shortest time between two recomputations caused
+// by health or weight changes.
+const minHealthPublish = 250 * time.Millisecond
 
 // do runs f on the control goroutine and waits for it.
 func (d *Daemon) do(ctx context.Context, f func()) error {

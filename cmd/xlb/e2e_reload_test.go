@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xlbnet/xlb/pkg/lab"
+)
+
+// keepAlive is an HTTP/1.1 connection kept open through the VIP.
+type keepAlive struct {
+	src  netip.Addr
+	conn net.Conn
+	br   *bufio.Reader
+}
+
+func openKeepAlive(t *testing.T, l *lab.Lab, src netip.Addr) *keepAlive {
+	t.Helper()
+	var c net.Conn
+	err := l.Client.Do(func() (err error) {
+		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), Timeout: 3 * time.Second}
+		c, err = d.Dial("tcp", netip.AddrPortFrom(l.Opts.VIP4, l.Opts.HTTPPort).String())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &keepAlive{src: src, conn: c, br: bufio.NewReader(c)}
+}
+
+func (k *keepAlive) ask() (lab.Reply, error) {
+	var rep lab.Reply
+	k.conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := fmt.Fprintf(k.conn, "GET / HTTP/1.1\r\nHost: vip\r\n\r\n"); err != nil {
+		return rep, err
+	}
+	resp, err := http.ReadResponse(k.br, nil)
+	if err != nil {
+		return rep, err
+	}
+	defer resp.Body.Close()
+	return rep, json.NewDecoder(resp.Body).Decode(&rep)
+}
+
+// waitLog waits until the daemon logged a line containing s.
+func waitLog(t *testing.T, x *labXLB, s string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "xlb logs "+s, func() (bool, string) {
+		return strings.Contains(x.log.String(), s), ""
+	})
+}
+
+// A reload that adds a backend keeps every established connection on its
+// backend; a reload with a broken file is rejected with file:line:key and
+// traffic continues uninterrupted.
+func TestEndToEndReload(t *testing.T) {
+	l := labWith(t, lab.Options{Backends: 4})
+	rules := defaultLabRules(l, "IPIP")[:1]
+	rules[0].Health = healthNone
+	rules[0].Backends = []int{0, 1, 2}
+	x := xlbIn(t, l, rules)
+
+	var conns []*keepAlive
+	where := map[*keepAlive]string{}
+	for _, src := range l.ClientAddrs4[:60] {
+		k := openKeepAlive(t, l, src)
+		rep, err := k.ask()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, k)
+		where[k] = rep.Backend
+	}
+
+	// Traffic keeps flowing during both reloads.
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	var bgRes []lab.DriveResult
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			res, _ := l.Drive(ctx, lab.DriveOptions{Requests: 100, Family: 4, Concurrency: 8})
+			cancel()
+			bgRes = append(bgRes, res)
+		}
+	}()
+
+	rules[0].Backends = []int{0, 1, 2, 3}
+	if _, err := writeLabConfig(x.dir, l, rules); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, x, "msg=reloaded")
+	for _, k := range conns {
+		rep, err := k.ask()
+		if err != nil {
+			t.Fatalf("established connection from %s after adding a backend: %v", k.src, err)
+		}
+		if rep.Backend != where[k] {
+			t.Errorf("connection from %s moved from %s to %s when a backend was added", k.src, where[k], rep.Backend)
+		}
+	}
+	res := drive(t, l, 400, 4)
+	if !res.OK() || res.PerBackend[3] == 0 {
+		t.Errorf("after the reload new connections: %v (errors %d): the added backend gets none", res.PerBackend, res.Errors)
+	}
+
+	// A broken rule file: rejected whole, with file, line and key.
+	web := filepath.Join(x.dir, "rules.d", "web4.toml")
+	text, err := os.ReadFile(web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := strings.Replace(string(text), "[encap]", "[failover]\nratio = 1.5\n\n[encap]", 1)
+	if err := os.WriteFile(web, []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	line := 0
+	for i, s := range strings.Split(broken, "\n") {
+		if strings.HasPrefix(s, "ratio = 1.5") {
+			line = i + 1
+		}
+	}
+	if err := x.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, x, fmt.Sprintf("rules.d/web4.toml:%d: failover.ratio: 1.5 is outside [0, 1]", line))
+	waitLog(t, x, "reload rejected; the running configuration keeps serving")
+	close(stop)
+	bg.Wait()
+	for i, r := range bgRes {
+		if !r.OK() {
+			t.Errorf("background round %d during the reloads: %d errors (first: %v)", i, r.Errors, r.FirstError)
+		}
+	}
+	if len(bgRes) == 0 {
+		t.Error("no background traffic ran")
+	}
+	for _, k := range conns {
+		if rep, err := k.ask(); err != nil || rep.Backend != where[k] {
+			t.Errorf("connection from %s after the rejected reload: %s, %v", k.src, rep.Backend, err)
+		}
+	}
+}
