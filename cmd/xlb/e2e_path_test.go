@@ -27,7 +27,7 @@ import (
 // backend per client.
 func TestEndToEndUDPFragments(t *testing.T) {
 	l := labWith(t, lab.Options{Backends: 3})
-	rules := defaultLabRules(l, "IPIP")[2:] // udp4
+	rules := l.DefaultRules("IPIP")[2:3] // udp4
 	xlbIn(t, l, rules)
 	dst := netip.AddrPortFrom(l.Opts.VIP4, l.Opts.UDPPort)
 	seen := map[int]int{}
@@ -100,7 +100,7 @@ func routeMTU(t *testing.T, ns interface {
 // is fragmented).
 func TestEndToEndMTU(t *testing.T) {
 	l := labWith(t, lab.Options{Backends: 2, FabricMTU: 1500})
-	xlbIn(t, l, defaultLabRules(l, "IPIP"))
+	xlbIn(t, l, l.DefaultRules("IPIP"))
 	src := l.ClientAddrs4[5]
 	waitFor(t, 20*time.Second, "backends healthy", func() (bool, string) {
 		res := drive(t, l, 20, 4)
@@ -184,7 +184,7 @@ func icmpFragNeeded(quotedSrc, quotedDst netip.Addr, sport, dport uint16, mtu ui
 // smaller path MTU towards the client; the other backends never see it.
 func TestEndToEndICMPErrorReachesFlowBackend(t *testing.T) {
 	l := labWith(t, lab.Options{Backends: 3})
-	xlbIn(t, l, defaultLabRules(l, "GRE"))
+	xlbIn(t, l, l.DefaultRules("GRE"))
 	client := l.ClientAddrs4[9]
 	dst := netip.AddrPortFrom(l.Opts.VIP4, l.Opts.UDPPort)
 	var rep lab.Reply
@@ -230,7 +230,7 @@ func TestEndToEndICMPErrorReachesFlowBackend(t *testing.T) {
 // management port on the appliance.
 func TestEndToEndNonVIPTraffic(t *testing.T) {
 	l := labWith(t, lab.Options{Backends: 1})
-	xlbIn(t, l, defaultLabRules(l, "IPIP"))
+	xlbIn(t, l, l.DefaultRules("IPIP"))
 	mgmt := netip.AddrPortFrom(l.XLBAddr4, 2222)
 	var ln net.Listener
 	if err := l.XLB.Do(func() (err error) { ln, err = net.Listen("tcp", mgmt.String()); return err }); err != nil {
@@ -275,7 +275,7 @@ func TestEndToEndNonVIPTraffic(t *testing.T) {
 // connections come and go.
 func TestEndToEndLongLivedConnection(t *testing.T) {
 	l := labWith(t, lab.Options{Backends: 3})
-	xlbIn(t, l, defaultLabRules(l, "IPIP")[:1])
+	xlbIn(t, l, l.DefaultRules("IPIP")[:1])
 	waitFor(t, 20*time.Second, "backends healthy", func() (bool, string) {
 		res := drive(t, l, 30, 4)
 		return res.OK() && res.PerBackend[0]*res.PerBackend[1]*res.PerBackend[2] > 0, fmt.Sprint(res.PerBackend)

@@ -67,7 +67,7 @@ func waitLog(t *testing.T, x *labXLB, s string) {
 // traffic continues uninterrupted.
 func TestEndToEndReload(t *testing.T) {
 	l := labWith(t, lab.Options{Backends: 4})
-	rules := defaultLabRules(l, "IPIP")[:1]
+	rules := l.DefaultRules("IPIP")[:1]
 	rules[0].Health = healthNone
 	rules[0].Backends = []int{0, 1, 2}
 	x := xlbIn(t, l, rules)
@@ -105,7 +105,7 @@ func TestEndToEndReload(t *testing.T) {
 	}()
 
 	rules[0].Backends = []int{0, 1, 2, 3}
-	if _, err := writeLabConfig(x.dir, l, rules); err != nil {
+	if _, err := l.WriteConfig(x.dir, rules); err != nil {
 		t.Fatal(err)
 	}
 	if err := x.Reload(); err != nil {

@@ -42,7 +42,7 @@ func labWith(t *testing.T, o lab.Options) *lab.Lab {
 }
 
 // xlbIn starts xlb in the lab with rules and stops it when the test ends.
-func xlbIn(t *testing.T, l *lab.Lab, rules []labRule) *labXLB {
+func xlbIn(t *testing.T, l *lab.Lab, rules []lab.Rule) *labXLB {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -65,7 +65,7 @@ func TestEndToEndEncapsulations(t *testing.T) {
 	for _, encap := range []string{"IPIP", "GUE", "GRE", "DIRECT"} {
 		t.Run(encap, func(t *testing.T) {
 			l := labWith(t, lab.Options{Backends: 3, ClientAddrs: 300})
-			rules := defaultLabRules(l, encap)
+			rules := l.DefaultRules(encap)
 			for i := range rules {
 				rules[i].Health = healthNone
 			}
@@ -127,7 +127,7 @@ func drive(t *testing.T, l *lab.Lab, n, family int) lab.DriveResult {
 
 func TestEndToEndHealthChecks(t *testing.T) {
 	l := labWith(t, lab.Options{Backends: 3})
-	rules := defaultLabRules(l, "IPIP")[:1]
+	rules := l.DefaultRules("IPIP")[:1]
 	xlbIn(t, l, rules)
 	waitFor(t, 20*time.Second, "all three backends serving", func() (bool, string) {
 		res := drive(t, l, 150, 4)
@@ -147,7 +147,7 @@ func TestEndToEndHealthChecks(t *testing.T) {
 
 func TestEndToEndWeights(t *testing.T) {
 	l := labWith(t, lab.Options{Backends: 3})
-	rules := defaultLabRules(l, "GUE")[:1]
+	rules := l.DefaultRules("GUE")[:1]
 	rules[0].Extra = "locality_lb_policy = \"WEIGHTED_MAGLEV\"\n"
 	for i, w := range []int{0, 1, 3} {
 		l.Backends[i].SetWeight(w)

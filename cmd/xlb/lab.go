@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -128,7 +127,7 @@ func labDemo(c *cli.Context) error {
 		Out:   out,
 		Start: func(ctx context.Context, l *lab.Lab) (func() error, error) {
 			say("lab %s: starting xlb on %s (%s to %d backends)", l.Opts.Prefix, l.XLB.Name, encap, len(l.Backends))
-			x, err := startLabXLB(ctx, l, dir, defaultLabRules(l, encap), logf)
+			x, err := startLabXLB(ctx, l, dir, l.DefaultRules(encap), logf)
 			if err != nil {
 				return nil, err
 			}
@@ -160,18 +159,17 @@ func labUp(c *cli.Context) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		x, err := startLabXLB(ctx, l, dir, defaultLabRules(l, encap), func(s string) { fmt.Fprintln(c.App.ErrWriter, "xlb: "+s) })
+		x, err := startLabXLB(ctx, l, dir, l.DefaultRules(encap), func(s string) { fmt.Fprintln(c.App.ErrWriter, "xlb: "+s) })
 		if err != nil {
 			return err
 		}
 		defer x.Stop()
 		say("xlb runs in %s with %s", l.XLB.Name, x.config)
 	}
-	first := netip.Addr{}
-	if len(l.ClientAddrs4) > 0 {
-		first = l.ClientAddrs4[0]
+	if err := l.Describe(c.App.Writer); err != nil {
+		return err
 	}
-	say("lab %s is up; try:\n  ip netns exec %s curl --interface %s http://%s/\nCtrl-C tears it down.", l.Opts.Prefix, l.Client.Name, first, l.Opts.VIP4)
+	say("lab %s is up; Ctrl-C tears it down.", l.Opts.Prefix)
 	<-ctx.Done()
 	say("tearing down")
 	return nil

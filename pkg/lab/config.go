@@ -10,86 +10,110 @@ import (
 	"text/tabwriter"
 )
 
-// ConfigOptions choose what WriteConfig writes.
-type ConfigOptions struct {
-	// Encap is IPIP, GUE, GRE or DIRECT (default IPIP).
-	Encap string
-	// XDPMode is auto, native or generic (default auto).
-	XDPMode string
+// Rule is one forwarding rule of a lab configuration for xlb.
+type Rule struct {
+	Name     string
+	VIP      netip.Addr
+	Protocol string // TCP, UDP or L3_DEFAULT
+	Ports    string // TOML value: `["80"]` or `"ALL"`
+	Encap    string // IPIP, GUE, GRE or DIRECT
+	// Extra is more TOML for the rule: top-level keys first, then tables.
+	Extra string
+	// Health is the body of [health_check]; "" means HTTP GET /healthz on
+	// HealthPort every second, healthy after 1 success, unhealthy after 2
+	// failures.
+	Health string
+	// Backends are the indexes of the lab backends the rule lists; nil
+	// means all. Their tunnel addresses (link addresses for DIRECT) of the
+	// VIP's family are used.
+	Backends []int
+}
+
+// DefaultRules are the rules `xlb lab` runs with: for each VIP a TCP rule
+// for the HTTP port and a fragment-safe UDP rule (all ports, CLIENT_IP,
+// PER_SESSION), all with encapsulation encap: web4, web6, udp4, udp6.
+func (l *Lab) DefaultRules(encap string) []Rule {
+	encap = strings.ToUpper(encap)
+	udp := "session_affinity = \"CLIENT_IP\"\n[connection_tracking]\ntracking_mode = \"PER_SESSION\"\n"
+	http := fmt.Sprintf(`["%d"]`, l.Opts.HTTPPort)
+	return []Rule{
+		{Name: "web4", VIP: l.Opts.VIP4, Protocol: "TCP", Ports: http, Encap: encap},
+		{Name: "web6", VIP: l.Opts.VIP6, Protocol: "TCP", Ports: http, Encap: encap},
+		{Name: "udp4", VIP: l.Opts.VIP4, Protocol: "UDP", Ports: `"ALL"`, Encap: encap, Extra: udp},
+		{Name: "udp6", VIP: l.Opts.VIP6, Protocol: "UDP", Ports: `"ALL"`, Encap: encap, Extra: udp},
+	}
 }
 
 // WriteConfig writes an xlb configuration for this lab into dir (DESIGN
-// §4): dir/xlb.toml for the appliance on XLBInterface, with its control
-// socket, state file and metrics kept inside dir, and four rules in
-// dir/rules.d, for each VIP a TCP rule for the HTTP port and a
-// fragment-safe UDP rule (all ports, CLIENT_IP_PROTO, PER_SESSION), with
-// the backends' tunnel addresses (link addresses for DIRECT) and HTTP
-// health checks of /healthz on HealthPort. It returns the path of
-// xlb.toml.
-func (l *Lab) WriteConfig(dir string, c ConfigOptions) (string, error) {
-	encap := strings.ToUpper(c.Encap)
-	if encap == "" {
-		encap = "IPIP"
-	}
-	switch encap {
-	case "IPIP", "GUE", "GRE", "DIRECT":
-	default:
-		return "", fmt.Errorf("write lab config: encapsulation %q, want IPIP, GUE, GRE or DIRECT", c.Encap)
-	}
-	xdp := c.XDPMode
-	if xdp == "" {
-		xdp = "auto"
-	}
-	rules := filepath.Join(dir, "rules.d")
-	if err := os.MkdirAll(rules, 0o755); err != nil {
+// §4): dir/xlb.toml for the appliance on XLBInterface, with its state file
+// and control socket inside dir and no metrics listener, and one file per
+// rule in dir/rules.d. It returns the path of xlb.toml. Writing again
+// replaces the files (for reload tests).
+func (l *Lab) WriteConfig(dir string, rules []Rule) (string, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "rules.d"), 0o755); err != nil {
 		return "", fmt.Errorf("write lab config: %w", err)
 	}
-	main := fmt.Sprintf(`# xlb on the lab %q (written by pkg/lab).
+	main := fmt.Sprintf(`# xlb on the lab %q (written by pkg/lab)
 interface = %q
 queues = "all"
-xdp_mode = %q
 hash_seed = "0x1ab5eed"
 rules_dir = "rules.d"
 state_file = %q
 control_socket = %q
-metrics_listen = "127.0.0.1:9641" # inside the xlb namespace: no clash between labs
-`, l.Opts.Prefix, XLBInterface, xdp, filepath.Join(dir, "state.toml"), filepath.Join(dir, "xlb.sock"))
-	files := map[string]string{filepath.Join(dir, "xlb.toml"): main}
-	v4, v6 := l.BackendAddrs(encap == "DIRECT")
-	for _, r := range []struct {
-		name     string
-		vip      netip.Addr
-		backends []netip.Addr
-	}{{"4", l.Opts.VIP4, v4}, {"6", l.Opts.VIP6, v6}} {
-		files[filepath.Join(rules, "web"+r.name+".toml")] = l.rule("web"+r.name, r.vip, "TCP", fmt.Sprintf("[%q]", fmt.Sprint(l.Opts.HTTPPort)), "", encap, r.backends)
-		files[filepath.Join(rules, "udp"+r.name+".toml")] = l.rule("udp"+r.name, r.vip, "UDP", `"ALL"`,
-			"session_affinity = \"CLIENT_IP_PROTO\"\n\n[connection_tracking]\ntracking_mode = \"PER_SESSION\"\n", encap, r.backends)
+metrics_listen = ""
+[conntrack]
+max_entries = 262144
+`, l.Opts.Prefix, XLBInterface, filepath.Join(dir, "state.toml"), filepath.Join(dir, "xlb.sock"))
+	path := filepath.Join(dir, "xlb.toml")
+	if err := os.WriteFile(path, []byte(main), 0o644); err != nil {
+		return "", fmt.Errorf("write lab config: %w", err)
 	}
-	for path, body := range files {
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+	for _, r := range rules {
+		text, err := l.ruleText(r)
+		if err != nil {
+			return "", fmt.Errorf("write lab config: rule %s: %w", r.Name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "rules.d", r.Name+".toml"), []byte(text), 0o644); err != nil {
 			return "", fmt.Errorf("write lab config: %w", err)
 		}
 	}
-	return filepath.Join(dir, "xlb.toml"), nil
+	return path, nil
 }
 
-func (l *Lab) rule(name string, vip netip.Addr, proto, ports, extra, encap string, backends []netip.Addr) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "name = %q\nvip = %q\nprotocol = %q\nports = %s\n", name, vip, proto, ports)
-	if extra != "" {
-		b.WriteString(extra)
+func (l *Lab) ruleText(r Rule) (string, error) {
+	switch r.Encap {
+	case "IPIP", "GUE", "GRE", "DIRECT":
+	default:
+		return "", fmt.Errorf("encapsulation %q, want IPIP, GUE, GRE or DIRECT", r.Encap)
 	}
-	fmt.Fprintf(&b, "\n[health_check]\ntype = \"HTTP\"\nport = %d\nrequest_path = \"/healthz\"\ninterval = \"1s\"\ntimeout = \"1s\"\n", l.Opts.HealthPort)
-	fmt.Fprintf(&b, "\n[encap]\ntype = %q\n", encap)
-	if encap == "GUE" {
-		fmt.Fprintf(&b, "gue_port = %d\n", l.Opts.GUEPort)
+	v4, v6 := l.BackendAddrs(r.Encap == "DIRECT")
+	all := v4
+	if r.VIP.Is6() && !r.VIP.Is4In6() {
+		all = v6
 	}
-	quoted := make([]string, len(backends))
-	for i, a := range backends {
-		quoted[i] = fmt.Sprintf("%q", a)
+	var quoted []string
+	if r.Backends == nil {
+		for _, a := range all {
+			quoted = append(quoted, fmt.Sprintf("%q", a.String()))
+		}
 	}
-	fmt.Fprintf(&b, "\n[[group]]\nname = \"lab\"\nbackends = [%s]\n", strings.Join(quoted, ", "))
-	return b.String()
+	for _, i := range r.Backends {
+		if i < 0 || i >= len(all) {
+			return "", fmt.Errorf("backend %d of %d", i, len(all))
+		}
+		quoted = append(quoted, fmt.Sprintf("%q", all[i].String()))
+	}
+	health := r.Health
+	if health == "" {
+		health = fmt.Sprintf("type = \"HTTP\"\nport = %d\nrequest_path = \"/healthz\"\ninterval = \"1s\"\ntimeout = \"1s\"\nhealthy_threshold = 1\nunhealthy_threshold = 2\n", l.Opts.HealthPort)
+	}
+	// Extra's top-level keys must come before any table.
+	top, tables, _ := strings.Cut(r.Extra, "[")
+	if tables != "" {
+		tables = "[" + tables
+	}
+	return fmt.Sprintf("name = %q\nvip = %q\nprotocol = %q\nports = %s\n%s\n[encap]\ntype = %q\ngue_port = %d\n\n[health_check]\n%s\n[[group]]\nname = \"lab\"\nbackends = [%s]\n\n%s",
+		r.Name, r.VIP.String(), r.Protocol, r.Ports, top, r.Encap, l.Opts.GUEPort, health, strings.Join(quoted, ", "), tables), nil
 }
 
 // Describe prints what the lab is: namespaces, addresses, VIPs and how to

@@ -18,7 +18,7 @@ func TestWriteConfigLoads(t *testing.T) {
 	for _, encap := range []string{"ipip", "GUE", "GRE", "DIRECT"} {
 		t.Run(encap, func(t *testing.T) {
 			dir := t.TempDir()
-			path, err := l.WriteConfig(dir, lab.ConfigOptions{Encap: encap})
+			path, err := l.WriteConfig(dir, l.DefaultRules(encap))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -27,8 +27,8 @@ func TestWriteConfigLoads(t *testing.T) {
 				t.Fatalf("config.Load: %v", err)
 			}
 			t.Logf("warnings: %v", warnings)
-			if cfg == nil {
-				t.Fatal("no config")
+			if cfg == nil || len(cfg.Rules) != 4 {
+				t.Fatalf("config has %v rules, want 4", cfg)
 			}
 			web4, err := os.ReadFile(filepath.Join(dir, "rules.d", "web4.toml"))
 			if err != nil {
@@ -43,7 +43,7 @@ func TestWriteConfigLoads(t *testing.T) {
 			}
 		})
 	}
-	if _, err := l.WriteConfig(t.TempDir(), lab.ConfigOptions{Encap: "vxlan"}); err == nil {
+	if _, err := l.WriteConfig(t.TempDir(), l.DefaultRules("vxlan")); err == nil {
 		t.Error("WriteConfig accepted vxlan")
 	}
 	var out bytes.Buffer
