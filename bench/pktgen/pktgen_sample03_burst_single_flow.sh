@@ -1,0 +1,61 @@
+#!/bin/bash
+# Burst, single flow: every thread sends the same flow in bursts of BURST
+# (xmit_more; -b 0 disables), as fast as it can. No randomness, so the
+# target sees one flow: this overloads a single CPU there.
+basedir=$(dirname "$0")
+source "${basedir}/functions.sh"
+ARGS=("$@")
+source "${basedir}/parameters.sh"
+root_check_run_with_sudo "${ARGS[@]}"
+
+if [ -z "$DEST_IP" ]; then
+    [ -z "$IP6" ] && DEST_IP="198.18.0.42" || DEST_IP="FD00::1"
+fi
+[ -z "$DST_MAC" ] && DST_MAC="90:e2:ba:ff:ff:ff"
+[ -z "$BURST" ] && BURST=32
+[ -z "$CLONE_SKB" ] && CLONE_SKB="0" # No need for clones when bursting
+[ -z "$COUNT" ] && COUNT="0"         # Zero means indefinitely
+
+trap_exit
+
+if [ "$BACKEND" == "afxdp" ]; then
+    trap true SIGINT
+    xlb_pktgen --threads "$THREADS" --first-thread "$F_THREAD" --batch "$(( BURST > 0 ? BURST : 1 ))"
+    exit $?
+fi
+
+[ -z "$APPEND" ] && pg_ctrl "reset"
+for ((thread = F_THREAD; thread <= L_THREAD; thread++)); do
+    dev=${DEV}@${thread}
+    pg_thread $thread "rem_device_all"
+    pg_thread $thread "add_device" "$dev"
+    pg_set "$dev" "flag QUEUE_MAP_CPU"
+    pg_set "$dev" "count $COUNT"
+    pg_set "$dev" "clone_skb $CLONE_SKB"
+    pg_set "$dev" "pkt_size $PKT_SIZE"
+    pg_set "$dev" "delay $DELAY"
+    pg_set "$dev" "flag NO_TIMESTAMP"
+    [ -n "$UDP_CSUM" ] && pg_set "$dev" "flag UDPCSUM"
+    pg_set "$dev" "dst_mac $DST_MAC"
+    pg_set "$dev" "dst${IP6}_min $DST_MIN"
+    pg_set "$dev" "dst${IP6}_max $DST_MAX"
+    if [ -n "$DST_PORT" ]; then
+        pg_set "$dev" "flag UDPDST_RND"
+        pg_set "$dev" "udp_dst_min $UDP_DST_MIN"
+        pg_set "$dev" "udp_dst_max $UDP_DST_MAX"
+    fi
+    pg_set "$dev" "burst $BURST"
+done
+
+if [ -z "$APPEND" ]; then
+    echo "Running... ctrl^C to stop" >&2
+    trap true SIGINT
+    pg_ctrl "start"
+    for ((thread = F_THREAD; thread <= L_THREAD; thread++)); do
+        dev=${DEV}@${thread}
+        echo "Device: $dev"
+        grep -A2 "Result:" "$PROC_DIR/$dev"
+    done
+else
+    echo "Append mode: config done. Do more or use 'pg_ctrl start' to run"
+fi

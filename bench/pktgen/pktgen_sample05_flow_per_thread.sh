@@ -1,0 +1,80 @@
+#!/bin/bash
+# One flow per thread: thread t sends from 198.18.(t+1).1 only, so each
+# thread's traffic is one flow ("silo'ing": on the target every flow may
+# land on its own CPU). Bursts of BURST.
+#
+# AF_XDP backend: one `xlb pktgen` per thread, side by side.
+basedir=$(dirname "$0")
+source "${basedir}/functions.sh"
+ARGS=("$@")
+source "${basedir}/parameters.sh"
+root_check_run_with_sudo "${ARGS[@]}"
+
+if [ -z "$DEST_IP" ]; then
+    [ -z "$IP6" ] && DEST_IP="198.18.0.42" || DEST_IP="FD00::1"
+fi
+[ -z "$DST_MAC" ] && DST_MAC="90:e2:ba:ff:ff:ff"
+[ -z "$CLONE_SKB" ] && CLONE_SKB="0"
+[ -z "$BURST" ] && BURST=32
+[ -z "$COUNT" ] && COUNT="0" # Zero means indefinitely
+
+thread_src() {
+    if [ -z "$IP6" ]; then echo "198.18.$(($1 + 1)).1"; else echo "fd00:198:18:$(($1 + 1))::1"; fi
+}
+
+trap_exit
+
+if [ "$BACKEND" == "afxdp" ]; then
+    trap true SIGINT
+    out=$(mktemp -d)
+    pids=()
+    for ((thread = F_THREAD; thread <= L_THREAD; thread++)); do
+        xlb_pktgen --src "$(thread_src $thread)" --threads 1 --first-thread "$thread" \
+            --batch "$(( BURST > 0 ? BURST : 1 ))" > "$out/$thread" &
+        pids+=($!)
+    done
+    rc=0
+    for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+    for ((thread = F_THREAD; thread <= L_THREAD; thread++)); do cat "$out/$thread"; done
+    rm -rf "$out"
+    exit $rc
+fi
+
+[ -n "$IP6" ] && err 1 "IPv6 sources are not supported by the kernel backend of this sample"
+[ -z "$APPEND" ] && pg_ctrl "reset"
+for ((thread = F_THREAD; thread <= L_THREAD; thread++)); do
+    dev=${DEV}@${thread}
+    pg_thread $thread "rem_device_all"
+    pg_thread $thread "add_device" "$dev"
+    pg_set "$dev" "flag QUEUE_MAP_CPU"
+    pg_set "$dev" "count $COUNT"
+    pg_set "$dev" "clone_skb $CLONE_SKB"
+    pg_set "$dev" "pkt_size $PKT_SIZE"
+    pg_set "$dev" "delay $DELAY"
+    pg_set "$dev" "flag NO_TIMESTAMP"
+    [ -n "$UDP_CSUM" ] && pg_set "$dev" "flag UDPCSUM"
+    pg_set "$dev" "dst_mac $DST_MAC"
+    pg_set "$dev" "dst_min $DST_MIN"
+    pg_set "$dev" "dst_max $DST_MAX"
+    if [ -n "$DST_PORT" ]; then
+        pg_set "$dev" "flag UDPDST_RND"
+        pg_set "$dev" "udp_dst_min $UDP_DST_MIN"
+        pg_set "$dev" "udp_dst_max $UDP_DST_MAX"
+    fi
+    pg_set "$dev" "src_min $(thread_src $thread)"
+    pg_set "$dev" "src_max $(thread_src $thread)"
+    pg_set "$dev" "burst $BURST"
+done
+
+if [ -z "$APPEND" ]; then
+    echo "Running... ctrl^C to stop" >&2
+    trap true SIGINT
+    pg_ctrl "start"
+    for ((thread = F_THREAD; thread <= L_THREAD; thread++)); do
+        dev=${DEV}@${thread}
+        echo "Device: $dev"
+        grep -A2 "Result:" "$PROC_DIR/$dev"
+    done
+else
+    echo "Append mode: config done. Do more or use 'pg_ctrl start' to run"
+fi
