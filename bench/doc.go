@@ -1,0 +1,8 @@
+// Package bench holds xlb's measurements: the per-packet micro-benchmarks
+// of this package (`go test ./bench -bench .`: parse, decide and
+// encapsulate through a dataplane.Worker over a ring.Fake), the pktgen
+// sample scripts (bench/pktgen), and the side-by-side harness
+// (bench/run → bench/cmd/xlbbench) that measures xlb against a no-op
+// AF_XDP reflector and nftables in one run. See bench/README.md for how
+// to run them and what each number means.
+package bench
