@@ -1,6 +1,7 @@
 package conntrack
 
 import (
+	"github.com/xlbnet/xlb/pkg/benchutil"
 	"math/rand/v2"
 	"testing"
 
@@ -38,7 +39,7 @@ func BenchmarkConntrack(b *testing.B) {
 			}
 			keys = keys[:min(active, len(keys))]
 			b.ReportAllocs()
-			cpu := startCPU()
+			cpu := benchutil.Process()
 			i := 0
 			for b.Loop() {
 				if tb.Lookup(&keys[i], 0, 1, DefaultIdle, false) == nil {
@@ -49,7 +50,7 @@ func BenchmarkConntrack(b *testing.B) {
 					i = 0
 				}
 			}
-			cpu.report(b)
+			cpu.Report(b, "cpu-ns/op")
 		}
 	}
 	b.Run("lookup", lookup(1<<16, 4096))
@@ -63,8 +64,8 @@ func BenchmarkConntrack(b *testing.B) {
 		}
 		absent := keys[1<<16:]
 		b.ReportAllocs()
-		cpu := startCPU()
-		defer cpu.report(b)
+		cpu := benchutil.Process()
+		defer cpu.Report(b, "cpu-ns/op")
 		i := 0
 		for b.Loop() {
 			if tb.Lookup(&absent[i], 0, 1, DefaultIdle, false) != nil {
@@ -78,8 +79,8 @@ func BenchmarkConntrack(b *testing.B) {
 		tb := mustNew(b, size)
 		keys := benchKeys(4 * size)
 		b.ReportAllocs()
-		cpu := startCPU()
-		defer cpu.report(b)
+		cpu := benchutil.Process()
+		defer cpu.Report(b, "cpu-ns/op")
 		i := 0
 		now := Time(0)
 		for b.Loop() {
@@ -100,8 +101,8 @@ func BenchmarkConntrack(b *testing.B) {
 			tb.Insert(&keys[i], 0, Value{}, 0, DefaultIdle, false)
 		}
 		b.ReportAllocs()
-		cpu := startCPU()
-		defer cpu.report(b)
+		cpu := benchutil.Process()
+		defer cpu.Report(b, "cpu-ns/op")
 		for b.Loop() {
 			tb.Sweep(1, 256)
 		}

@@ -1,6 +1,7 @@
 package conntrack
 
 import (
+	"github.com/xlbnet/xlb/pkg/benchutil"
 	"testing"
 
 	"github.com/xlbnet/xlb/hash"
@@ -12,9 +13,9 @@ var sinkU64 uint64
 // Lookup and Insert.
 func BenchmarkSum64(b *testing.B) {
 	k := flowKey(1)
-	cpu := startCPU()
+	cpu := benchutil.Process()
 	for b.Loop() {
 		sinkU64 += hash.Sum64(&k, sinkU64)
 	}
-	cpu.report(b)
+	cpu.Report(b, "cpu-ns/op")
 }

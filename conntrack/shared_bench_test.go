@@ -1,6 +1,7 @@
 package conntrack
 
 import (
+	"github.com/xlbnet/xlb/pkg/benchutil"
 	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
@@ -104,7 +105,7 @@ func BenchmarkShared(b *testing.B) {
 				var seq atomic.Uint64
 				b.ReportAllocs()
 				b.ResetTimer()
-				cpu := startCPU()
+				cpu := benchutil.Process()
 				b.RunParallel(func(pb *testing.PB) {
 					rng := rand.New(rand.NewPCG(seq.Add(1), 1))
 					var g, m, w int64
@@ -126,7 +127,7 @@ func BenchmarkShared(b *testing.B) {
 					misses.Add(m)
 					wrong.Add(w)
 				})
-				cpu.report(b)
+				cpu.Report(b, "cpu-ns/op")
 				if wrong.Load() != 0 {
 					b.Fatalf("%d Gets returned another key's value", wrong.Load())
 				}

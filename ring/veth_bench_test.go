@@ -2,6 +2,7 @@ package ring_test
 
 import (
 	"encoding/binary"
+	"github.com/xlbnet/xlb/pkg/benchutil"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -155,15 +156,13 @@ func idle(b *testing.B, fd int) {
 	}
 }
 
-// threadCPU returns the CPU time (user + system) of the calling OS thread,
-// from CLOCK_THREAD_CPUTIME_ID (nanosecond resolution; getrusage counts
-// in scheduler ticks).
+// threadCPU returns the CPU time (user + system) of the calling OS thread.
 func threadCPU(b *testing.B) time.Duration {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		b.Fatal(err)
+	d, ok := benchutil.ThreadCPU()
+	if !ok {
+		b.Fatal("no thread CPU clock")
 	}
-	return time.Duration(ts.Nano())
+	return d
 }
 
 // report gives wall time and, less sensitive to a loaded machine, the

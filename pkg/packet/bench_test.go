@@ -1,6 +1,7 @@
 package packet_test
 
 import (
+	"github.com/xlbnet/xlb/pkg/benchutil"
 	"runtime"
 	"testing"
 
@@ -31,12 +32,12 @@ func BenchmarkParse(b *testing.B) {
 			// Pinned so that thread CPU time covers exactly this loop.
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			cpu0, cpuOK := threadCPU()
+			cpu0, cpuOK := benchutil.ThreadCPU()
 			var res packet.Result
 			for b.Loop() {
 				sinkMeta, res = packet.Parse(frame)
 			}
-			cpu1, _ := threadCPU()
+			cpu1, _ := benchutil.ThreadCPU()
 			if res != packet.OK {
 				b.Fatalf("Parse() = %v", res)
 			}
@@ -71,11 +72,11 @@ func BenchmarkMetaReturnFloor(b *testing.B) {
 	frame := goldenFrame(b, "udp6")
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	cpu0, cpuOK := threadCPU()
+	cpu0, cpuOK := benchutil.ThreadCPU()
 	for b.Loop() {
 		sinkMeta, _ = returnMetaOnly(frame)
 	}
-	cpu1, _ := threadCPU()
+	cpu1, _ := benchutil.ThreadCPU()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/pkt")
 	if cpuOK {
 		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/pkt")
