@@ -1,6 +1,9 @@
 package dataplane
 
 import (
+	"runtime"
+
+	"github.com/xlbnet/xlb/pkg/benchutil"
 	"math/rand/v2"
 	"testing"
 
@@ -37,7 +40,9 @@ func BenchmarkDecide(b *testing.B) {
 			}
 			i := 0
 			b.ReportAllocs()
-			b.ResetTimer()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			cpu := benchutil.Thread()
 			for b.Loop() {
 				m := &metas[i&(n-1)]
 				if mode == "miss" {
@@ -49,6 +54,7 @@ func BenchmarkDecide(b *testing.B) {
 				i++
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/pkt")
+			cpu.Report(b, "cpu-ns/pkt")
 		})
 	}
 }
