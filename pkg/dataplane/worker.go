@@ -89,6 +89,9 @@ type Worker struct {
 	idle     func()
 
 	Counters Counters
+	// Backends counts the packets sent to each backend (rule and backend
+	// slots), for packets per second per backend.
+	Backends BackendStats
 
 	ipID   uint16
 	counts batchCounts
@@ -180,6 +183,7 @@ func (w *Worker) Step() int {
 		w.Counters.KickErrors.Add(1)
 	}
 	w.Counters.add(&w.counts)
+	w.Backends.Flush()
 	w.tables.Conntrack.Serve(now, sweepBudget)
 	return n
 }
@@ -234,6 +238,7 @@ func (w *Worker) packet(snap *Snapshot, d ring.Desc, now conntrack.Time, tx []ri
 	w.counts.encap[er]++
 	switch er {
 	case encap.OK:
+		w.Backends.Count(dec.Rule, dec.Backend)
 		tx[0] = ring.Desc{Addr: chunkStart + uint64(newOff), Len: uint32(newLen)}
 		return 1
 	case encap.TooBig:
@@ -241,7 +246,11 @@ func (w *Worker) packet(snap *Snapshot, d ring.Desc, now conntrack.Time, tx []ri
 		tx[0] = ring.Desc{Addr: chunkStart + uint64(newOff), Len: uint32(newLen)}
 		return 1
 	case encap.NeedFragments:
-		return w.fragment(t, chunk, chunkStart, off, d, &m, h, tx)
+		k := w.fragment(t, chunk, chunkStart, off, d, &m, h, tx)
+		if k > 0 {
+			w.Backends.Count(dec.Rule, dec.Backend)
+		}
+		return k
 	case encap.DropTooBig:
 		w.counts.reasons[ReasonPacketTooBig]++ // and no ICMP error may be sent about it
 		return 0

@@ -86,9 +86,9 @@ func TestWorkerForwardsIPIP(t *testing.T) {
 	if res != packet.OK || m.Proto != packet.ProtoIPIP {
 		t.Fatalf("output: %v proto %d", res, m.Proto)
 	}
-	want := fw.w.maglev(tcp("198.51.100.20", 40000, syn))
-	if got := netip.AddrFrom16(m.Dst).Unmap().String(); got != want {
-		t.Errorf("outer destination %s, want backend %s", got, want)
+	backend := fw.w.maglev(tcp("198.51.100.20", 40000, syn))
+	if got := netip.AddrFrom16(m.Dst).Unmap().String(); got != backend {
+		t.Errorf("outer destination %s, want backend %s", got, backend)
 	}
 	if got := netip.AddrFrom16(m.Src).Unmap(); got != ourAddr {
 		t.Errorf("outer source %s", got)
@@ -100,6 +100,9 @@ func TestWorkerForwardsIPIP(t *testing.T) {
 	inner, want := string(out[0][m.L4Off:]), string(in[im.L3Off:im.L3End]) // L2 padding is not carried
 	if inner != want {
 		t.Errorf("inner packet changed:\n got %x\nwant %x", inner, want)
+	}
+	if got := fw.wk.Backends.Packets(0, fw.w.slotOf(backend)); got != 1 {
+		t.Errorf("per-backend count of %s = %d, want 1", backend, got)
 	}
 	c := &fw.wk.Counters
 	if c.RXPackets.Load() != 1 || c.TXPackets.Load() != 1 || c.Verdicts[Tx].Load() != 1 {
