@@ -189,6 +189,7 @@ func (e *Engine) Snapshot() *dataplane.Snapshot { return e.snapshot.Load() }
 type QueueStats struct {
 	Queue     int
 	Counters  *dataplane.Counters
+	Backends  *dataplane.BackendStats // packets per rule and backend slot
 	Conntrack *conntrack.Control
 	Kernel    ring.Stats
 }
@@ -198,7 +199,7 @@ func (e *Engine) Stats() []QueueStats {
 	out := make([]QueueStats, len(e.queues))
 	for i, q := range e.queues {
 		ks, _ := q.sock.Stats()
-		out[i] = QueueStats{Queue: q.id, Counters: &q.worker.Counters, Conntrack: q.table.Control(), Kernel: ks}
+		out[i] = QueueStats{Queue: q.id, Counters: &q.worker.Counters, Backends: &q.worker.Backends, Conntrack: q.table.Control(), Kernel: ks}
 	}
 	return out
 }
