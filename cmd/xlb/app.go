@@ -45,6 +45,12 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			decapCommand(),
 			labCommand(),
 			validateCommand(),
+			statusCommand(),
+			backendCommand(),
+			reloadCommand(),
+			conntrackCommand(),
+			lookupCommand(),
+			simulateCommand(),
 			pktgenCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {

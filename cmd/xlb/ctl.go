@@ -1,0 +1,538 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/urfave/cli/v2"
+
+	"github.com/xlbnet/xlb/pkg/config"
+	"github.com/xlbnet/xlb/pkg/control"
+)
+
+// The commands that talk to a running daemon through its control socket.
+
+func socketFlags() []cli.Flag {
+	return []cli.Flag{
+		configFlag(),
+		&cli.StringFlag{Name: "socket", Usage: "the control socket `PATH` (default: control_socket of the configuration, else " + config.DefaultControlSocket + ")"},
+	}
+}
+
+func jsonFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"}
+}
+
+// socketPath finds the control socket: --socket, else control_socket of
+// the configuration file (only that key is read, so a configuration being
+// edited does not keep `xlb reload` from reaching the daemon), else the
+// default.
+func socketPath(c *cli.Context) (string, error) {
+	if s := c.String("socket"); s != "" {
+		return s, nil
+	}
+	path := c.String("config")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if !c.IsSet("config") && errors.Is(err, os.ErrNotExist) {
+			return config.DefaultControlSocket, nil
+		}
+		return "", fmt.Errorf("find the control socket: %w (or give --socket)", err)
+	}
+	var v struct {
+		ControlSocket string `toml:"control_socket"`
+	}
+	if _, err := toml.Decode(string(data), &v); err != nil {
+		return "", fmt.Errorf("find the control socket in %s: %w (or give --socket)", path, err)
+	}
+	if v.ControlSocket == "" {
+		return config.DefaultControlSocket, nil
+	}
+	if !filepath.IsAbs(v.ControlSocket) {
+		return filepath.Join(filepath.Dir(path), v.ControlSocket), nil
+	}
+	return v.ControlSocket, nil
+}
+
+// withClient runs f with a client of the daemon's socket.
+func withClient(c *cli.Context, f func(ctx context.Context, cl *control.Client) error) error {
+	path, err := socketPath(c)
+	if err != nil {
+		return err
+	}
+	cl := control.NewClient(path)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(c.Context, 2*time.Minute)
+	defer cancel()
+	return f(ctx, cl)
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func noArgs(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usageError{fmt.Sprintf("%s takes no arguments, got %q", c.Command.FullName(), c.Args().First())}
+	}
+	return nil
+}
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "status",
+		Usage:     "show the running appliance: counters, rules, tiers and backends",
+		ArgsUsage: " ",
+		Description: "Prints the appliance (configuration, XDP mode, queues, packet counters, drops by reason) and,\n" +
+			"per rule, its eligible tier and every backend: role and admin state with their source (config or\n" +
+			"cli), health, weight configured and effective, Maglev share, tracked connections and packets/s.\n" +
+			"Recent tier switches and state overrides that match nothing are listed at the end.",
+		Flags: append(socketFlags(), jsonFlag()),
+		Action: func(c *cli.Context) error {
+			if err := noArgs(c); err != nil {
+				return err
+			}
+			return withClient(c, func(ctx context.Context, cl *control.Client) error {
+				st, err := cl.Status(ctx)
+				if err != nil {
+					return err
+				}
+				if c.Bool("json") {
+					return printJSON(c.App.Writer, st)
+				}
+				printStatus(c.App.Writer, st)
+				return nil
+			})
+		},
+	}
+}
+
+func printStatus(w io.Writer, st *control.Status) {
+	mode := st.XDPMode + " XDP, copy mode"
+	if st.ZeroCopy {
+		mode = st.XDPMode + " XDP, zero-copy"
+	}
+	fmt.Fprintf(w, "xlb: %s, published %s, %s, queues %s\n", st.Config, st.Loaded.Local().Format(time.DateTime), mode, joinInts(st.Queues))
+	rate := "-"
+	if st.Rates.Seconds > 0 {
+		rate = fmt.Sprintf("%.0f/s", st.Counters.RXPerSec)
+	}
+	fmt.Fprintf(w, "packets: rx %d (%s), tx %d, placed by a tracked entry %d, kernel rx drops %d; conntrack %d entries\n",
+		st.Counters.RX, rate, st.Counters.TX, st.Counters.Tracked, st.Counters.KernelRXD, st.Conntrack)
+	if len(st.Counters.Drops) > 0 {
+		var ds []string
+		for _, k := range slices.Sorted(maps.Keys(st.Counters.Drops)) {
+			ds = append(ds, fmt.Sprintf("%s %d", k, st.Counters.Drops[k]))
+		}
+		fmt.Fprintf(w, "dropped or passed: %s\n", strings.Join(ds, ", "))
+	}
+	for _, r := range st.Rules {
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "%s %s %s  rule %s  %s  affinity %s  %s  encap %s\n", r.Protocol, r.VIP, r.Ports, r.Name, r.Policy, r.Affinity, r.Tracking, r.Encap)
+		fmt.Fprintf(w, "  tier %s: %d eligible — %s\n", r.Tier, r.Eligible, r.Reason)
+		printBackends(w, r.Backends, false)
+	}
+	if len(st.Events) > 0 {
+		fmt.Fprintln(w, "\nrecent events:")
+		for _, e := range st.Events {
+			what := e.Kind
+			if e.From != "" || e.To != "" {
+				what = fmt.Sprintf("%s %s → %s", e.Kind, e.From, e.To)
+			}
+			if e.Group != "" {
+				what += " group " + e.Group
+			}
+			fmt.Fprintf(w, "  %s  %s  %s  %s\n", e.At.Local().Format(time.DateTime), e.Rule, what, e.Reason)
+		}
+	}
+	if len(st.Stale) > 0 {
+		fmt.Fprintln(w, "\nstate overrides not applied (xlb backend reset removes them):")
+		for _, s := range st.Stale {
+			fmt.Fprintf(w, "  %s\n", s)
+		}
+	}
+}
+
+// printBackends prints the ipvsadm-style backend table; withRule adds the
+// rule column (backend list over several rules).
+func printBackends(w io.Writer, bs []control.Backend, withRule bool) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	head := "  -> BACKEND\tROLE\tADMIN\tHEALTH\tWEIGHT CFG\tEFF\tSHARE\tELIGIBLE\tCONNS\tPKTS/S"
+	if withRule {
+		head = "RULE\tVIP\t" + strings.TrimPrefix(head, "  -> ")
+	}
+	fmt.Fprintln(tw, head)
+	for _, b := range bs {
+		cfgW := "-"
+		if b.WeightConfigured >= 0 {
+			cfgW = fmt.Sprintf("%d (%s)", b.WeightConfigured, b.WeightSource)
+		}
+		eligible := "no"
+		if b.Eligible {
+			eligible = "yes, " + b.Tier
+		}
+		conns := "-"
+		if b.Connections >= 0 {
+			conns = strconv.Itoa(b.Connections + b.SessionEntries)
+		}
+		pps := "-"
+		if b.Packets >= 0 {
+			pps = fmt.Sprintf("%.0f", b.PacketsPerSec)
+		}
+		admin := fmt.Sprintf("%s (%s)", b.Admin, b.AdminSource)
+		if b.DrainUntil != nil && b.Admin != "IN_SERVICE" {
+			if left := time.Until(*b.DrainUntil); left > 0 {
+				admin += fmt.Sprintf(" %s left", left.Round(time.Second))
+			}
+		}
+		health := b.Health
+		if b.NextHop != "" {
+			health += " (next hop: " + b.NextHop + ")"
+		}
+		row := fmt.Sprintf("  -> %s\t%s (%s)\t%s\t%s\t%s\t%d\t%.1f%%\t%s\t%s\t%s",
+			b.Address, b.Role, b.RoleSource, admin, health, cfgW, b.WeightEffective, 100*b.Share, eligible, conns, pps)
+		if withRule {
+			row = b.Rule + "\t" + ruleVIP[b.Rule] + "\t" + strings.TrimPrefix(row, "  -> ")
+		}
+		fmt.Fprintln(tw, row)
+	}
+	tw.Flush()
+}
+
+// ruleVIP is filled by backend list from the status it fetched.
+var ruleVIP = map[string]string{}
+
+func joinInts(xs []int) string {
+	var s []string
+	for _, x := range xs {
+		s = append(s, strconv.Itoa(x))
+	}
+	return strings.Join(s, ",")
+}
+
+// ruleFlag is --rule. Required flags are checked by need, not by
+// urfave/cli, whose "Required flag not set" would exit 1, not 2.
+func ruleFlag(required bool) *cli.StringFlag {
+	u := "the forwarding rule `NAME`"
+	if required {
+		u += " (required)"
+	}
+	return &cli.StringFlag{Name: "rule", Aliases: []string{"r"}, Usage: u}
+}
+
+// need returns a usage error for the first of flags that is not set.
+func need(c *cli.Context, flags ...string) error {
+	for _, f := range flags {
+		if c.String(f) == "" {
+			return usageError{fmt.Sprintf("%s: --%s is required", c.Command.FullName(), f)}
+		}
+	}
+	return nil
+}
+
+func backendCommand() *cli.Command {
+	change := func(action, usage, args, desc string, flags []cli.Flag, build func(c *cli.Context, ch *control.BackendChange) error) *cli.Command {
+		return &cli.Command{
+			Name: action, Usage: usage, ArgsUsage: args, Description: desc,
+			Flags: append(append(socketFlags(), ruleFlag(true), jsonFlag()), flags...),
+			Action: func(c *cli.Context) error {
+				if err := need(c, "rule"); err != nil {
+					return err
+				}
+				want := strings.Count(args, " ") + 1
+				if c.NArg() != want {
+					return usageError{fmt.Sprintf("backend %s: want %s, got %d argument(s)", action, args, c.NArg())}
+				}
+				ch := control.BackendChange{Action: action, Rule: c.String("rule"), Backend: c.Args().First()}
+				if build != nil {
+					if err := build(c, &ch); err != nil {
+						return err
+					}
+				}
+				return withClient(c, func(ctx context.Context, cl *control.Client) error {
+					res, err := cl.ChangeBackend(ctx, ch)
+					if err != nil {
+						return err
+					}
+					if c.Bool("json") {
+						return printJSON(c.App.Writer, res)
+					}
+					fmt.Fprintln(c.App.Writer, res.Message)
+					if res.Backend.Address != "" {
+						printBackends(c.App.Writer, []control.Backend{res.Backend}, false)
+					}
+					return nil
+				})
+			},
+		}
+	}
+	return &cli.Command{
+		Name:  "backend",
+		Usage: "list backends and change them: mark, drain, undrain, weight, reset",
+		Description: "Changes are kept in the state file (state_file), applied over the rule files, survive restarts\n" +
+			"and are shown with source cli in 'xlb backend list'; the rule files are never rewritten.\n" +
+			"A change is acknowledged once saved and in force.",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "list",
+				Usage:     "list backends with role, admin state, health, weights, tier, connections and packets/s",
+				ArgsUsage: " ",
+				Flags:     append(socketFlags(), ruleFlag(false), jsonFlag()),
+				Action: func(c *cli.Context) error {
+					if err := noArgs(c); err != nil {
+						return err
+					}
+					return withClient(c, func(ctx context.Context, cl *control.Client) error {
+						bs, err := cl.Backends(ctx, c.String("rule"))
+						if err != nil {
+							return err
+						}
+						if c.Bool("json") {
+							return printJSON(c.App.Writer, bs)
+						}
+						if st, err := cl.Status(ctx); err == nil {
+							for _, r := range st.Rules {
+								ruleVIP[r.Name] = r.VIP
+							}
+						}
+						printBackends(c.App.Writer, bs, true)
+						return nil
+					})
+				},
+			},
+			change("mark", "mark a backend primary or failover", "ADDR",
+				"Overrides the role of the backend's group for this backend. Refused when the rule would be left\n"+
+					"with failover backends and no primary. Marking it with its group's role removes the override.",
+				[]cli.Flag{&cli.StringFlag{Name: "role", Usage: "primary or failover (required)"}},
+				func(c *cli.Context, ch *control.BackendChange) error {
+					ch.Role = c.String("role")
+					if ch.Role != "primary" && ch.Role != "failover" {
+						return usageError{fmt.Sprintf("--role %q: want primary or failover", ch.Role)}
+					}
+					return nil
+				}),
+			change("drain", "stop new connections to a backend; tracked ones stay for connection_draining_timeout", "ADDR",
+				"The backend leaves the eligible set at once; its tracked connections are honoured for the rule's\n"+
+					"connection_draining_timeout from now, then dropped from the tables.", nil, nil),
+			change("undrain", "put a drained backend back in service", "ADDR", "Ends a drain made with 'xlb backend drain'.", nil, nil),
+			change("weight", "override a backend's weight (WEIGHTED_MAGLEV rules)", "ADDR N",
+				"Sets the backend's weight to N (0..1000), replacing the health check's weight header and any\n"+
+					"static weight, until 'xlb backend reset'.", nil,
+				func(c *cli.Context, ch *control.BackendChange) error {
+					n, err := strconv.Atoi(c.Args().Get(1))
+					if err != nil || n < 0 || n > 1000 {
+						return usageError{fmt.Sprintf("backend weight: %q is not a weight in 0..1000", c.Args().Get(1))}
+					}
+					ch.Weight = &n
+					return nil
+				}),
+			change("reset", "remove every CLI override of a backend", "ADDR",
+				"Removes the role, drain and weight overrides of the backend (also overrides that no longer match\n"+
+					"the configuration); the rule files decide again.", nil, nil),
+		},
+	}
+}
+
+func reloadCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "reload",
+		Usage:     "make the daemon re-read its configuration and state file",
+		ArgsUsage: " ",
+		Description: "Like SIGHUP, but waits for the answer: either the new configuration is in force (tracked\n" +
+			"connections of unchanged backends kept, removed backends drained per connection_draining_timeout),\n" +
+			"or it is rejected whole with every error as file:line: key: message, and the running\n" +
+			"configuration keeps serving.",
+		Flags: append(socketFlags(), jsonFlag()),
+		Action: func(c *cli.Context) error {
+			if err := noArgs(c); err != nil {
+				return err
+			}
+			return withClient(c, func(ctx context.Context, cl *control.Client) error {
+				res, err := cl.Reload(ctx)
+				var e *control.Error
+				if errors.As(err, &e) && len(e.Issues) > 0 {
+					if c.Bool("json") {
+						printJSON(c.App.Writer, e)
+					}
+					for _, i := range e.Issues {
+						fmt.Fprintf(c.App.ErrWriter, "error: %s\n", i)
+					}
+					return fmt.Errorf("%s (%d error(s))", e.Message, len(e.Issues))
+				}
+				if err != nil {
+					return err
+				}
+				if c.Bool("json") {
+					return printJSON(c.App.Writer, res)
+				}
+				fmt.Fprintf(c.App.Writer, "reloaded %s: %d rule(s)\n", res.Config, res.Rules)
+				return nil
+			})
+		},
+	}
+}
+
+func conntrackCommand() *cli.Command {
+	op := func(name, usage string, extra ...cli.Flag) *cli.Command {
+		return &cli.Command{
+			Name: name, Usage: usage, ArgsUsage: " ",
+			Flags: append(append(socketFlags(), ruleFlag(false),
+				&cli.StringFlag{Name: "backend", Aliases: []string{"b"}, Usage: "only entries to backend `ADDR` (needs --rule)"},
+				jsonFlag()), extra...),
+			Action: func(c *cli.Context) error {
+				if err := noArgs(c); err != nil {
+					return err
+				}
+				q := control.ConntrackQuery{Op: name, Rule: c.String("rule"), Backend: c.String("backend")}
+				if q.Backend != "" && q.Rule == "" {
+					return usageError{"conntrack " + name + ": --backend needs --rule"}
+				}
+				if name == control.ConntrackList {
+					q.Limit = c.Int("limit")
+					if q.Limit < 1 {
+						return usageError{fmt.Sprintf("conntrack list: --limit %d: want at least 1", q.Limit)}
+					}
+				}
+				return withClient(c, func(ctx context.Context, cl *control.Client) error {
+					res, err := cl.Conntrack(ctx, q)
+					if err != nil {
+						return err
+					}
+					if c.Bool("json") {
+						return printJSON(c.App.Writer, res)
+					}
+					switch name {
+					case control.ConntrackCount:
+						fmt.Fprintf(c.App.Writer, "%d\n", res.Count)
+					case control.ConntrackFlush:
+						fmt.Fprintf(c.App.Writer, "flushed %d entries\n", res.Count)
+					default:
+						tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+						fmt.Fprintln(tw, "QUEUE\tRULE\tFLOW\tBACKEND\tEXPIRES IN\tSTATE")
+						for _, e := range res.Entries {
+							q, state := strconv.Itoa(e.Queue), "confirmed"
+							if e.Queue < 0 {
+								q = "shared"
+							}
+							if e.Unconfirmed {
+								state = "unconfirmed (SYN)"
+							}
+							fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", q, e.Rule, e.Key, e.Backend, e.ExpiresIn, state)
+						}
+						tw.Flush()
+						fmt.Fprintf(c.App.Writer, "%d of %d entries shown\n", len(res.Entries), res.Count)
+					}
+					return nil
+				})
+			},
+		}
+	}
+	return &cli.Command{
+		Name:  "conntrack",
+		Usage: "list, count or flush tracked flows",
+		Description: "Works on every queue's table and the shared PER_SESSION table. Flushing makes the next packet\n" +
+			"of each flushed flow a new connection (placed by the Maglev table again).",
+		Subcommands: []*cli.Command{
+			op(control.ConntrackList, "list tracked flows", &cli.IntFlag{Name: "limit", Value: 1000, Usage: "show at most `N` entries"}),
+			op(control.ConntrackCount, "count tracked flows"),
+			op(control.ConntrackFlush, "remove tracked flows"),
+		},
+	}
+}
+
+func lookupCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "lookup",
+		Usage:     "show where a flow goes, and why",
+		ArgsUsage: " ",
+		Description: "Prints the rule, the selection key and hash, the tracking key, whether a tracked entry exists\n" +
+			"and is still valid, the eligible tier, the Maglev slot and the backend, for an established packet\n" +
+			"of the flow (--syn: for a connection's first SYN).",
+		Flags: append(socketFlags(), ruleFlag(true),
+			&cli.StringFlag{Name: "src", Usage: "the client `ADDR:PORT` (ADDR alone for ESP, GRE) (required)"},
+			&cli.StringFlag{Name: "dst", Usage: "the VIP `ADDR` (default: the rule's)"},
+			&cli.StringFlag{Name: "proto", Usage: "TCP, UDP, ESP, GRE or a number (default: the rule's protocol, TCP for L3_DEFAULT)"},
+			&cli.IntFlag{Name: "dst-port", Usage: "destination `PORT` (default: the rule's first port)"},
+			&cli.BoolFlag{Name: "syn", Usage: "ask about a new connection's SYN"},
+			jsonFlag()),
+		Action: func(c *cli.Context) error {
+			if err := noArgs(c); err != nil {
+				return err
+			}
+			if err := need(c, "rule", "src"); err != nil {
+				return err
+			}
+			if p := c.Int("dst-port"); p < 0 || p > 65535 {
+				return usageError{fmt.Sprintf("--dst-port %d: want 1..65535", p)}
+			}
+			q := control.LookupQuery{Rule: c.String("rule"), Src: c.String("src"), Dst: c.String("dst"), Proto: c.String("proto"), DstPort: c.Int("dst-port"), SYN: c.Bool("syn")}
+			return withClient(c, func(ctx context.Context, cl *control.Client) error {
+				r, err := cl.Lookup(ctx, q)
+				if err != nil {
+					return err
+				}
+				if c.Bool("json") {
+					return printJSON(c.App.Writer, r)
+				}
+				printLookup(c.App.Writer, r)
+				return nil
+			})
+		},
+	}
+}
+
+func printLookup(w io.Writer, r *control.LookupResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "rule\t%s\n", r.Rule)
+	fmt.Fprintf(tw, "flow\t%s\n", r.Flow)
+	if r.SelectionKey != "" {
+		fmt.Fprintf(tw, "selection key\t%s (hash %s)\n", r.SelectionKey, r.SelectionHash)
+		tk := "not tracked"
+		if r.Trackable {
+			tk = r.TrackingKey
+			if r.SharedTable {
+				tk += " (shared PER_SESSION table)"
+			}
+		}
+		fmt.Fprintf(tw, "tracking key\t%s\n", tk)
+		entry := "none"
+		switch {
+		case r.EntryFound && r.EntryValid:
+			entry = "yes, to " + r.EntryBackend
+		case r.EntryFound:
+			entry = "yes, to " + r.EntryBackend + ", no longer valid"
+		case !r.Trackable:
+			entry = "-"
+		case !r.EntryChecked:
+			entry = "not found among the entries searched (the tables were too large to search completely)"
+		}
+		fmt.Fprintf(tw, "tracked entry\t%s\n", entry)
+		fmt.Fprintf(tw, "eligible tier\t%s (%d backends)\n", r.Tier, r.Eligible)
+		mb := r.MaglevBackend
+		if mb == "" {
+			mb = "none (empty table)"
+		}
+		fmt.Fprintf(tw, "maglev slot\t%d → %s\n", r.MaglevSlot, mb)
+	}
+	b := r.Backend
+	if b == "" {
+		b = "none"
+	}
+	fmt.Fprintf(tw, "backend\t%s (%s)\n", b, r.Verdict)
+	fmt.Fprintf(tw, "why\t%s\n", r.Why)
+	tw.Flush()
+}
