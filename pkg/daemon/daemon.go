@@ -476,6 +476,7 @@ func (d *Daemon) publish() error {
 			Idle:             r.ConnectionTracking.IdleTimeout,
 			FragmentTracking: r.FragmentTracking,
 			TableSize:        uint32(d.cfg.MaglevTableSize),
+			ZoneClients:      policyOf(r).Zonal.Clients,
 		}, st, d.cfg.HashSeed, d.clock)
 		if err != nil {
 			return err

@@ -21,6 +21,9 @@ type RuleConfig struct {
 	Idle             time.Duration
 	FragmentTracking bool
 	TableSize        uint32 // Maglev M, prime
+	// ZoneClients maps client prefixes to zones (zonal affinity); the
+	// tables of the zones come from failover.State.Zones.
+	ZoneClients []failover.ClientZone
 }
 
 // Clock converts the control plane's wall-clock instants to the workers'
@@ -86,5 +89,23 @@ func BuildRule(cfg RuleConfig, st *failover.State, seed uint64, clock Clock) (Ru
 		return Rule{}, fmt.Errorf("rule %s: %w", cfg.Name, err)
 	}
 	r.Table = tbl
+	if len(st.Zones) > 0 && len(cfg.ZoneClients) > 0 {
+		tables := map[string]*hash.Table{}
+		for _, v := range st.Zones {
+			ms := make([]hash.Backend, 0, len(v.Members))
+			for _, m := range v.Members {
+				ms = append(ms, hash.Backend{Name: m.Name, ID: m.ID, Weight: m.Weight})
+			}
+			if tables[v.Zone], err = hash.Build(ms, cfg.TableSize, seed); err != nil {
+				return Rule{}, fmt.Errorf("rule %s: zone %s: %w", cfg.Name, v.Zone, err)
+			}
+		}
+		prefixes := make([]netip.Prefix, len(cfg.ZoneClients))
+		zoneOf := make([]string, len(cfg.ZoneClients))
+		for i, c := range cfg.ZoneClients {
+			prefixes[i], zoneOf[i] = c.Prefix, c.Zone
+		}
+		r.setZones(prefixes, zoneOf, tables)
+	}
 	return r, nil
 }

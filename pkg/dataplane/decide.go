@@ -128,7 +128,7 @@ func (s *Snapshot) decideFlow(r *Rule, slot uint16, m *packet.Meta, q *Queue, no
 		}
 	}
 	h := hash.SelectionHash(m, r.Affinity, s.Seed)
-	id, ok := r.Table.Lookup(h)
+	id, ok := r.zoneTable(&m.Src).Lookup(h)
 	if !ok {
 		return drop(ReasonNoBackend)
 	}
@@ -180,7 +180,7 @@ func (s *Snapshot) decideICMPError(m *packet.Meta, q *Queue, now conntrack.Time)
 		}
 	}
 	h := hash.SelectionHash(&flow, r.Affinity, s.Seed)
-	id, ok := r.Table.Lookup(h)
+	id, ok := r.zoneTable(&flow.Src).Lookup(h)
 	if !ok {
 		return drop(ReasonNoBackend)
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -476,4 +477,42 @@ func TestReplacementEntriesSurviveRecovery(t *testing.T) {
 	if kept := w.stayed(replaced, 8000); kept != len(replaced) {
 		t.Errorf("%d of %d replacement entries survived the old backend's recovery", kept, len(replaced))
 	}
+}
+
+// Zonal affinity: clients of a zone go to their zone's backends while it
+// has enough usable ones, and spill over to the whole eligible set when not.
+func TestZonalAffinity(t *testing.T) {
+	p := failover.DefaultPolicy()
+	p.Zonal = failover.ZonalAffinity{Mode: failover.ZonalSpillCrossZone, SpilloverRatio: 0.5, Clients: []failover.ClientZone{
+		{Prefix: netip.MustParsePrefix("198.18.0.0/24"), Zone: "a"},
+		{Prefix: netip.MustParsePrefix("198.18.1.0/24"), Zone: "b"},
+	}}
+	groups := []failover.Group{{Name: "ga", Zone: "a", CapacityScaler: 1}, {Name: "gb", Zone: "b", CapacityScaler: 1}}
+	bs := []fb{{name: "192.0.2.1", group: "ga", health: h}, {name: "192.0.2.2", group: "ga", health: h}, {name: "192.0.2.3", group: "gb", health: h}, {name: "192.0.2.4", group: "gb", health: h}}
+	cfg := RuleConfig{Match: RuleMatch{Protocol: ProtoTCP}, ZoneClients: p.Zonal.Clients}
+	w := newFWorld(t, cfg, p, groups, bs)
+	zoneA := map[string]int{}
+	zoneB := map[string]int{}
+	for i, c := range clients(512) {
+		got := w.send(tcp(c, uint16(2000+i), syn))
+		if i < 256 {
+			zoneA[got]++
+		} else {
+			zoneB[got]++
+		}
+	}
+	only(t, zoneA, "192.0.2.1", "192.0.2.2")
+	only(t, zoneB, "192.0.2.3", "192.0.2.4")
+	w.health("192.0.2.1", u)
+	w.health("192.0.2.2", u)
+	spill := map[string]int{}
+	for i, c := range clients(256) {
+		spill[w.send(tcp(c, uint16(9000+i), syn))]++
+	}
+	only(t, spill, "192.0.2.3", "192.0.2.4")
+	other := map[string]int{}
+	for i := range 200 {
+		other[w.send(tcp(fmt.Sprintf("203.0.113.%d", i), 5, syn))]++
+	}
+	only(t, other, "192.0.2.3", "192.0.2.4") // no zone: the default eligible set
 }

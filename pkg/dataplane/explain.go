@@ -59,8 +59,9 @@ func (s *Snapshot) Explain(m *packet.Meta, now conntrack.Time, find EntryFinder)
 
 	x.Selection.SetSelection(m, r.Affinity)
 	x.Hash = hash.Sum64(&x.Selection, s.Seed)
-	x.Slot = r.Table.Slot(x.Hash)
-	x.MaglevBackend, x.MaglevOK = r.Table.Lookup(x.Hash)
+	tbl := r.zoneTable(&m.Src) // the client's zone view under zonal affinity
+	x.Slot = tbl.Slot(x.Hash)
+	x.MaglevBackend, x.MaglevOK = tbl.Lookup(x.Hash)
 
 	x.Trackable = x.Tracking.SetTracking(m, r.Affinity, r.Mode)
 	x.Shared = x.Trackable && r.Mode == hash.PerSession && x.Tracking.Kind != hash.Tuple5

@@ -69,6 +69,10 @@ type Rule struct {
 	// indexes into Backends. Empty when nothing is eligible.
 	Table    *hash.Table
 	Backends []Backend
+
+	// zones maps client prefixes to their zone's table (zonal affinity);
+	// empty when zonal affinity is off.
+	zones []zonePrefix
 }
 
 // Snapshot is everything the workers read that can change. It is built by
