@@ -59,7 +59,9 @@
 //     socket binds and sends without one (the XSKMAP is for receiving).
 //     On veth the bind falls back to copy mode (Bind "auto"); checked by
 //     TestRunOnVeth, which counts every frame at the peer.
-//   - Rate limiting sleeps when a whole 50 µs or more is ahead of
-//     schedule and yields otherwise; a thread that falls behind sends at
-//     most one batch at a time to catch up.
+//   - Rate limiting works per batch: while less than a batch is due the
+//     thread sleeps until a whole batch is (when that is 50 µs or more
+//     away; else it sends what is due), so a paced generator leaves the
+//     CPU to what it measures. A thread that falls behind sends at most
+//     one batch per loop to catch up.
 package pktgen

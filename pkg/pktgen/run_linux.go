@@ -146,20 +146,24 @@ loop:
 			want = int(min(uint64(want), count-s.Submitted))
 		}
 		if perPkt > 0 {
-			// Packets due by now; when none is, sleep until one is.
+			// Packets due by now. Short of a whole batch, sleep until one
+			// is due when that is worth a sleep (so a paced generator
+			// leaves the CPU to what it measures), else send what is due.
 			due := int64(time.Since(begin)/perPkt) + 1 - int64(s.Submitted)
-			if due <= 0 {
-				wait := time.Duration(-due+1) * perPkt
-				t := time.Now()
-				if wait > 50*time.Microsecond {
-					time.Sleep(wait)
-				} else {
-					runtime.Gosched()
+			if due < int64(want) {
+				wait := time.Duration(int64(want)-due) * perPkt
+				if wait > 50*time.Microsecond || due <= 0 {
+					t := time.Now()
+					if wait > 50*time.Microsecond {
+						time.Sleep(wait)
+					} else {
+						runtime.Gosched()
+					}
+					idle += time.Since(t)
+					continue
 				}
-				idle += time.Since(t)
-				continue
+				want = int(due)
 			}
-			want = int(min(int64(want), due))
 		}
 		s.Send(want)
 		if err := s.Kick(); err != nil {

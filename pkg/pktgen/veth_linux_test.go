@@ -105,3 +105,33 @@ func TestRunOnVeth(t *testing.T) {
 		t.Fatalf("peer received %d packets, %d bytes; want %d, %d", got-before, gotBytes-beforeBytes, 2*perThread, 2*perThread*128)
 	}
 }
+
+// TestRateLimitOnVeth: a paced thread never sends ahead of its rate
+// (the bound is one batch over rate × elapsed), and sleeps for most of
+// the run. Only the upper bound is asserted: a loaded machine may make
+// the thread late, never early.
+func TestRateLimitOnVeth(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces and an AF_XDP socket")
+	}
+	ns := fmt.Sprintf("pgrate%d", os.Getpid()%100000)
+	ipCmd(t, "netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	ipCmd(t, "-n", ns, "link", "add", "pr0", "type", "veth", "peer", "name", "pr1")
+	ipCmd(t, "-n", ns, "link", "set", "pr0", "up")
+	ipCmd(t, "-n", ns, "link", "set", "pr1", "up")
+	const rate = 20000
+	cfg := Config{Netns: ns, Ifname: "pr0", Rate: rate, Duration: 300 * time.Millisecond, Batch: 64, Bind: "copy",
+		Packet: Packet{SrcMAC: srcMAC, DstMAC: dstMAC, Src: mustRange(t, "198.18.0.1"), Dst: mustRange(t, "198.18.0.42")}}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Results[0]
+	if limit := uint64(rate*r.Elapsed.Seconds()) + 64; r.Packets > limit || r.Packets == 0 {
+		t.Fatalf("sent %d packets in %v at %d pps (limit %d)", r.Packets, r.Elapsed, rate, limit)
+	}
+	if r.Idle < r.Elapsed/2 {
+		t.Errorf("idle %v of %v: a paced thread should mostly sleep", r.Idle, r.Elapsed)
+	}
+}
