@@ -31,9 +31,8 @@ package daemon
 //   - Packets/s per backend are the difference of two samples of the
 //     workers' per-backend counters: the previous request's sample when it
 //     is 0.5-60 s old, otherwise two samples 0.5 s apart (the first status
-//     after a pause takes half a second longer). While the workers do not
-//     count per backend (Engine.backendStats returns nil), packets are -1
-//     and the CLI prints "-".
+//     after a pause takes half a second longer). The workers count per
+//     backend in dataplane.BackendStats, at most one batch behind.
 //   - lookup answers for an established packet (ACK) by default, --syn for
 //     a connection's first SYN. It searches every queue's table for the
 //     tracking key (the queue a flow lands on is the NIC's RSS choice,
