@@ -431,6 +431,9 @@ func conntrackCommand() *cli.Command {
 							if e.Unconfirmed {
 								state = "unconfirmed (SYN)"
 							}
+							if e.Stale {
+								state += ", stale (re-selected on the next packet)"
+							}
 							fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", q, e.Rule, e.Key, e.Backend, e.ExpiresIn, state)
 						}
 						tw.Flush()

@@ -255,6 +255,9 @@ func TestEndToEndOperations(t *testing.T) {
 	if rep, err := keep.get(); err == nil && rep.Index == 1 {
 		t.Errorf("established connection 7 s into a 5 s drain still reached be1")
 	}
+	if b := backendOf(statusJSON(t, sock), "web4", B); b.Admin != "DRAINED" || b.Connections != 0 {
+		t.Errorf("after the draining timeout: %+v; want DRAINED with no connection that still holds", b)
+	}
 	out, _, _ = xlbCtl(t, sock, 2, "backend", "list", "--rule", "web4")
 	if !strings.Contains(out, "DRAINED (cli)") {
 		t.Errorf("backend list after drain:\n%s", out)

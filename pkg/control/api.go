@@ -129,8 +129,8 @@ type Backend struct {
 	Usable          bool    `json:"usable"`
 	Slot            uint32  `json:"slot"` // rule-scoped backend slot
 	// Connections counts the backend's tracked entries over every queue
-	// (per-queue tables only; PER_SESSION sessions are counted in the
-	// shared table, see SessionEntries). -1: not counted.
+	// that still decide (per-queue tables; PER_SESSION sessions of the
+	// shared table are SessionEntries). -1: not counted.
 	Connections    int `json:"connections"`
 	SessionEntries int `json:"session_entries"`
 	// Packets is the packets sent to the backend since start and
@@ -207,7 +207,11 @@ type ConntrackRow struct {
 	Key         string `json:"key"` // e.g. "TCP 198.51.100.7:40000 → 203.0.113.10:80" or a 2/3-tuple
 	Backend     string `json:"backend"`
 	Unconfirmed bool   `json:"unconfirmed,omitempty"`
-	ExpiresIn   string `json:"expires_in"`
+	// Stale: the entry no longer decides (its backend was drained or
+	// removed past the deadline, went unhealthy without persistence, or
+	// the rule was flushed); the next packet re-selects.
+	Stale     bool   `json:"stale,omitempty"`
+	ExpiresIn string `json:"expires_in"`
 }
 
 // LookupQuery is GET /v1/lookup: where would this flow go?

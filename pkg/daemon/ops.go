@@ -206,18 +206,29 @@ func (o *ops) countConnections(ctx context.Context) connCounts {
 		}()
 	}
 	wg.Wait()
+	// Only entries that still decide count: a drained backend's entries
+	// stay in the tables after its deadline until they idle out.
+	snap := e.Snapshot()
+	now := conntrack.Now(o.d.clock)
+	valid := func(r *conntrack.Record) bool {
+		return snap != nil && snap.EntryValid(r.Rule, r.Value, r.Key.Proto, now)
+	}
 	for i := range results {
 		if errs[i] != nil {
 			c.ok = false
 		}
-		for _, r := range results[i] {
-			c.queue[[2]uint32{uint32(r.Rule), r.Value.Backend}]++
+		for j := range results[i] {
+			if r := &results[i][j]; valid(r) {
+				c.queue[[2]uint32{uint32(r.Rule), r.Value.Backend}]++
+			}
 		}
 	}
 	sessions, _ := e.Shared()
-	now := conntrack.Now(o.d.clock)
-	for _, r := range sessions.List(conntrack.Filter{}, now, sessions.Cap()) {
-		c.shared[[2]uint32{uint32(r.Rule), r.Value.Backend}]++
+	recs := sessions.List(conntrack.Filter{}, now, sessions.Cap())
+	for j := range recs {
+		if r := &recs[j]; valid(r) {
+			c.shared[[2]uint32{uint32(r.Rule), r.Value.Backend}]++
+		}
 	}
 	return c
 }
@@ -651,6 +662,7 @@ func (o *ops) Conntrack(ctx context.Context, q control.ConntrackQuery) (*control
 		if err != nil {
 			return nil, err
 		}
+		snap := e.Snapshot()
 		add := func(queue int, recs []conntrack.Record) {
 			for _, r := range recs {
 				if len(res.Entries) >= limit {
@@ -663,6 +675,7 @@ func (o *ops) Conntrack(ctx context.Context, q control.ConntrackQuery) (*control
 				res.Entries = append(res.Entries, control.ConntrackRow{
 					Queue: queue, Rule: rules[r.Rule], Key: FormatKey(&r.Key), Backend: be,
 					Unconfirmed: r.Unconfirmed, ExpiresIn: r.ExpiresIn.Duration().Round(time.Second).String(),
+					Stale: snap == nil || !snap.EntryValid(r.Rule, r.Value, r.Key.Proto, now),
 				})
 			}
 		}

@@ -80,3 +80,14 @@ func (s *Snapshot) Explain(m *packet.Meta, now conntrack.Time, find EntryFinder)
 	}
 	return x
 }
+
+// EntryValid reports whether a tracked value of rule slot rule, for a
+// flow of IP protocol proto, would still decide at now (Decide's check:
+// flush generation, unhealthy generation unless the flow persists, drain
+// deadline). For listings and counts off the packet path.
+func (s *Snapshot) EntryValid(rule uint16, v conntrack.Value, proto uint8, now conntrack.Time) bool {
+	if int(rule) >= len(s.Rules) || !s.Rules[rule].Present {
+		return false
+	}
+	return s.Rules[rule].valid(v, proto, now)
+}

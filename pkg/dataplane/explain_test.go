@@ -60,6 +60,9 @@ func TestExplainAgreesWithDecide(t *testing.T) {
 						if !x.Matched || x.Decision.Verdict != d.Verdict || x.Decision.Backend != d.Backend || x.Decision.Tracked != d.Tracked {
 							t.Fatalf("phase %d, %+v: Explain says %+v (entry found %v valid %v), Decide %+v", phase, p, x.Decision, x.EntryFound, x.EntryValid, d)
 						}
+						if x.EntryFound && w.snap.EntryValid(x.Rule, x.Entry, m.Proto, w.now) != x.EntryValid {
+							t.Fatalf("EntryValid disagrees with Explain")
+						}
 						if x.Selection != hash.SelectionKey(m, aff) || x.Hash != hash.SelectionHash(m, aff, testSeed) {
 							t.Fatalf("selection key/hash differ from hash's")
 						}
