@@ -24,6 +24,8 @@ package daemon
 // change that changes nothing (draining a drained backend) is not saved.
 //
 // Decisions where DESIGN is silent:
+//   - control_socket is read when Run starts; a reload that changes it
+//     does not move the socket (restart xlb).
 //   - Tracked connections per backend are counted with one List walk per
 //     queue (conntrack.Control offers per-filter Count only, one table walk
 //     per backend) plus one walk of the shared session table; the walks are
