@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -56,15 +57,17 @@ func main() {
 		return
 	}
 	var o options
-	flag.BoolVar(&o.quick, "quick", false, "short run: 2 loads × 2 s per scenario (under 3 minutes)")
+	flag.BoolVar(&o.quick, "quick", false, "short run: 2 loads × 1.5 s per scenario and round (under 3 minutes)")
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds: every scenario runs once per round, in turn, and each point reports the round with the median forwarded rate")
 	flag.StringVar(&o.xlb, "xlb", "", "the xlb binary (required)")
 	flag.StringVar(&o.out, "out", "bench/results", "directory for the JSON results and PNG plots")
 	flag.StringVar(&o.queueList, "queues", "1,2", "queue counts to measure")
 	flag.StringVar(&o.loadList, "loads", "", "offered loads in pps, 0 = as fast as the generator can (default: quick 100000,0; full 25000,50000,100000,200000,0)")
+	flag.StringVar(&o.only, "scenarios", "", "comma-separated subset of reflector,xlb,xlb-newflows,nft (default: all)")
 	flag.DurationVar(&o.duration, "duration", 0, "time per point (default: quick 2s, full 5s)")
 	flag.Parse()
 	if o.xlb == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: xlbbench --xlb PATH [--quick] [--out DIR] [--queues 1,2] [--loads PPS,...] [--duration D]")
+		fmt.Fprintln(os.Stderr, "usage: xlbbench --xlb PATH [--quick] [--out DIR] [--queues 1,2] [--loads PPS,...] [--duration D] [--rounds N]")
 		os.Exit(2)
 	}
 	if os.Geteuid() != 0 {
@@ -83,6 +86,8 @@ func main() {
 
 type options struct {
 	quick               bool
+	rounds              int
+	only                string
 	xlb, out            string
 	queueList, loadList string
 	duration            time.Duration
@@ -100,8 +105,11 @@ func (o *options) setDefaults() error {
 	if o.duration == 0 {
 		o.duration = 5 * time.Second
 		if o.quick {
-			o.duration = 2 * time.Second
+			o.duration = 1500 * time.Millisecond
 		}
+	}
+	if o.rounds < 1 {
+		return fmt.Errorf("--rounds %d: want at least 1", o.rounds)
 	}
 	for _, s := range strings.Split(o.queueList, ",") {
 		q, err := strconv.Atoi(s)
@@ -148,6 +156,7 @@ type scenario struct {
 // Point is one measurement.
 type Point struct {
 	Scenario      string  `json:"scenario"`
+	Round         int     `json:"round"`
 	Mix           string  `json:"mix"`
 	Queues        int     `json:"queues"`
 	TargetPPS     float64 `json:"target_pps"` // 0: as fast as the generator can
@@ -169,8 +178,10 @@ type Results struct {
 	LoadAvg     string    `json:"loadavg_before"`
 	Quick       bool      `json:"quick"`
 	DurationSec float64   `json:"duration_per_point_sec"`
+	Rounds      int       `json:"rounds"`
 	Background  []float64 `json:"background_cpu_busy"` // per queue setting, before its scenarios
-	Points      []Point   `json:"points"`
+	Points      []Point   `json:"points"`              // per (scenario, queues, load): the round with the median forwarded rate
+	RawPoints   []Point   `json:"raw_points"`          // every round`
 	Summary     Summary   `json:"summary"`
 }
 
@@ -188,7 +199,7 @@ type Summary struct {
 }
 
 func benchmark(o options) error {
-	res := Results{Date: time.Now().UTC().Format("2006-01-02T15:04:05Z"), CPUs: numCPU(), Quick: o.quick, DurationSec: o.duration.Seconds()}
+	res := Results{Date: time.Now().UTC().Format("2006-01-02T15:04:05Z"), CPUs: numCPU(), Quick: o.quick, DurationSec: o.duration.Seconds(), Rounds: o.rounds}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		res.Kernel = strings.TrimSpace(string(b))
 	}
@@ -207,7 +218,19 @@ func benchmark(o options) error {
 		{"xlb-newflows", "syn", func(t *topo) (func() error, error) { return startXLB(t, o.xlb) }},
 		{"nft", "established", func(t *topo) (func() error, error) { return startNft(t) }},
 	}
-	fmt.Fprintf(os.Stderr, "%-13s %6s %12s %12s %14s %7s %9s %12s\n", "scenario", "queues", "target pps", "offered pps", "forwarded pps", "loss", "cpu busy", "cpu ns/pkt")
+	if o.only != "" {
+		var keep []scenario
+		for _, sc := range scenarios {
+			if slices.Contains(strings.Split(o.only, ","), sc.name) {
+				keep = append(keep, sc)
+			}
+		}
+		if len(keep) == 0 {
+			return fmt.Errorf("--scenarios %q: none of reflector, xlb, xlb-newflows, nft", o.only)
+		}
+		scenarios = keep
+	}
+	fmt.Fprintf(os.Stderr, "%-13s %s %6s %12s %12s %14s %7s %9s %12s\n", "scenario", "r", "queues", "target pps", "offered pps", "forwarded pps", "loss", "cpu busy", "cpu ns/pkt")
 	for _, q := range o.queues {
 		t, err := newTopo(prefix, q)
 		if err != nil {
@@ -222,12 +245,16 @@ func benchmark(o options) error {
 			}
 			bg := backgroundCPU(time.Second)
 			res.Background = append(res.Background, bg)
-			for _, sc := range scenarios {
-				pts, err := runScenario(t, sk, sc, o, bg)
-				if err != nil {
-					return fmt.Errorf("%s with %d queue(s): %w", sc.name, q, err)
+			// Rounds interleave the scenarios, so each sees the same share
+			// of whatever else the machine is doing.
+			for round := 1; round <= o.rounds; round++ {
+				for _, sc := range scenarios {
+					pts, err := runScenario(t, sk, sc, o, bg, round)
+					if err != nil {
+						return fmt.Errorf("%s with %d queue(s), round %d: %w", sc.name, q, round, err)
+					}
+					res.RawPoints = append(res.RawPoints, pts...)
 				}
-				res.Points = append(res.Points, pts...)
 			}
 			return nil
 		}()
@@ -235,6 +262,7 @@ func benchmark(o options) error {
 			return err
 		}
 	}
+	res.Points = medians(res.RawPoints)
 	res.Summary = summarize(res.Points, o.queues)
 	if err := writeResults(o.out, &res); err != nil {
 		return err
@@ -290,7 +318,7 @@ func backgroundCPU(d time.Duration) float64 {
 	return float64(b1-b0) / float64(t1-t0) * float64(numCPU())
 }
 
-func runScenario(t *topo, sk *sink, sc scenario, o options, bg float64) ([]Point, error) {
+func runScenario(t *topo, sk *sink, sc scenario, o options, bg float64, round int) ([]Point, error) {
 	stop, err := sc.start(t)
 	if err != nil {
 		return nil, err
@@ -325,8 +353,8 @@ func runScenario(t *topo, sk *sink, sc scenario, o options, bg float64) ([]Point
 		if err != nil {
 			return nil, err
 		}
-		p.Scenario, p.Mix, p.Queues = sc.name, sc.mix, t.queues
-		fmt.Fprintf(os.Stderr, "%-13s %6d %12.0f %12.0f %14.0f %6.1f%% %9.2f %12.0f\n", p.Scenario, p.Queues, p.TargetPPS, p.OfferedPPS, p.ForwardedPPS, 100*p.Loss, p.CPUBusy, p.CPUNsPerPkt)
+		p.Scenario, p.Mix, p.Queues, p.Round = sc.name, sc.mix, t.queues, round
+		fmt.Fprintf(os.Stderr, "%-13s %d %6d %12.0f %12.0f %14.0f %6.1f%% %9.2f %12.0f\n", p.Scenario, round, p.Queues, p.TargetPPS, p.OfferedPPS, p.ForwardedPPS, 100*p.Loss, p.CPUBusy, p.CPUNsPerPkt)
 		pts = append(pts, p)
 	}
 	return pts, nil

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -14,6 +15,33 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
+
+// medians reduces the rounds: for each (scenario, queues, target) in
+// first-seen order, the round whose forwarded rate is the median (the
+// lower middle of an even count).
+func medians(raw []Point) []Point {
+	type key struct {
+		s string
+		q int
+		t float64
+	}
+	var order []key
+	groups := map[key][]Point{}
+	for _, p := range raw {
+		k := key{p.Scenario, p.Queues, p.TargetPPS}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], p)
+	}
+	var out []Point
+	for _, k := range order {
+		g := groups[k]
+		sort.Slice(g, func(i, j int) bool { return g[i].ForwardedPPS < g[j].ForwardedPPS })
+		out = append(out, g[(len(g)-1)/2])
+	}
+	return out
+}
 
 // saturation returns the point of scenario at queues with the highest
 // offered load (the as-fast-as-possible one when measured).

@@ -115,6 +115,9 @@ func newTopo(prefix string, queues int) (_ *topo, err error) {
 	if err := ipBatch(t.ns("sw"), sw...); err != nil {
 		return nil, err
 	}
+	// With br_netfilter loaded (by anything on the host), bridged frames
+	// would walk iptables in the switch: not part of any forwarder.
+	_ = sysctl(t.ns("sw"), "net.bridge.bridge-nf-call-iptables=0", "net.bridge.bridge-nf-call-ip6tables=0", "net.bridge.bridge-nf-call-arptables=0")
 	if err := ipBatch(t.ns("gen"), "addr add "+genAddr+"/24 dev eth0", "link set eth0 up", "link set lo up"); err != nil {
 		return nil, err
 	}
