@@ -107,7 +107,12 @@ func pktgenConfig(c *cli.Context) (pktgen.Config, error) {
 	if cfg.DstMAC, err = net.ParseMAC(c.String("dst-mac")); err != nil {
 		return cfg, usageError{fmt.Sprintf("pktgen: --dst-mac (-m) %q: want a MAC address", c.String("dst-mac"))}
 	}
+	// An interface without an Ethernet address (lo) sends from the zero
+	// MAC, as the kernel's pktgen does.
 	cfg.SrcMAC = ifi.HardwareAddr
+	if len(cfg.SrcMAC) != 6 {
+		cfg.SrcMAC = make(net.HardwareAddr, 6)
+	}
 	if s := c.String("src-mac"); s != "" {
 		if cfg.SrcMAC, err = net.ParseMAC(s); err != nil {
 			return cfg, usageError{fmt.Sprintf("pktgen: --src-mac %q: want a MAC address", s)}
@@ -137,6 +142,9 @@ func pktgenConfig(c *cli.Context) (pktgen.Config, error) {
 		cfg.Rate = 1e9 / float64(d)
 	}
 	cfg.Batch, cfg.Bind, cfg.Seed = c.Int("batch"), c.String("bind"), uint64(c.Int64("seed"))
+	if cfg.Batch < 1 {
+		return cfg, usageError{fmt.Sprintf("pktgen: --batch %d: want 1-1024", cfg.Batch)}
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, usageError{err.Error()}
 	}

@@ -78,43 +78,64 @@ func reflector(dev string, queues int, sinks []net.HardwareAddr) error {
 	return nil
 }
 
-// reflect is one queue's loop: RX → rewrite MACs → TX, no allocation.
+// reflect is one queue's loop until ctx ends.
 func reflect(ctx context.Context, s *ring.Socket, own [6]byte, macs [][6]byte) {
-	r := s.Rings()
-	descs := make([]ring.Desc, 64)
-	drop := make([]uint64, 64)
+	rf := newReflectQueue(s.Rings(), own, macs)
 	done := ctx.Done()
-	next := 0
 	for {
 		select {
 		case <-done:
 			return
 		default:
 		}
-		r.Reclaim()
-		r.Refill()
-		_ = r.KickRX()
-		n := r.RX.Peek(descs)
-		if n == 0 {
-			_ = r.KickTX()
+		if rf.step() == 0 {
 			_ = s.Poll(1)
-			continue
 		}
-		r.RX.Release(n)
-		for _, d := range descs[:n] {
-			f := r.Frame(d)
-			copy(f[0:6], macs[next][:])
-			copy(f[6:12], own[:])
-			if next++; next == len(macs) {
-				next = 0
-			}
-		}
-		room := r.TX.Reserve(n)
-		r.TX.Submit(descs[:room])
-		for i, d := range descs[room:n] {
-			drop[i] = d.Addr
-		}
-		r.Frames.Free(drop[:n-room])
-		_ = r.KickTX()
 	}
+}
+
+// reflectQueue is one queue of the reflector: RX → rewrite MACs → TX on
+// the same rings. It allocates nothing after newReflectQueue.
+type reflectQueue struct {
+	r     *ring.Rings
+	own   [6]byte
+	macs  [][6]byte
+	next  int
+	descs []ring.Desc
+	drop  []uint64
+}
+
+func newReflectQueue(r *ring.Rings, own [6]byte, macs [][6]byte) *reflectQueue {
+	return &reflectQueue{r: r, own: own, macs: macs, descs: make([]ring.Desc, 64), drop: make([]uint64, 64)}
+}
+
+// step runs one batch and returns how many packets it received. Frames
+// the TX ring has no room for are dropped (freed), as a forwarder must.
+func (q *reflectQueue) step() int {
+	r := q.r
+	r.Reclaim()
+	r.Refill()
+	_ = r.KickRX()
+	n := r.RX.Peek(q.descs)
+	if n == 0 {
+		_ = r.KickTX()
+		return 0
+	}
+	r.RX.Release(n)
+	for _, d := range q.descs[:n] {
+		f := r.Frame(d)
+		copy(f[0:6], q.macs[q.next][:])
+		copy(f[6:12], q.own[:])
+		if q.next++; q.next == len(q.macs) {
+			q.next = 0
+		}
+	}
+	room := r.TX.Reserve(n)
+	r.TX.Submit(q.descs[:room])
+	for i, d := range q.descs[room:n] {
+		q.drop[i] = d.Addr
+	}
+	r.Frames.Free(q.drop[:n-room])
+	_ = r.KickTX()
+	return n
 }
