@@ -223,4 +223,39 @@ func TestSampleRunsXLBPktgen(t *testing.T) {
 	if got != 4000 {
 		t.Fatalf("peer received %d packets, want 4000", got)
 	}
+
+	// The same generator with --json: one object whose counts match.
+	before = rx()
+	js, err := exec.Command("ip", "netns", "exec", a, xlb, "pktgen", "--json", "-i", "pgs0", "-m", "02:00:00:00:00:02",
+		"--proto", "tcp-syn", "--src", "198.19.0.0/16", "--flows", "500", "-n", "1500", "-s", "64").Output()
+	if err != nil {
+		t.Fatalf("xlb pktgen --json: %v\n%s", err, js)
+	}
+	var rep struct {
+		Interface string `json:"interface"`
+		Packets   uint64 `json:"packets"`
+		Errors    uint64 `json:"errors"`
+		Threads   []struct {
+			Device  string `json:"device"`
+			Packets uint64 `json:"packets"`
+			PktSize int    `json:"pkt_size"`
+			PPS     uint64 `json:"pps"`
+		} `json:"threads"`
+	}
+	if err := json.Unmarshal(js, &rep); err != nil || strings.Count(strings.TrimSpace(string(js)), "\n") != 0 {
+		t.Fatalf("not one JSON object (%v):\n%s", err, js)
+	}
+	if rep.Interface != "pgs0" || rep.Packets != 1500 || rep.Errors != 0 || len(rep.Threads) != 1 ||
+		rep.Threads[0].Device != "pgs0@0" || rep.Threads[0].PktSize != 64 || rep.Threads[0].PPS == 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	for range 50 {
+		if got = rx() - before; got >= 1500 {
+			break
+		}
+		exec.Command("sleep", "0.02").Run()
+	}
+	if got != 1500 {
+		t.Fatalf("peer received %d packets from the --json run, want 1500", got)
+	}
 }
