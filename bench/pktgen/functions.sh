@@ -30,7 +30,9 @@ info() {
 }
 
 # -- the kernel backend: /proc/net/pktgen --
-PROC_DIR=/proc/net/pktgen
+# PKTGEN_PROC_DIR points the kernel backend elsewhere (the tests use a
+# directory of plain files to record what the scripts write).
+PROC_DIR=${PKTGEN_PROC_DIR:-/proc/net/pktgen}
 
 # proc_cmd FILE WORDS...: write WORDS to $PROC_DIR/FILE; show pktgen's
 # complaint when the device file does not answer "Result: OK:".
@@ -113,6 +115,12 @@ parse_addr6() {
     python3 -c 'import ipaddress, sys
 n = ipaddress.IPv6Network(sys.argv[1], strict=False)
 print(n[0], n[-1])' "$1"
+}
+
+# dest_range: DST_MIN and DST_MAX from DEST_IP (after a sample's default).
+dest_range() {
+    validate_addr${IP6} "$DEST_IP"
+    read -r DST_MIN DST_MAX <<< "$(parse_addr${IP6} "$DEST_IP")"
 }
 
 # parse_ports N|MIN-MAX: print "min max".

@@ -12,6 +12,7 @@ root_check_run_with_sudo "${ARGS[@]}"
 if [ -z "$DEST_IP" ]; then
     [ -z "$IP6" ] && DEST_IP="198.18.0.42" || DEST_IP="FD00::1"
 fi
+dest_range
 [ -z "$DST_MAC" ] && DST_MAC="90:e2:ba:ff:ff:ff"
 [ -z "$BURST" ] && BURST=1
 UDP_SRC_MIN=9

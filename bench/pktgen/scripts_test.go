@@ -259,3 +259,71 @@ func TestSampleRunsXLBPktgen(t *testing.T) {
 		t.Fatalf("peer received %d packets from the --json run, want 1500", got)
 	}
 }
+
+// TestKernelBackendWrites: with the kernel backend pointed at a directory
+// of plain files standing in for /proc/net/pktgen, each sample writes the
+// configuration the kernel samples write (seen through -x's "cmd:" lines).
+func TestKernelBackendWrites(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the scripts re-run themselves under sudo when not root")
+	}
+	for _, tc := range []struct {
+		script string
+		args   []string
+		want   []string // in order, each a whole "cmd:" line's command
+		not    []string
+	}{
+		{samples[0], []string{"-i", "lo", "-m", "02:00:00:00:00:02", "-k"}, []string{
+			"reset > pgctrl", "rem_device_all > kpktgend_0", "add_device lo > kpktgend_0", "count 100000 > lo", "clone_skb 0 > lo",
+			"pkt_size 60 > lo", "delay 0 > lo", "flag NO_TIMESTAMP > lo", "flag UDPCSUM > lo", "dst_mac 02:00:00:00:00:02 > lo",
+			"dst 198.18.0.42 > lo", "flag UDPSRC_RND > lo", "udp_src_min 9 > lo", "udp_src_max 109 > lo", "start > pgctrl"}, nil},
+		{samples[1], []string{"-i", "lo", "-t", "2", "-f", "1", "-p", "433-444"}, []string{
+			"add_device lo@1 > kpktgend_1", "flag QUEUE_MAP_CPU > lo@1", "dst_min 198.18.0.42 > lo@1", "dst_max 198.18.0.42 > lo@1",
+			"flag UDPDST_RND > lo@1", "udp_dst_min 433 > lo@1", "udp_dst_max 444 > lo@1",
+			"add_device lo@2 > kpktgend_2", "udp_src_max 109 > lo@2", "start > pgctrl"}, []string{"kpktgend_0"}},
+		{samples[2], []string{"-i", "lo", "-6", "-d", "fd00::/126"}, []string{
+			"count 0 > lo@0", "dst6_min fd00:: > lo@0", "dst6_max fd00::3 > lo@0", "burst 32 > lo@0", "start > pgctrl"}, []string{"UDPSRC_RND"}},
+		{samples[3], []string{"-i", "lo", "-d", "198.18.0.0/30"}, []string{
+			"dst_min 198.18.0.0 > lo@0", "dst_max 198.18.0.3 > lo@0", "flag IPSRC_RND > lo@0", "src_min 198.18.0.0 > lo@0",
+			"src_max 198.19.255.255 > lo@0", "flows 8000 > lo@0", "flowlen 10 > lo@0", "flag FLOW_SEQ > lo@0", "start > pgctrl"}, nil},
+		{samples[4], []string{"-i", "lo", "-t", "2"}, []string{
+			"src_min 198.18.1.1 > lo@0", "src_max 198.18.1.1 > lo@0", "burst 32 > lo@0",
+			"src_min 198.18.2.1 > lo@1", "src_max 198.18.2.1 > lo@1", "start > pgctrl"}, nil},
+		{samples[1], []string{"-i", "lo", "-a"}, []string{"add_device lo@0 > kpktgend_0"}, []string{"reset > pgctrl", "start > pgctrl"}},
+	} {
+		t.Run(tc.script+strings.Join(tc.args, ""), func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range []string{"pgctrl", "kpktgend_0", "kpktgend_1", "kpktgend_2", "lo", "lo@0", "lo@1", "lo@2"} {
+				if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The exit status is the last grep's: the plain files never say
+			// "Result:", so it is 1 here where /proc would make it 0.
+			code, stdout, stderr := runScript(t, []string{"PKTGEN_BACKEND=kernel", "PKTGEN_PROC_DIR=" + dir}, tc.script, append(tc.args, "-x")...)
+			if code > 1 || strings.Contains(stderr, "ERROR:") {
+				t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+			}
+			var cmds []string
+			for _, l := range strings.Split(stdout, "\n") {
+				if c, ok := strings.CutPrefix(l, "cmd: "); ok {
+					cmds = append(cmds, strings.ReplaceAll(c, dir+"/", ""))
+				}
+			}
+			i := 0
+			for _, c := range cmds {
+				if i < len(tc.want) && c == tc.want[i] {
+					i++
+				}
+				for _, n := range tc.not {
+					if strings.Contains(c, n) {
+						t.Errorf("wrote %q", c)
+					}
+				}
+			}
+			if i < len(tc.want) {
+				t.Errorf("missing (in order) %q; wrote:\n%s", tc.want[i], strings.Join(cmds, "\n"))
+			}
+		})
+	}
+}
