@@ -209,6 +209,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := d.publish(); err != nil {
 		return err
 	}
+	defer d.startControl(ctx)()
 	d.log.Info("serving", "rules", len(d.cfg.Rules), "queues", d.engine.Queues(), "xdp_mode", d.engine.Mode().String(), "zerocopy", d.engine.ZeroCopy())
 	if d.opts.Ready != nil {
 		d.opts.Ready(d)
