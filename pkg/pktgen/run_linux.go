@@ -25,11 +25,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	cfg = cfg.withDefaults()
-	if cfg.Duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
-		defer cancel()
-	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	rep := Report{Ifname: cfg.Ifname, Results: make([]Result, cfg.Threads)}
 	errs := make([]error, cfg.Threads)
 	ready := make(chan error, cfg.Threads)
@@ -50,9 +47,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 	}
 	if openErr != nil {
-		ctx2, cancel := context.WithCancel(ctx)
-		cancel()
-		ctx = ctx2
+		cancel() // the threads that opened return without sending
 	}
 	close(start)
 	wg.Wait()
@@ -114,6 +109,12 @@ func thread(ctx context.Context, cfg Config, i int, ready chan<- error, start <-
 	<-start
 	if ctx.Err() != nil {
 		return res, nil
+	}
+	if cfg.Duration > 0 {
+		// The duration starts once every queue is open.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
+		defer cancel()
 	}
 	err = send(ctx, cfg, s, &res)
 	if st, serr := sock.Stats(); serr == nil {

@@ -135,3 +135,30 @@ func TestRateLimitOnVeth(t *testing.T) {
 		t.Errorf("idle %v of %v: a paced thread should mostly sleep", r.Idle, r.Elapsed)
 	}
 }
+
+// TestRunFailsWhenAQueueIsMissing: a thread whose queue does not exist
+// fails the run, and the threads that opened theirs stop without sending
+// (Count 0 and no Duration would otherwise run forever).
+func TestRunFailsWhenAQueueIsMissing(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces and an AF_XDP socket")
+	}
+	ns := fmt.Sprintf("pgmissing%d", os.Getpid()%100000)
+	ipCmd(t, "netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	ipCmd(t, "-n", ns, "link", "add", "pm0", "type", "veth", "peer", "name", "pm1") // one queue
+	ipCmd(t, "-n", ns, "link", "set", "pm0", "up")
+	ipCmd(t, "-n", ns, "link", "set", "pm1", "up")
+	cfg := Config{Netns: ns, Ifname: "pm0", Threads: 2, Bind: "copy",
+		Packet: Packet{SrcMAC: srcMAC, DstMAC: dstMAC, Src: mustRange(t, "198.18.0.1"), Dst: mustRange(t, "198.18.0.42")}}
+	done := make(chan error, 1)
+	go func() { _, err := Run(context.Background(), cfg); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "open tx queue 1 of pm0") {
+			t.Fatalf("err = %v, want the failure to open queue 1", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after a queue failed to open")
+	}
+}
