@@ -24,6 +24,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -78,7 +79,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "xlbbench:", err)
 		os.Exit(2)
 	}
-	if err := benchmark(o); err != nil {
+	// Ctrl-C or SIGTERM ends the run between measurements; the deferred
+	// clean-up deletes the namespaces and stops the forwarders.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := benchmark(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "xlbbench:", err)
 		os.Exit(1)
 	}
@@ -198,7 +203,7 @@ type Summary struct {
 	Queues            int     `json:"queues"`
 }
 
-func benchmark(o options) error {
+func benchmark(ctx context.Context, o options) error {
 	res := Results{Date: time.Now().UTC().Format("2006-01-02T15:04:05Z"), CPUs: numCPU(), Quick: o.quick, DurationSec: o.duration.Seconds(), Rounds: o.rounds}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		res.Kernel = strings.TrimSpace(string(b))
@@ -249,7 +254,7 @@ func benchmark(o options) error {
 			// of whatever else the machine is doing.
 			for round := 1; round <= o.rounds; round++ {
 				for _, sc := range scenarios {
-					pts, err := runScenario(t, sk, sc, o, bg, round)
+					pts, err := runScenario(ctx, t, sk, sc, o, bg, round)
 					if err != nil {
 						return fmt.Errorf("%s with %d queue(s), round %d: %w", sc.name, q, round, err)
 					}
@@ -318,7 +323,7 @@ func backgroundCPU(d time.Duration) float64 {
 	return float64(b1-b0) / float64(t1-t0) * float64(numCPU())
 }
 
-func runScenario(t *topo, sk *sink, sc scenario, o options, bg float64, round int) ([]Point, error) {
+func runScenario(ctx context.Context, t *topo, sk *sink, sc scenario, o options, bg float64, round int) ([]Point, error) {
 	stop, err := sc.start(t)
 	if err != nil {
 		return nil, err
@@ -336,7 +341,7 @@ func runScenario(t *topo, sk *sink, sc scenario, o options, bg float64, round in
 	// check that the forwarder forwards at all.
 	var warm Point
 	for try := 0; try < 10; try++ {
-		warm, err = measure(t, sk, mix, 20000, 500*time.Millisecond, 0)
+		warm, err = measure(ctx, t, sk, mix, 20000, 500*time.Millisecond, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -349,7 +354,7 @@ func runScenario(t *topo, sk *sink, sc scenario, o options, bg float64, round in
 	}
 	var pts []Point
 	for _, load := range o.loads {
-		p, err := measure(t, sk, mix, load, o.duration, bg)
+		p, err := measure(ctx, t, sk, mix, load, o.duration, bg)
 		if err != nil {
 			return nil, err
 		}
@@ -362,7 +367,10 @@ func runScenario(t *topo, sk *sink, sc scenario, o options, bg float64, round in
 
 // measure offers load (pps; 0 = as fast as possible) of mix for d and
 // counts what reaches the sinks.
-func measure(t *topo, sk *sink, mix pktgen.Packet, load float64, d time.Duration, bg float64) (Point, error) {
+func measure(ctx context.Context, t *topo, sk *sink, mix pktgen.Packet, load float64, d time.Duration, bg float64) (Point, error) {
+	if err := ctx.Err(); err != nil {
+		return Point{}, fmt.Errorf("interrupted: %w", err)
+	}
 	genMAC, err := linkMAC(t.ns("gen"), "eth0")
 	if err != nil {
 		return Point{}, err
@@ -378,7 +386,7 @@ func measure(t *topo, sk *sink, mix pktgen.Packet, load float64, d time.Duration
 		return Point{}, err
 	}
 	b0, t0 := cpuStat()
-	rep, err := pktgen.Run(context.Background(), cfg)
+	rep, err := pktgen.Run(ctx, cfg)
 	if err != nil {
 		return Point{}, fmt.Errorf("generator: %w", err)
 	}
