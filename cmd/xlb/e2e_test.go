@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,4 +161,58 @@ func TestEndToEndWeights(t *testing.T) {
 		share := float64(res.PerBackend[2]) / 400
 		return res.OK() && res.PerBackend[0] == 0 && share > 0.65 && share < 0.85, fmt.Sprint(res.PerBackend, res.Errors)
 	})
+}
+
+// scrape fetches /metrics from the daemon inside the lab's xlb namespace.
+func scrape(t *testing.T, l *lab.Lab) string {
+	t.Helper()
+	var body string
+	err := l.XLB.Do(func() error {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:9641", 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "GET /metrics HTTP/1.0\r\n\r\n")
+		b, err := io.ReadAll(c)
+		body = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	return body
+}
+
+func TestEndToEndMetrics(t *testing.T) {
+	l := labWith(t, lab.Options{Backends: 2})
+	rules := l.DefaultRules("IPIP")[:1]
+	rules[0].Health = healthNone
+	xlbIn(t, l, rules)
+	res := drive(t, l, 200, 4)
+	if !res.OK() {
+		t.Fatalf("%d errors: %v", res.Errors, res.FirstError)
+	}
+	body := scrape(t, l)
+	if !strings.HasPrefix(body, "HTTP/1.0 200") {
+		t.Fatalf("scrape:\n%s", body)
+	}
+	// Every request is at least 3 packets (SYN, ACK, request) to a backend.
+	total := 0.0
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "xlb_backend_packets_total{") {
+			var v float64
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			total += v
+		}
+	}
+	if total < 600 {
+		t.Errorf("xlb_backend_packets_total sums to %v after 200 requests, want ≥ 600", total)
+	}
+	for _, want := range []string{`xlb_rule_tier{rule="web4",vip="203.0.113.10",tier="PRIMARY"} 1`, `xlb_backend_eligible{rule="web4",backend=`, `xlb_conntrack_events_total{queue="0",event="insert"}`, `xlb_drop_packets_total{queue="0",reason="no-rule"}`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -69,6 +70,8 @@ type Daemon struct {
 
 	mu     sync.Mutex // guards status
 	status Status
+
+	reloadsOK, reloadsRejected atomic.Uint64
 }
 
 // Status is what the daemon publishes about itself after each change.
@@ -210,6 +213,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	defer d.startControl(ctx)()
+	defer d.startMetrics()()
 	d.log.Info("serving", "rules", len(d.cfg.Rules), "queues", d.engine.Queues(), "xdp_mode", d.engine.Mode().String(), "zerocopy", d.engine.ZeroCopy())
 	if d.opts.Ready != nil {
 		d.opts.Ready(d)
@@ -535,6 +539,16 @@ func (d *Daemon) Engine() *Engine { return d.engine }
 // tracked connections of the others keep their backend. It must run on the
 // control goroutine (Run does so for SIGHUP).
 func (d *Daemon) Reload() error {
+	err := d.reload()
+	if err != nil {
+		d.reloadsRejected.Add(1)
+	} else {
+		d.reloadsOK.Add(1)
+	}
+	return err
+}
+
+func (d *Daemon) reload() error {
 	cfg, warnings, err := config.Load(d.opts.ConfigPath)
 	for _, w := range warnings {
 		d.log.Warn("configuration", "warning", w.String())

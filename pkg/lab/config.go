@@ -60,7 +60,7 @@ hash_seed = "0x1ab5eed"
 rules_dir = "rules.d"
 state_file = %q
 control_socket = %q
-metrics_listen = ""
+metrics_listen = "127.0.0.1:9641" # loopback of the xlb namespace: no clash between labs
 [conntrack]
 max_entries = 262144
 `, l.Opts.Prefix, XLBInterface, filepath.Join(dir, "state.toml"), filepath.Join(dir, "xlb.sock"))
