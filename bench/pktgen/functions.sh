@@ -173,3 +173,28 @@ xlb_pktgen() {
     [[ "$DEBUG" == "yes" ]] && echo "cmd: $XLB ${args[*]}"
     "$XLB" "${args[@]}"
 }
+
+# pg_device_base THREAD DEV: what every multi-thread sample sets on its
+# device: bind DEV to kernel thread THREAD (queue = CPU), then count, clone,
+# size, delay, no timestamp, UDP checksum (-k), destination MAC and address
+# range, and the destination port range (-p).
+pg_device_base() {
+    local thread=$1 dev=$2
+    pg_thread $thread "rem_device_all"
+    pg_thread $thread "add_device" "$dev"
+    pg_set "$dev" "flag QUEUE_MAP_CPU"
+    pg_set "$dev" "count $COUNT"
+    pg_set "$dev" "clone_skb $CLONE_SKB"
+    pg_set "$dev" "pkt_size $PKT_SIZE"
+    pg_set "$dev" "delay $DELAY"
+    pg_set "$dev" "flag NO_TIMESTAMP"
+    [ -n "$UDP_CSUM" ] && pg_set "$dev" "flag UDPCSUM"
+    pg_set "$dev" "dst_mac $DST_MAC"
+    pg_set "$dev" "dst${IP6}_min $DST_MIN"
+    pg_set "$dev" "dst${IP6}_max $DST_MAX"
+    if [ -n "$DST_PORT" ]; then
+        pg_set "$dev" "flag UDPDST_RND"
+        pg_set "$dev" "udp_dst_min $UDP_DST_MIN"
+        pg_set "$dev" "udp_dst_max $UDP_DST_MAX"
+    fi
+}

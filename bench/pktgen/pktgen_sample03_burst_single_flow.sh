@@ -28,23 +28,7 @@ fi
 [ -z "$APPEND" ] && pg_ctrl "reset"
 for ((thread = F_THREAD; thread <= L_THREAD; thread++)); do
     dev=${DEV}@${thread}
-    pg_thread $thread "rem_device_all"
-    pg_thread $thread "add_device" "$dev"
-    pg_set "$dev" "flag QUEUE_MAP_CPU"
-    pg_set "$dev" "count $COUNT"
-    pg_set "$dev" "clone_skb $CLONE_SKB"
-    pg_set "$dev" "pkt_size $PKT_SIZE"
-    pg_set "$dev" "delay $DELAY"
-    pg_set "$dev" "flag NO_TIMESTAMP"
-    [ -n "$UDP_CSUM" ] && pg_set "$dev" "flag UDPCSUM"
-    pg_set "$dev" "dst_mac $DST_MAC"
-    pg_set "$dev" "dst${IP6}_min $DST_MIN"
-    pg_set "$dev" "dst${IP6}_max $DST_MAX"
-    if [ -n "$DST_PORT" ]; then
-        pg_set "$dev" "flag UDPDST_RND"
-        pg_set "$dev" "udp_dst_min $UDP_DST_MIN"
-        pg_set "$dev" "udp_dst_max $UDP_DST_MAX"
-    fi
+    pg_device_base $thread "$dev"
     pg_set "$dev" "burst $BURST"
 done
 
