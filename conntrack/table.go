@@ -88,6 +88,9 @@ type bucket struct {
 // bucketSize is the size of a bucket in bytes (checked by a test).
 const bucketSize = 512
 
+// pageBuckets is how many buckets share a 4 KiB page.
+const pageBuckets = 4096 / bucketSize
+
 // Stats are a Table's counters. They are plain fields owned by the worker;
 // other goroutines read them through Control.Stats.
 type Stats struct {
@@ -145,6 +148,12 @@ func New(maxEntries int, seed uint64) (*Table, error) {
 		buckets:  make([]bucket, nb),
 		nBuckets: uint64(nb),
 		seed:     seed,
+	}
+	// Touch every page of the arena now: a fresh allocation is mapped on
+	// first access, and a page fault on the packet path (an insert, the
+	// sweep reaching a new page) costs microseconds.
+	for i := 0; i < nb; i += pageBuckets {
+		t.buckets[i].flags[0] = 0
 	}
 	t.control.t = t
 	return t, nil

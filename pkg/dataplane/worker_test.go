@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/gopacket/layers"
 
@@ -23,12 +24,13 @@ var (
 // fakeWorker is a worker over a ring.Fake with a world's snapshot whose
 // backends get templates of kind.
 type fakeWorker struct {
-	t    *testing.T
-	w    *world
-	fake *ring.Fake
-	wk   *Worker
-	snap atomic.Pointer[Snapshot]
-	out  [][]byte
+	t     *testing.T
+	w     *world
+	fake  *ring.Fake
+	wk    *Worker
+	snap  atomic.Pointer[Snapshot]
+	out   [][]byte
+	clock *conntrack.FakeClock
 }
 
 func newFakeWorker(t *testing.T, spec ruleSpec, kind encap.Kind, mtu int) *fakeWorker {
@@ -49,7 +51,8 @@ func newFakeWorker(t *testing.T, spec ruleSpec, kind encap.Kind, mtu int) *fakeW
 	}
 	fw := &fakeWorker{t: t, w: w, fake: fake}
 	fw.snap.Store(w.snap)
-	fw.wk = NewWorker(fake.Rings(), &fw.snap, *w.q, &conntrack.FakeClock{}, nil)
+	fw.clock = &conntrack.FakeClock{}
+	fw.wk = NewWorker(fake.Rings(), &fw.snap, *w.q, fw.clock, nil)
 	fw.wk.Step() // fill the fill ring
 	return fw
 }
@@ -186,5 +189,27 @@ func TestWorkerStepAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("a worker loop allocates %v times", allocs)
+	}
+}
+
+// The worker reclaims idle entries between batches, without a lookup of
+// them: the table's count falls back once the flows went quiet.
+func TestWorkerSweepsIdleEntries(t *testing.T) {
+	fw := newFakeWorker(t, ruleSpec{protocol: ProtoTCP, backends: names(3)}, encap.IPIP, 1500)
+	var frames [][]byte
+	for i := range 40 {
+		frames = append(frames, tcpFrame("198.51.100.40", uint16(1000+i), true))
+	}
+	fw.run(frames...)
+	ct := fw.w.q.Conntrack
+	if ct.Len() != 40 {
+		t.Fatalf("%d entries after 40 SYNs", ct.Len())
+	}
+	fw.clock.Advance(61 * time.Second)
+	for range ct.Cap()/sweepBudget + 1 {
+		fw.wk.Step()
+	}
+	if ct.Len() != 0 {
+		t.Errorf("%d entries left after every slot was swept past their idle timeout", ct.Len())
 	}
 }
