@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -83,5 +82,3 @@ func decapCommand() *cli.Command {
 		},
 	}
 }
-
-var _ = os.Stderr

@@ -98,8 +98,6 @@ func TestEndToEndEncapsulations(t *testing.T) {
 	}
 }
 
-var _ = fmt.Sprintf
-
 // waitFor polls cond every 200 ms until it holds or d passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -611,6 +610,3 @@ func ruleHas(r *config.Rule, addr netip.Addr) bool {
 	}
 	return false
 }
-
-// ensure net is used (MAC types in next hops).
-var _ net.HardwareAddr
