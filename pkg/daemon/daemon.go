@@ -85,14 +85,14 @@ type Status struct {
 
 // RuleStatus is one rule's state for `xlb status`.
 type RuleStatus struct {
-	Name    string
-	VIP     netip.Addr
-	Tier    string
-	Reason  string
-	State   *failover.State
-	Rule    *config.Rule
-	Slot    uint16
-	Eligble int
+	Name     string
+	VIP      netip.Addr
+	Tier     string
+	Reason   string
+	State    *failover.State
+	Rule     *config.Rule
+	Slot     uint16
+	Eligible int // members of the default eligible set
 }
 
 // Run loads the configuration, starts the data plane and serves until ctx
@@ -499,7 +499,7 @@ func (d *Daemon) publish() error {
 		}
 		rules[slot] = dr
 		vips = append(vips, vipsOf(r)...)
-		statuses = append(statuses, RuleStatus{Name: r.Name, VIP: r.VIP, Tier: st.Tier.String(), Reason: st.Reason, State: st, Rule: r, Slot: slot, Eligble: len(st.Eligible)})
+		statuses = append(statuses, RuleStatus{Name: r.Name, VIP: r.VIP, Tier: st.Tier.String(), Reason: st.Reason, State: st, Rule: r, Slot: slot, Eligible: len(st.Eligible)})
 	}
 	for name := range d.rules {
 		if !keep[name] {

@@ -874,7 +874,7 @@ func Explain(snap *dataplane.Snapshot, rs *RuleStatus, m *packet.Meta, x *datapl
 	if m.Proto != packet.ProtoTCP && m.Proto != packet.ProtoUDP {
 		flow.Kind = hash.Tuple3
 	}
-	res := &control.LookupResult{Rule: rs.Name, Flow: FormatKey(&flow), Tier: rs.Tier, Eligible: rs.Eligble, Verdict: "DROP"}
+	res := &control.LookupResult{Rule: rs.Name, Flow: FormatKey(&flow), Tier: rs.Tier, Eligible: rs.Eligible, Verdict: "DROP"}
 	if m.Proto == packet.ProtoTCP {
 		res.Flow += map[bool]string{true: " (SYN)", false: " (established)"}[m.TCPFlags&packet.TCPFlagSYN != 0]
 	}
