@@ -112,7 +112,7 @@
 //     appliance's veth (lb0) unless KeepOffloads: over veth the kernel
 //     passes packets whose checksum is only the pseudo-header sum and
 //     64 KB super-segments, which a raw-frame forwarder would relay broken
-//     to the backends. Needs ethtool(8).
+//     to the backends. Set with the ethtool ioctl (no ethtool binary needed).
 //   - The fabric MTU of 9000 exceeds one page: native XDP on a veth with
 //     that MTU needs a frags-aware program (or generic mode, or
 //     FabricMTU ≤ 3500). The lab does not decide that for the forwarder.

@@ -297,8 +297,8 @@ func (l *Lab) setupXLB() error {
 		// sends them on would pass broken checksums and oversize frames to
 		// the backends. So the router computes checksums and segments
 		// before anything reaches the appliance.
-		if out, err := l.Router.Command("ethtool", "-K", RouterApplianceLink, "tx", "off", "tso", "off", "gso", "off").CombinedOutput(); err != nil {
-			return fmt.Errorf("disable offloads on %s (install ethtool, or set KeepOffloads): %w: %s", RouterApplianceLink, err, strings.TrimSpace(string(out)))
+		if err := disableOffloads(l.Router, RouterApplianceLink); err != nil {
+			return err
 		}
 	}
 	err = batch(l.XLB, []string{

@@ -274,14 +274,20 @@ func TestUpCleansUpAfterFailure(t *testing.T) {
 func TestOptionsRejected(t *testing.T) {
 	for name, o := range map[string]lab.Options{
 		"too many backends": {Backends: 151},
-		"too many clients":  {ClientAddrs: 254},
+		"too many clients":  {ClientAddrs: lab.MaxClientAddrs + 1},
 		"tiny mtu":          {FabricMTU: 1000},
 		"vip in plan":       {VIP4: netip.MustParseAddr("198.18.0.50")},
 		"v6 as v4 vip":      {VIP4: netip.MustParseAddr("fd00::1")},
 		"slash in prefix":   {Prefix: "a/b"},
 		"same ports":        {HTTPPort: 8080},
 	} {
-		if _, err := lab.Up(context.Background(), o); err == nil {
+		if o.Prefix == "" {
+			// A unique prefix: an Up accepted by mistake must neither
+			// meet nor leave behind the default lab.
+			o.Prefix = testutil.Unique("lr") + "-"
+		}
+		if l, err := lab.Up(context.Background(), o); err == nil {
+			l.Close()
 			t.Errorf("%s: Up accepted %+v", name, o)
 		}
 	}

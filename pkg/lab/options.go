@@ -78,7 +78,7 @@ type Options struct {
 	HTTPPort, UDPPort, HealthPort, GUEPort uint16
 	// KeepOffloads leaves checksum offload, TSO and GSO on for the router's
 	// link to the appliance (by default they are off, so the appliance
-	// receives complete checksums and MTU-sized frames; needs ethtool).
+	// receives complete checksums and MTU-sized frames).
 	KeepOffloads bool
 	// NoDecap skips running pkg/decap on the backends (DIRECT-only labs).
 	NoDecap bool
