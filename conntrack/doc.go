@@ -38,7 +38,8 @@
 //	                                backend | ruleGen | backendGen (uint32 each)
 //
 // A key (with its rule index: two rules on one VIP never share an entry)
-// has two candidate buckets chosen by hash.Sum64 with the table's own seed
+// has two candidate buckets chosen by bucketHash (a seeded wyhash-style fold
+// of the key's five words, ~9 ns against XXH64's ~15) with the table's own seed
 // (two-choice hashing, multiply-shift onto any bucket count). Lookup reads
 // the header line of the first bucket, the slot body only on a tag match,
 // and the second bucket only on a miss in the first. Eviction and sweeping

@@ -52,6 +52,7 @@ type Shared struct {
 	buckets  []sharedBucket
 	nBuckets uint64
 	seed     uint64
+	secrets  secrets // the bucket hash's words, derived from seed
 }
 
 // NewShared returns a Shared table with room for maxEntries entries
@@ -61,7 +62,7 @@ func NewShared(maxEntries int, seed uint64) (*Shared, error) {
 		return nil, fmt.Errorf("new shared conntrack table: %w: %d (want 1..%d)", ErrMaxEntries, maxEntries, maxTableEntries)
 	}
 	nb := (maxEntries + SharedWays - 1) / SharedWays
-	return &Shared{buckets: make([]sharedBucket, nb), nBuckets: uint64(nb), seed: seed}, nil
+	return &Shared{buckets: make([]sharedBucket, nb), nBuckets: uint64(nb), seed: seed, secrets: newSecrets(seed)}, nil
 }
 
 // Cap returns the number of slots.
@@ -102,7 +103,7 @@ func unpackKey(w *[7]atomic.Uint64) (hash.Key, uint16) {
 // where returns the two candidate buckets of (k, rule) (possibly the
 // same) and its tag, as Table.where does.
 func (s *Shared) where(k *hash.Key, rule uint16) (b1, b2 *sharedBucket, tag uint16) {
-	h := hash.Sum64(k, s.seed^uint64(rule)*0x9E3779B97F4A7C15)
+	h := s.secrets.hash(k, rule)
 	tag = uint16(h>>16) ^ uint16(h>>48)
 	if tag == 0 {
 		tag = 1

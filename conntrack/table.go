@@ -118,8 +118,9 @@ type Table struct {
 	buckets  []bucket
 	nBuckets uint64
 	seed     uint64
-	n        int // live + not-yet-reclaimed entries (slots in use)
-	cursor   int // next slot Sweep examines
+	secrets  secrets // bucketHash's words, derived from seed
+	n        int     // live + not-yet-reclaimed entries (slots in use)
+	cursor   int     // next slot Sweep examines
 	stats    Stats
 
 	// Shared with other goroutines (see Control).
@@ -148,6 +149,7 @@ func New(maxEntries int, seed uint64) (*Table, error) {
 		buckets:  make([]bucket, nb),
 		nBuckets: uint64(nb),
 		seed:     seed,
+		secrets:  newSecrets(seed),
 	}
 	// Touch every page of the arena now: a fresh allocation is mapped on
 	// first access, and a page fault on the packet path (an insert, the
@@ -177,7 +179,7 @@ func (t *Table) Stats() Stats { return t.stats }
 // rule index is folded into the seed so that two rules' keys spread
 // independently; equality still compares the rule.
 func (t *Table) where(k *hash.Key, rule uint16) (b1, b2 *bucket, tag uint16) {
-	h := hash.Sum64(k, t.seed^uint64(rule)*0x9E3779B97F4A7C15)
+	h := t.secrets.hash(k, rule)
 	// Multiply-shift ("fastrange") maps 32 hash bits onto any bucket
 	// count without a division or a power-of-two arena.
 	b1 = &t.buckets[(h&math.MaxUint32)*t.nBuckets>>32]
