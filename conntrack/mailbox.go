@@ -38,6 +38,7 @@ const (
 	opList
 	opFlush
 	opStats
+	opGet
 )
 
 // request is one Control call in flight. The requester fills the inputs,
@@ -45,6 +46,7 @@ const (
 type request struct {
 	op     op
 	filter Filter
+	key    hash.Key // opGet, with filter.Rule
 
 	cursor  int      // next slot to examine (worker-owned)
 	out     []Record // opList: pre-sized by the requester, filled up to cap
@@ -121,6 +123,20 @@ func (c *Control) Flush(ctx context.Context, f Filter) (int, error) {
 	return r.matched, nil
 }
 
+// Get returns the live entry of (k, rule), if there is one, without
+// changing it (no refresh, no confirmation): one probe on the worker's
+// next pass, not a walk of the table.
+func (c *Control) Get(ctx context.Context, k hash.Key, rule uint16) (Record, bool, error) {
+	r := &request{op: opGet, key: k, filter: Filter{ByRule: true, Rule: rule}, out: make([]Record, 0, 1)}
+	if err := c.do(ctx, r); err != nil {
+		return Record{}, false, fmt.Errorf("get conntrack entry: %w", err)
+	}
+	if len(r.out) == 0 {
+		return Record{}, false, nil
+	}
+	return r.out[0], true, nil
+}
+
 // Stats returns a copy of the table's counters as of one worker batch.
 func (c *Control) Stats(ctx context.Context) (Stats, error) {
 	r := &request{op: opStats}
@@ -160,8 +176,15 @@ func (t *Table) Serve(now Time, budget int) {
 	if r == nil {
 		return
 	}
-	if r.op == opStats {
+	switch r.op {
+	case opStats:
 		r.stats = t.stats
+		t.finish(r)
+		return
+	case opGet:
+		if rec, ok := t.peek(&r.key, r.filter.Rule, now); ok {
+			r.out = append(r.out, rec)
+		}
 		t.finish(r)
 		return
 	}
@@ -213,4 +236,19 @@ func (t *Table) finish(r *request) {
 	if t.mail.CompareAndSwap(r, nil) {
 		close(r.done)
 	}
+}
+
+// peek finds the live entry of (k, rule) and changes nothing (worker only).
+func (t *Table) peek(k *hash.Key, rule uint16, now Time) (Record, bool) {
+	b1, b2, tag := t.where(k, rule)
+	for _, b := range [2]*bucket{b1, b2} {
+		i := b.find(tag, k, rule)
+		if i < 0 || !now.Before(b.expires[i]) {
+			continue
+		}
+		e := &b.slots[i]
+		return Record{Key: e.key, Rule: e.rule, Value: e.Value(), Unconfirmed: b.flags[i]&flagUnconfirmed != 0,
+			ExpiresIn: Ticks(max(b.expires[i].Sub(now), 0))}, true
+	}
+	return Record{}, false
 }

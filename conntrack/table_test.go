@@ -692,3 +692,35 @@ func TestControlWhileInserting(t *testing.T) {
 		t.Fatalf("Len %d != occupied %d", tb.Len(), occupied)
 	}
 }
+
+func TestControlGet(t *testing.T) {
+	tb := mustNew(t, 1024)
+	for i := range uint32(50) {
+		k := flowKey(i)
+		if _, ok := tb.Insert(&k, 1, Value{Backend: i}, 0, 100, i == 7); !ok {
+			t.Fatal("insert failed")
+		}
+	}
+	stop := runWorker(tb, 20, 16)
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := tb.Control()
+	k := flowKey(7)
+	rec, ok, err := c.Get(ctx, k, 1)
+	if err != nil || !ok || rec.Value.Backend != 7 || !rec.Unconfirmed || rec.ExpiresIn != 80 {
+		t.Errorf("Get(7, rule 1) = %+v, %v, %v; want backend 7, unconfirmed, 80 ticks left", rec, ok, err)
+	}
+	if _, ok, err := c.Get(ctx, k, 2); ok || err != nil {
+		t.Errorf("Get of the same key under another rule found %v, %v", ok, err)
+	}
+	k = flowKey(999)
+	if _, ok, err := c.Get(ctx, k, 1); ok || err != nil {
+		t.Errorf("Get of an absent key found %v, %v", ok, err)
+	}
+	// Get changes nothing: the entry stays unconfirmed with the same expiry.
+	k = flowKey(7)
+	if rec, _, _ := c.Get(ctx, k, 1); !rec.Unconfirmed || rec.ExpiresIn != 80 {
+		t.Errorf("second Get: %+v", rec)
+	}
+}

@@ -38,8 +38,9 @@ package daemon
 //   - lookup answers for an established packet (ACK) by default, --syn for
 //     a connection's first SYN. It searches every queue's table for the
 //     tracking key (the queue a flow lands on is the NIC's RSS choice,
-//     unknown here), at most lookupListLimit entries of the rule per queue;
-//     beyond that it says the entry was not checked.
+//     unknown here) with one probe per queue (conntrack Control.Get), and
+//     the shared session table directly; a queue that does not answer
+//     makes it say the entry was not checked.
 
 import (
 	"context"
@@ -62,10 +63,6 @@ import (
 	"github.com/xlbnet/xlb/pkg/dataplane"
 	"github.com/xlbnet/xlb/pkg/packet"
 )
-
-// lookupListLimit bounds how many of a rule's entries lookup lists per
-// table while searching for one key (64 bytes each).
-const lookupListLimit = 1 << 18
 
 // defaultListLimit is conntrack list's default --limit.
 const defaultListLimit = 1000
@@ -764,30 +761,22 @@ func (o *ops) Lookup(ctx context.Context, q control.LookupQuery) (*control.Looku
 	checked := true
 	var ferr error
 	find := func(k *hash.Key, rule uint16, shared bool) (conntrack.Value, bool) {
-		f := conntrack.Filter{ByRule: true, Rule: rule}
+		now := conntrack.Now(o.d.clock)
 		if shared {
 			sessions, _ := e.Shared()
-			for _, r := range sessions.List(f, conntrack.Now(o.d.clock), sessions.Cap()) {
-				if r.Key == *k {
-					return r.Value, true
-				}
-			}
-			return conntrack.Value{}, false
+			return sessions.Get(k, rule, now, 0) // 0: no refresh, a read only
 		}
+		// The queue a flow lands on is not known here: ask every queue's
+		// worker for the one key (a single probe each, not a walk).
 		for _, qs := range e.Stats() {
-			recs, matched, err := qs.Conntrack.List(ctx, f, min(lookupListLimit, qs.Conntrack.Cap()))
+			rec, ok, err := qs.Conntrack.Get(ctx, *k, rule)
 			if err != nil {
 				ferr = err
 				checked = false
 				continue
 			}
-			if matched > len(recs) {
-				checked = false
-			}
-			for _, r := range recs {
-				if r.Key == *k {
-					return r.Value, true
-				}
+			if ok {
+				return rec.Value, true
 			}
 		}
 		return conntrack.Value{}, false
