@@ -198,3 +198,22 @@ pg_device_base() {
         pg_set "$dev" "udp_dst_max $UDP_DST_MAX"
     fi
 }
+
+# pg_run_and_report: start the configured threads (Ctrl-C stops them and
+# the results are still printed) and print each device's Result lines; in
+# append mode (-a) only say the configuration is in place.
+pg_run_and_report() {
+    if [ -z "$APPEND" ]; then
+        echo "Running... ctrl^C to stop" >&2
+        trap true SIGINT
+        pg_ctrl "start"
+        local thread dev
+        for ((thread = F_THREAD; thread <= L_THREAD; thread++)); do
+            dev=${DEV}@${thread}
+            echo "Device: $dev"
+            grep -A2 "Result:" "$PROC_DIR/$dev"
+        done
+    else
+        echo "Append mode: config done. Do more or use 'pg_ctrl start' to run"
+    fi
+}

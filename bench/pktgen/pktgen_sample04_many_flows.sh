@@ -49,15 +49,4 @@ for ((thread = F_THREAD; thread <= L_THREAD; thread++)); do
     pg_set "$dev" "flag FLOW_SEQ"
 done
 
-if [ -z "$APPEND" ]; then
-    echo "Running... ctrl^C to stop" >&2
-    trap true SIGINT
-    pg_ctrl "start"
-    for ((thread = F_THREAD; thread <= L_THREAD; thread++)); do
-        dev=${DEV}@${thread}
-        echo "Device: $dev"
-        grep -A2 "Result:" "$PROC_DIR/$dev"
-    done
-else
-    echo "Append mode: config done. Do more or use 'pg_ctrl start' to run"
-fi
+pg_run_and_report
