@@ -42,7 +42,7 @@ func newPipeline(tb testing.TB, kind encap.Kind, p pktgen.Packet) *pipeline {
 	tb.Helper()
 	r := dataplane.Rule{
 		Name: "bench", Present: true,
-		Match: dataplane.RuleMatch{VIP: vip.As16(), Protocol: dataplane.ProtoTCP, Ports: []dataplane.PortRange{{Lo: 80, Hi: 80}}},
+		Match: dataplane.RuleMatch{VIP: vip.As16(), Protocol: dataplane.RuleTCP, Ports: []dataplane.PortRange{{Lo: 80, Hi: 80}}},
 		Idle:  conntrack.DefaultIdle,
 	}
 	r.Persist[6] = true
@@ -92,7 +92,7 @@ func newPipeline(tb testing.TB, kind encap.Kind, p pktgen.Packet) *pipeline {
 	}
 	pl := &pipeline{fake: fake, gen: gen, pkt: append([]byte(nil), gen.Template()...)}
 	pl.snap.Store(snap)
-	pl.wk = dataplane.NewWorker(fake.Rings(), &pl.snap, dataplane.Queue{Conntrack: ct, Sessions: sess, Fragments: frags}, &conntrack.FakeClock{}, nil)
+	pl.wk = dataplane.NewWorker(fake.Rings(), &pl.snap, dataplane.FlowTables{Conntrack: ct, Sessions: sess, Fragments: frags}, &conntrack.FakeClock{}, nil)
 	pl.wk.Step() // fill the fill ring
 	return pl
 }

@@ -43,7 +43,7 @@ func BenchmarkMaglevBuildWeighted(b *testing.B) {
 // lookupFixture returns a 100-backend table and 256 parsed TCP packets of
 // distinct flows: few enough to stay in L1 like the Meta the parser has
 // just written, while their hashes spread over the whole table.
-func lookupFixture(b *testing.B) (*Table, []packet.Meta) {
+func lookupFixture(b *testing.B) (*MaglevTable, []packet.Meta) {
 	tab, err := Build(testBackends(100, 1), testM, 0x5eed)
 	if err != nil {
 		b.Fatal(err)

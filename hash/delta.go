@@ -36,14 +36,14 @@ type BackendDiff struct {
 // Delta compares two tables of the same size. A nil table counts as an
 // empty one of the other's size (so Delta(nil, t) is the first build).
 // It is for the control plane, the simulator and the CLI: it allocates.
-func Delta(old, new *Table) (Diff, error) {
+func Delta(old, new *MaglevTable) (Diff, error) {
 	switch {
 	case old == nil && new == nil:
 		return Diff{}, nil
 	case old == nil:
-		old = &Table{m: new.m}
+		old = &MaglevTable{m: new.m}
 	case new == nil:
-		new = &Table{m: old.m}
+		new = &MaglevTable{m: old.m}
 	}
 	if old.m != new.m {
 		return Diff{}, fmt.Errorf("delta of maglev tables: sizes differ (%d and %d)", old.m, new.m)

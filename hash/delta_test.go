@@ -7,7 +7,7 @@ import (
 
 // bruteDelta recomputes a Diff's counters from the public slot arrays and
 // a name lookup, independently of Delta's merge.
-func bruteDelta(old, new *Table, oldNames, newNames map[uint32]string) (changed, survivor uint32, lost, gained map[string]uint32) {
+func bruteDelta(old, new *MaglevTable, oldNames, newNames map[uint32]string) (changed, survivor uint32, lost, gained map[string]uint32) {
 	lost, gained = map[string]uint32{}, map[string]uint32{}
 	inNew := map[string]bool{}
 	for _, n := range newNames {

@@ -5,10 +5,10 @@
 // # Ownership and threading
 //
 // Nothing here holds mutable state. The key functions, Sum64, SumTuple,
-// SelectionHash and Table.Lookup are the packet-path calls: they allocate
+// SelectionHash and MaglevTable.Lookup are the packet-path calls: they allocate
 // nothing, lock nothing and make no syscall, so every worker goroutine calls
 // them freely. Build and Delta run in the control plane (they allocate); a
-// built Table is immutable, so a worker may read it while the control plane
+// built MaglevTable is immutable, so a worker may read it while the control plane
 // builds the next one and publishes it in a new snapshot.
 //
 // # Key layout

@@ -23,9 +23,9 @@ type Backend struct {
 	Weight uint32
 }
 
-// Table is a built Maglev lookup table. It is immutable and safe for
+// MaglevTable is a built Maglev lookup table. It is immutable and safe for
 // concurrent use; Lookup is the packet-path call.
-type Table struct {
+type MaglevTable struct {
 	m        uint32    // table size, prime; kept even when there are no backends
 	ids      []uint32  // slot → Backend.ID; nil when the table has no backends
 	owner    []uint32  // slot → index into backends (for Delta and counts)
@@ -38,7 +38,7 @@ type Table struct {
 // names must be non-empty and unique. The result depends only on the set
 // of (Name, ID, Weight), never on the order of backends. See the package
 // doc for the algorithm.
-func Build(backends []Backend, m uint32, seed uint64) (*Table, error) {
+func Build(backends []Backend, m uint32, seed uint64) (*MaglevTable, error) {
 	if m < 2 || m > MaxTableSize {
 		return nil, fmt.Errorf("build maglev table: size %d out of range [2, %d]", m, MaxTableSize)
 	}
@@ -55,7 +55,7 @@ func Build(backends []Backend, m uint32, seed uint64) (*Table, error) {
 			return nil, fmt.Errorf("build maglev table: duplicate backend name %q", bs[i].Name)
 		}
 	}
-	t := &Table{m: m, backends: bs, counts: make([]uint32, len(bs))}
+	t := &MaglevTable{m: m, backends: bs, counts: make([]uint32, len(bs))}
 	if len(bs) == 0 {
 		return t, nil
 	}
@@ -240,7 +240,7 @@ func isPrime(n uint32) bool {
 // Lookup returns the ID of the backend that owns hash h, or ok == false
 // when the table has no backends. The slot is ⌊h·M / 2⁶⁴⌋ (the high word of
 // the 128-bit product), which uses every bit of h and costs one multiply.
-func (t *Table) Lookup(h uint64) (id uint32, ok bool) {
+func (t *MaglevTable) Lookup(h uint64) (id uint32, ok bool) {
 	if len(t.ids) == 0 {
 		return 0, false
 	}
@@ -250,24 +250,24 @@ func (t *Table) Lookup(h uint64) (id uint32, ok bool) {
 
 // Slot returns the slot index Lookup uses for h (for tools that explain a
 // decision); it is valid for any table of the same size.
-func (t *Table) Slot(h uint64) uint32 {
+func (t *MaglevTable) Slot(h uint64) uint32 {
 	s, _ := bits.Mul64(h, uint64(t.m))
 	return uint32(s)
 }
 
 // Size returns the table size M.
-func (t *Table) Size() uint32 { return t.m }
+func (t *MaglevTable) Size() uint32 { return t.m }
 
 // Len returns the number of backends in the table's set (including those
 // with weight 0 and no slots).
-func (t *Table) Len() int { return len(t.backends) }
+func (t *MaglevTable) Len() int { return len(t.backends) }
 
 // Backends returns a copy of the table's backends, sorted by Name.
-func (t *Table) Backends() []Backend { return slices.Clone(t.backends) }
+func (t *MaglevTable) Backends() []Backend { return slices.Clone(t.backends) }
 
 // Slots returns how many slots the backend with the given name holds, and
 // whether it is in the table's set.
-func (t *Table) Slots(name string) (uint32, bool) {
+func (t *MaglevTable) Slots(name string) (uint32, bool) {
 	i, found := slices.BinarySearchFunc(t.backends, name, func(b Backend, n string) int { return cmp.Compare(b.Name, n) })
 	if !found {
 		return 0, false
@@ -277,4 +277,4 @@ func (t *Table) Slots(name string) (uint32, bool) {
 
 // SlotIDs returns a copy of the slot array (slot → ID); nil when the table
 // has no backends. For digests, dumps and tests.
-func (t *Table) SlotIDs() []uint32 { return slices.Clone(t.ids) }
+func (t *MaglevTable) SlotIDs() []uint32 { return slices.Clone(t.ids) }

@@ -23,7 +23,7 @@ func testBackends(n int, weight uint32) []Backend {
 	return bs
 }
 
-func mustBuild(t testing.TB, bs []Backend, m uint32, seed uint64) *Table {
+func mustBuild(t testing.TB, bs []Backend, m uint32, seed uint64) *MaglevTable {
 	t.Helper()
 	tab, err := Build(bs, m, seed)
 	if err != nil {
@@ -33,7 +33,7 @@ func mustBuild(t testing.TB, bs []Backend, m uint32, seed uint64) *Table {
 }
 
 // slotCounts counts the slots per ID from the public slot array.
-func slotCounts(tab *Table) map[uint32]int {
+func slotCounts(tab *MaglevTable) map[uint32]int {
 	c := map[uint32]int{}
 	for _, id := range tab.SlotIDs() {
 		c[id]++

@@ -149,14 +149,14 @@ type nexthop struct {
 	err error
 }
 
-func protocolOf(p config.Protocol) dataplane.Protocol {
+func protocolOf(p config.Protocol) dataplane.RuleProtocol {
 	switch p {
 	case config.ProtocolUDP:
-		return dataplane.ProtoUDP
+		return dataplane.RuleUDP
 	case config.ProtocolL3Default:
-		return dataplane.ProtoL3Default
+		return dataplane.RuleL3Default
 	}
-	return dataplane.ProtoTCP
+	return dataplane.RuleTCP
 }
 
 func matchOf(r *config.Rule) dataplane.RuleMatch {

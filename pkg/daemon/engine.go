@@ -126,7 +126,7 @@ func StartEngine(cfg EngineConfig) (_ *Engine, err error) {
 		if q.table, err = conntrack.New(per, cfg.Seed+uint64(id)); err != nil {
 			return nil, fmt.Errorf("queue %d: %w", id, err)
 		}
-		tables := dataplane.Queue{Conntrack: q.table, Sessions: e.sessions, Fragments: e.frags}
+		tables := dataplane.FlowTables{Conntrack: q.table, Sessions: e.sessions, Fragments: e.frags}
 		q.worker = dataplane.NewWorker(sock.Rings(), &e.snapshot, tables, cfg.Clock, func() { sock.Poll(1) })
 		if err := e.prog.Register(id, sock.FD()); err != nil {
 			return nil, fmt.Errorf("queue %d: %w", id, err)

@@ -387,7 +387,7 @@ func (o *ops) ruleInfo(rr ruleRows, conns connCounts, now, prev *sample) control
 	if rr.state != nil {
 		info.Tier, info.Reason, info.Eligible = rr.state.Tier.String(), rr.state.Reason, len(rr.state.Eligible)
 	}
-	var table *hash.Table
+	var table *hash.MaglevTable
 	if snap := o.d.engine.snapshotOrNil(); snap != nil && int(rr.slot) < len(snap.Rules) && snap.Rules[rr.slot].Present {
 		table = snap.Rules[rr.slot].Table
 		info.TableSize = table.Size()

@@ -229,7 +229,7 @@ func TestExplainWords(t *testing.T) {
 		t.Fatal(err)
 	}
 	rule := dataplane.Rule{Name: "web", Present: true, Table: tbl,
-		Match:    dataplane.RuleMatch{VIP: addr("203.0.113.10").As16(), Protocol: dataplane.ProtoTCP, Ports: []dataplane.PortRange{{Lo: 80, Hi: 80}}},
+		Match:    dataplane.RuleMatch{VIP: addr("203.0.113.10").As16(), Protocol: dataplane.RuleTCP, Ports: []dataplane.PortRange{{Lo: 80, Hi: 80}}},
 		Backends: []dataplane.Backend{{Name: "192.0.2.1", Present: true}, {Name: "192.0.2.2", Present: true}}}
 	// Backend 0 has a next hop; backend 1 has none (the worker drops its packets).
 	tmpl, err := encap.NewTemplate(encap.Spec{Kind: encap.IPIP, SrcMAC: [6]byte{2, 0, 0, 0, 0, 1}, DstMAC: [6]byte{2, 0, 0, 0, 0, 2}, Src: addr("192.0.2.254"), Dst: addr("192.0.2.1"), Inner: packet.IPv4, MTU: 1500})

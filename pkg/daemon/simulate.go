@@ -251,7 +251,7 @@ func simulateRule(cfg *config.Config, rv *config.RuleView, opts SimOptions) (Sim
 	}
 	slices.Sort(names)
 	now := time.Unix(0, 0)
-	build := func(in *simInput) (*hash.Table, string, error) {
+	build := func(in *simInput) (*hash.MaglevTable, string, error) {
 		for i := range in.backends {
 			in.backends[i].ID = uint32(slices.Index(names, in.backends[i].Name))
 		}
@@ -326,7 +326,7 @@ func compareAddr(a, b string) int {
 // sampleFlows places opts.Flows random client flows (from 198.18.0.0/15,
 // the benchmarking range, to the rule's VIP and first port) in both
 // tables, with the rule's session affinity.
-func sampleFlows(sr *SimRule, r *config.Rule, seed uint64, tb, ta *hash.Table, names []string, row map[string]int, opts SimOptions) {
+func sampleFlows(sr *SimRule, r *config.Rule, seed uint64, tb, ta *hash.MaglevTable, names []string, row map[string]int, opts SimOptions) {
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x51a1))
 	proto := packet.ProtoTCP
 	if r.Protocol == config.ProtocolUDP {

@@ -18,7 +18,7 @@ import (
 func BenchmarkDecide(b *testing.B) {
 	for _, mode := range []string{"hit", "miss", "syn"} {
 		b.Run(mode, func(b *testing.B) {
-			w := newWorld(&testing.T{}, ruleSpec{protocol: ProtoTCP, backends: names(100)})
+			w := newWorld(&testing.T{}, ruleSpec{protocol: RuleTCP, backends: names(100)})
 			ct, err := conntrack.New(1<<16, 1)
 			if err != nil {
 				b.Fatal(err)

@@ -90,7 +90,7 @@ func BuildRule(cfg RuleConfig, st *failover.State, seed uint64, clock Clock) (Ru
 	}
 	r.Table = tbl
 	if len(st.Zones) > 0 && len(cfg.ZoneClients) > 0 {
-		tables := map[string]*hash.Table{}
+		tables := map[string]*hash.MaglevTable{}
 		for _, v := range st.Zones {
 			ms := make([]hash.Backend, 0, len(v.Members))
 			for _, m := range v.Members {

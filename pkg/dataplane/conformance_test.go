@@ -69,25 +69,25 @@ func TestSelectionHash(t *testing.T) {
 	tests := []struct {
 		name     string
 		affinity hash.Affinity
-		protocol Protocol
+		protocol RuleProtocol
 		p        pkt
 		want     hash.Key
 	}{
-		{"NONE/TCP/5-tuple", hash.AffinityNone, ProtoTCP, tcp(c, 4000, syn), keyOf(hash.Tuple5, c, 4000, 80, packet.ProtoTCP)},
-		{"NONE/unfragmented-UDP/5-tuple", hash.AffinityNone, ProtoUDP, udp(c, 4000), keyOf(hash.Tuple5, c, 4000, 53, packet.ProtoUDP)},
-		{"NONE/UDP-first-fragment/3-tuple", hash.AffinityNone, ProtoUDP, first, keyOf(hash.Tuple3, c, 0, 0, packet.ProtoUDP)},
-		{"NONE/UDP-non-first-fragment/3-tuple", hash.AffinityNone, ProtoUDP, frag, keyOf(hash.Tuple3, c, 0, 0, packet.ProtoUDP)},
-		{"NONE/ESP/3-tuple", hash.AffinityNone, ProtoL3Default, esp, keyOf(hash.Tuple3, c, 0, 0, packet.ProtoESP)},
-		{"CLIENT_IP_PORT_PROTO/TCP/5-tuple", hash.AffinityClientIPPortProto, ProtoTCP, tcp(c, 4000, syn), keyOf(hash.Tuple5, c, 4000, 80, packet.ProtoTCP)},
-		{"CLIENT_IP_PORT_PROTO/UDP-fragment/3-tuple", hash.AffinityClientIPPortProto, ProtoUDP, frag, keyOf(hash.Tuple3, c, 0, 0, packet.ProtoUDP)},
-		{"CLIENT_IP_PROTO/TCP/3-tuple", hash.AffinityClientIPProto, ProtoTCP, tcp(c, 4000, syn), keyOf(hash.Tuple3, c, 0, 0, packet.ProtoTCP)},
-		{"CLIENT_IP_PROTO/UDP/3-tuple", hash.AffinityClientIPProto, ProtoUDP, udp(c, 4000), keyOf(hash.Tuple3, c, 0, 0, packet.ProtoUDP)},
-		{"CLIENT_IP/TCP/2-tuple", hash.AffinityClientIP, ProtoTCP, tcp(c, 4000, syn), keyOf(hash.Tuple2, c, 0, 0, 0)},
-		{"CLIENT_IP/ESP/2-tuple", hash.AffinityClientIP, ProtoL3Default, esp, keyOf(hash.Tuple2, c, 0, 0, 0)},
+		{"NONE/TCP/5-tuple", hash.AffinityNone, RuleTCP, tcp(c, 4000, syn), keyOf(hash.Tuple5, c, 4000, 80, packet.ProtoTCP)},
+		{"NONE/unfragmented-UDP/5-tuple", hash.AffinityNone, RuleUDP, udp(c, 4000), keyOf(hash.Tuple5, c, 4000, 53, packet.ProtoUDP)},
+		{"NONE/UDP-first-fragment/3-tuple", hash.AffinityNone, RuleUDP, first, keyOf(hash.Tuple3, c, 0, 0, packet.ProtoUDP)},
+		{"NONE/UDP-non-first-fragment/3-tuple", hash.AffinityNone, RuleUDP, frag, keyOf(hash.Tuple3, c, 0, 0, packet.ProtoUDP)},
+		{"NONE/ESP/3-tuple", hash.AffinityNone, RuleL3Default, esp, keyOf(hash.Tuple3, c, 0, 0, packet.ProtoESP)},
+		{"CLIENT_IP_PORT_PROTO/TCP/5-tuple", hash.AffinityClientIPPortProto, RuleTCP, tcp(c, 4000, syn), keyOf(hash.Tuple5, c, 4000, 80, packet.ProtoTCP)},
+		{"CLIENT_IP_PORT_PROTO/UDP-fragment/3-tuple", hash.AffinityClientIPPortProto, RuleUDP, frag, keyOf(hash.Tuple3, c, 0, 0, packet.ProtoUDP)},
+		{"CLIENT_IP_PROTO/TCP/3-tuple", hash.AffinityClientIPProto, RuleTCP, tcp(c, 4000, syn), keyOf(hash.Tuple3, c, 0, 0, packet.ProtoTCP)},
+		{"CLIENT_IP_PROTO/UDP/3-tuple", hash.AffinityClientIPProto, RuleUDP, udp(c, 4000), keyOf(hash.Tuple3, c, 0, 0, packet.ProtoUDP)},
+		{"CLIENT_IP/TCP/2-tuple", hash.AffinityClientIP, RuleTCP, tcp(c, 4000, syn), keyOf(hash.Tuple2, c, 0, 0, 0)},
+		{"CLIENT_IP/ESP/2-tuple", hash.AffinityClientIP, RuleL3Default, esp, keyOf(hash.Tuple2, c, 0, 0, 0)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := newWorld(t, ruleSpec{affinity: tt.affinity, protocol: tt.protocol, allPorts: tt.protocol != ProtoTCP, backends: names(5)})
+			w := newWorld(t, ruleSpec{affinity: tt.affinity, protocol: tt.protocol, allPorts: tt.protocol != RuleTCP, backends: names(5)})
 			d := w.snap.Decide(tt.p.meta(), w.q, w.now)
 			if d.Verdict != Tx {
 				t.Fatalf("verdict %v %v", d.Verdict, d.Reason)
@@ -108,26 +108,26 @@ func TestTrackability(t *testing.T) {
 	tests := []struct {
 		name     string
 		affinity hash.Affinity
-		protocol Protocol
+		protocol RuleProtocol
 		p        pkt
 		want     bool
 	}{
-		{"TCP/NONE/tracked", hash.AffinityNone, ProtoTCP, tcp(c, 1, ack), true},
-		{"TCP/CLIENT_IP/tracked", hash.AffinityClientIP, ProtoTCP, tcp(c, 1, ack), true},
-		{"UDP/NONE/not-tracked", hash.AffinityNone, ProtoUDP, udp(c, 1), false},
-		{"UDP/CLIENT_IP_PORT_PROTO/tracked", hash.AffinityClientIPPortProto, ProtoUDP, udp(c, 1), true},
-		{"UDP/CLIENT_IP_PROTO/tracked", hash.AffinityClientIPProto, ProtoUDP, udp(c, 1), true},
-		{"UDP/CLIENT_IP/tracked", hash.AffinityClientIP, ProtoUDP, udp(c, 1), true},
-		{"ESP/NONE/not-tracked", hash.AffinityNone, ProtoL3Default, esp, false},
-		{"ESP/CLIENT_IP/tracked", hash.AffinityClientIP, ProtoL3Default, esp, true},
-		{"GRE/NONE/not-tracked", hash.AffinityNone, ProtoL3Default, gre, false},
-		{"GRE/CLIENT_IP_PROTO/tracked", hash.AffinityClientIPProto, ProtoL3Default, gre, true},
-		{"ICMP/NONE/never-tracked", hash.AffinityNone, ProtoL3Default, icmp, false},
-		{"ICMP/CLIENT_IP/never-tracked", hash.AffinityClientIP, ProtoL3Default, icmp, false},
+		{"TCP/NONE/tracked", hash.AffinityNone, RuleTCP, tcp(c, 1, ack), true},
+		{"TCP/CLIENT_IP/tracked", hash.AffinityClientIP, RuleTCP, tcp(c, 1, ack), true},
+		{"UDP/NONE/not-tracked", hash.AffinityNone, RuleUDP, udp(c, 1), false},
+		{"UDP/CLIENT_IP_PORT_PROTO/tracked", hash.AffinityClientIPPortProto, RuleUDP, udp(c, 1), true},
+		{"UDP/CLIENT_IP_PROTO/tracked", hash.AffinityClientIPProto, RuleUDP, udp(c, 1), true},
+		{"UDP/CLIENT_IP/tracked", hash.AffinityClientIP, RuleUDP, udp(c, 1), true},
+		{"ESP/NONE/not-tracked", hash.AffinityNone, RuleL3Default, esp, false},
+		{"ESP/CLIENT_IP/tracked", hash.AffinityClientIP, RuleL3Default, esp, true},
+		{"GRE/NONE/not-tracked", hash.AffinityNone, RuleL3Default, gre, false},
+		{"GRE/CLIENT_IP_PROTO/tracked", hash.AffinityClientIPProto, RuleL3Default, gre, true},
+		{"ICMP/NONE/never-tracked", hash.AffinityNone, RuleL3Default, icmp, false},
+		{"ICMP/CLIENT_IP/never-tracked", hash.AffinityClientIP, RuleL3Default, icmp, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			spec := ruleSpec{affinity: tt.affinity, protocol: tt.protocol, allPorts: tt.protocol != ProtoTCP}
+			spec := ruleSpec{affinity: tt.affinity, protocol: tt.protocol, allPorts: tt.protocol != RuleTCP}
 			if got := tracked(t, spec, tt.p, tt.p); got != tt.want {
 				t.Errorf("tracked = %v, want %v", got, tt.want)
 			}
@@ -147,7 +147,7 @@ func TestTrackingKey(t *testing.T) {
 		name          string
 		affinity      hash.Affinity
 		mode          hash.TrackingMode
-		protocol      Protocol
+		protocol      RuleProtocol
 		first, second pkt
 		shared        bool
 	}
@@ -155,31 +155,31 @@ func TestTrackingKey(t *testing.T) {
 	none, cipp, cipr, cip := hash.AffinityNone, hash.AffinityClientIPPortProto, hash.AffinityClientIPProto, hash.AffinityClientIP
 	tests := []row{
 		// PER_CONNECTION column.
-		{"PER_CONNECTION/NONE/TCP/5-tuple/same-flow", none, pc, ProtoTCP, tcp(c, 1, ack), tcp(c, 1, ack), true},
-		{"PER_CONNECTION/NONE/TCP/5-tuple/other-port", none, pc, ProtoTCP, tcp(c, 1, ack), otherPort(tcp(c, 1, ack)), false},
-		{"PER_CONNECTION/CLIENT_IP_PORT_PROTO/UDP/5-tuple/other-port", cipp, pc, ProtoUDP, udp(c, 1), otherPort(udp(c, 1)), false},
-		{"PER_CONNECTION/CLIENT_IP_PORT_PROTO/UDP-fragments/3-tuple", cipp, pc, ProtoUDP, nonFirst(udp(c, 1)), nonFirst(otherPort(udp(c, 1))), true},
-		{"PER_CONNECTION/CLIENT_IP_PORT_PROTO/ESP/3-tuple", cipp, pc, ProtoL3Default, esp, esp, true},
-		{"PER_CONNECTION/CLIENT_IP_PROTO/TCP/5-tuple/other-port", cipr, pc, ProtoTCP, tcp(c, 1, ack), otherPort(tcp(c, 1, ack)), false},
-		{"PER_CONNECTION/CLIENT_IP_PROTO/UDP/5-tuple/other-port", cipr, pc, ProtoUDP, udp(c, 1), otherPort(udp(c, 1)), false},
-		{"PER_CONNECTION/CLIENT_IP_PROTO/ESP/3-tuple", cipr, pc, ProtoL3Default, esp, esp, true},
-		{"PER_CONNECTION/CLIENT_IP/TCP/5-tuple/other-port", cip, pc, ProtoTCP, tcp(c, 1, ack), otherPort(tcp(c, 1, ack)), false},
-		{"PER_CONNECTION/CLIENT_IP/UDP/5-tuple/same-flow", cip, pc, ProtoUDP, udp(c, 1), udp(c, 1), true},
-		{"PER_CONNECTION/CLIENT_IP/ESP/3-tuple", cip, pc, ProtoL3Default, esp, esp, true},
+		{"PER_CONNECTION/NONE/TCP/5-tuple/same-flow", none, pc, RuleTCP, tcp(c, 1, ack), tcp(c, 1, ack), true},
+		{"PER_CONNECTION/NONE/TCP/5-tuple/other-port", none, pc, RuleTCP, tcp(c, 1, ack), otherPort(tcp(c, 1, ack)), false},
+		{"PER_CONNECTION/CLIENT_IP_PORT_PROTO/UDP/5-tuple/other-port", cipp, pc, RuleUDP, udp(c, 1), otherPort(udp(c, 1)), false},
+		{"PER_CONNECTION/CLIENT_IP_PORT_PROTO/UDP-fragments/3-tuple", cipp, pc, RuleUDP, nonFirst(udp(c, 1)), nonFirst(otherPort(udp(c, 1))), true},
+		{"PER_CONNECTION/CLIENT_IP_PORT_PROTO/ESP/3-tuple", cipp, pc, RuleL3Default, esp, esp, true},
+		{"PER_CONNECTION/CLIENT_IP_PROTO/TCP/5-tuple/other-port", cipr, pc, RuleTCP, tcp(c, 1, ack), otherPort(tcp(c, 1, ack)), false},
+		{"PER_CONNECTION/CLIENT_IP_PROTO/UDP/5-tuple/other-port", cipr, pc, RuleUDP, udp(c, 1), otherPort(udp(c, 1)), false},
+		{"PER_CONNECTION/CLIENT_IP_PROTO/ESP/3-tuple", cipr, pc, RuleL3Default, esp, esp, true},
+		{"PER_CONNECTION/CLIENT_IP/TCP/5-tuple/other-port", cip, pc, RuleTCP, tcp(c, 1, ack), otherPort(tcp(c, 1, ack)), false},
+		{"PER_CONNECTION/CLIENT_IP/UDP/5-tuple/same-flow", cip, pc, RuleUDP, udp(c, 1), udp(c, 1), true},
+		{"PER_CONNECTION/CLIENT_IP/ESP/3-tuple", cip, pc, RuleL3Default, esp, esp, true},
 		// PER_SESSION column.
-		{"PER_SESSION/NONE/TCP/5-tuple/other-port", none, ps, ProtoTCP, tcp(c, 1, ack), otherPort(tcp(c, 1, ack)), false},
-		{"PER_SESSION/NONE/TCP/5-tuple/same-flow", none, ps, ProtoTCP, tcp(c, 1, ack), tcp(c, 1, ack), true},
-		{"PER_SESSION/CLIENT_IP_PORT_PROTO/UDP/5-tuple/other-port", cipp, ps, ProtoUDP, udp(c, 1), otherPort(udp(c, 1)), false},
-		{"PER_SESSION/CLIENT_IP_PORT_PROTO/ESP/3-tuple", cipp, ps, ProtoL3Default, esp, esp, true},
-		{"PER_SESSION/CLIENT_IP_PROTO/TCP/3-tuple/other-port", cipr, ps, ProtoTCP, tcp(c, 1, ack), otherPort(tcp(c, 1, ack)), true},
-		{"PER_SESSION/CLIENT_IP_PROTO/UDP/3-tuple/other-port", cipr, ps, ProtoUDP, udp(c, 1), otherPort(udp(c, 1)), true},
-		{"PER_SESSION/CLIENT_IP_PROTO/TCP-vs-UDP/3-tuple/other-proto", cipr, ps, ProtoL3Default, tcp(c, 1, ack), udp(c, 1), false},
-		{"PER_SESSION/CLIENT_IP/TCP/2-tuple/other-port", cip, ps, ProtoTCP, tcp(c, 1, ack), otherPort(tcp(c, 1, ack)), true},
-		{"PER_SESSION/CLIENT_IP/TCP-vs-UDP/2-tuple/other-proto", cip, ps, ProtoL3Default, tcp(c, 1, ack), udp(c, 7), true},
+		{"PER_SESSION/NONE/TCP/5-tuple/other-port", none, ps, RuleTCP, tcp(c, 1, ack), otherPort(tcp(c, 1, ack)), false},
+		{"PER_SESSION/NONE/TCP/5-tuple/same-flow", none, ps, RuleTCP, tcp(c, 1, ack), tcp(c, 1, ack), true},
+		{"PER_SESSION/CLIENT_IP_PORT_PROTO/UDP/5-tuple/other-port", cipp, ps, RuleUDP, udp(c, 1), otherPort(udp(c, 1)), false},
+		{"PER_SESSION/CLIENT_IP_PORT_PROTO/ESP/3-tuple", cipp, ps, RuleL3Default, esp, esp, true},
+		{"PER_SESSION/CLIENT_IP_PROTO/TCP/3-tuple/other-port", cipr, ps, RuleTCP, tcp(c, 1, ack), otherPort(tcp(c, 1, ack)), true},
+		{"PER_SESSION/CLIENT_IP_PROTO/UDP/3-tuple/other-port", cipr, ps, RuleUDP, udp(c, 1), otherPort(udp(c, 1)), true},
+		{"PER_SESSION/CLIENT_IP_PROTO/TCP-vs-UDP/3-tuple/other-proto", cipr, ps, RuleL3Default, tcp(c, 1, ack), udp(c, 1), false},
+		{"PER_SESSION/CLIENT_IP/TCP/2-tuple/other-port", cip, ps, RuleTCP, tcp(c, 1, ack), otherPort(tcp(c, 1, ack)), true},
+		{"PER_SESSION/CLIENT_IP/TCP-vs-UDP/2-tuple/other-proto", cip, ps, RuleL3Default, tcp(c, 1, ack), udp(c, 7), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			spec := ruleSpec{affinity: tt.affinity, mode: tt.mode, protocol: tt.protocol, allPorts: tt.protocol != ProtoTCP}
+			spec := ruleSpec{affinity: tt.affinity, mode: tt.mode, protocol: tt.protocol, allPorts: tt.protocol != RuleTCP}
 			if got := tracked(t, spec, tt.first, tt.second); got != tt.shared {
 				t.Errorf("second packet shared the entry: %v, want %v", got, tt.shared)
 			}
@@ -208,7 +208,7 @@ func TestSYNRule(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			spec := ruleSpec{affinity: tt.affinity, mode: tt.mode, protocol: ProtoTCP}
+			spec := ruleSpec{affinity: tt.affinity, mode: tt.mode, protocol: RuleTCP}
 			if got := !tracked(t, spec, tcp(c, 1, syn), tt.second); got != tt.reselect {
 				t.Errorf("re-selected = %v, want %v", got, tt.reselect)
 			}
@@ -220,7 +220,7 @@ func TestSYNRule(t *testing.T) {
 // ACK follows the SYN to the new backend.
 func TestSYNReselectionIsRemembered(t *testing.T) {
 	const c = "198.51.100.11"
-	w := probeWorld(t, ruleSpec{protocol: ProtoTCP})
+	w := probeWorld(t, ruleSpec{protocol: RuleTCP})
 	old := w.send(tcp(c, 9, syn))
 	w.switchAll()
 	if got := w.send(tcp(c, 9, syn)); got != fresh {
@@ -244,7 +244,7 @@ func TestIdleExpiry(t *testing.T) {
 		{"at-60s", 60 * 16, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			w := probeWorld(t, ruleSpec{protocol: ProtoTCP})
+			w := probeWorld(t, ruleSpec{protocol: RuleTCP})
 			b := w.send(tcp(c, 5, syn))
 			w.advance(10 * 16)
 			w.send(tcp(c, 5, ack)) // refreshes
@@ -262,7 +262,7 @@ func TestIdleExpiry(t *testing.T) {
 func TestFINAndRSTKeepEntries(t *testing.T) {
 	const c = "198.51.100.13"
 	for _, flags := range []uint8{fin, rst} {
-		w := probeWorld(t, ruleSpec{protocol: ProtoTCP})
+		w := probeWorld(t, ruleSpec{protocol: RuleTCP})
 		b := w.send(tcp(c, 6, syn))
 		w.send(tcp(c, 6, flags))
 		w.switchAll()
@@ -279,13 +279,13 @@ func TestFragmentsWithoutTracking(t *testing.T) {
 	nonFirst := udp(c, 7)
 	nonFirst.frag, nonFirst.fragID = packet.FragNonFirst, 42
 	t.Run("non-first-fragment-needs-all-ports-rule", func(t *testing.T) {
-		w := newWorld(t, ruleSpec{protocol: ProtoUDP, backends: names(3)})
+		w := newWorld(t, ruleSpec{protocol: RuleUDP, backends: names(3)})
 		if got := w.send(nonFirst); got != "drop:no-rule" {
 			t.Errorf("got %s, want drop:no-rule", got)
 		}
 	})
 	t.Run("fragment-safe-recipe-keeps-datagram-and-flow-together", func(t *testing.T) {
-		w := newWorld(t, ruleSpec{protocol: ProtoUDP, allPorts: true, affinity: hash.AffinityClientIP, mode: hash.PerSession, backends: names(10)})
+		w := newWorld(t, ruleSpec{protocol: RuleUDP, allPorts: true, affinity: hash.AffinityClientIP, mode: hash.PerSession, backends: names(10)})
 		for i := range 50 {
 			src := clients(50)[i]
 			whole := udp(src, 1000)
@@ -300,7 +300,7 @@ func TestFragmentsWithoutTracking(t *testing.T) {
 		}
 	})
 	t.Run("5-tuple-affinity-fragments-follow-3-tuple", func(t *testing.T) {
-		w := newWorld(t, ruleSpec{protocol: ProtoUDP, allPorts: true, backends: names(10)})
+		w := newWorld(t, ruleSpec{protocol: RuleUDP, allPorts: true, backends: names(10)})
 		first := udp(c, 7)
 		first.frag, first.fragID = packet.FragFirst, 42
 		if got, want := w.send(first), w.maglev(nonFirst); got != want {
@@ -319,7 +319,7 @@ func TestFragmentsWithTracking(t *testing.T) {
 	const n = 200
 	for _, order := range []string{"first-fragment-first", "non-first-fragment-first"} {
 		t.Run(order, func(t *testing.T) {
-			w := newWorld(t, ruleSpec{protocol: ProtoUDP, allPorts: true, fragTrk: true, backends: names(10)})
+			w := newWorld(t, ruleSpec{protocol: RuleUDP, allPorts: true, fragTrk: true, backends: names(10)})
 			together, withFlow := 0, 0
 			for i, src := range clients(n) {
 				whole := udp(src, 2000)
@@ -353,7 +353,7 @@ func TestFragmentsWithTracking(t *testing.T) {
 // ICMP errors quoting a flow go to that flow's backend, tracked or not.
 func TestICMPErrorFollowsFlow(t *testing.T) {
 	const c = "198.51.100.15"
-	w := probeWorld(t, ruleSpec{protocol: ProtoTCP})
+	w := probeWorld(t, ruleSpec{protocol: RuleTCP})
 	b := w.send(tcp(c, 4242, syn))
 	w.send(tcp(c, 4242, ack))
 	w.switchAll()
@@ -381,7 +381,7 @@ func TestICMPErrorFollowsFlow(t *testing.T) {
 
 // Echo requests to a VIP are answered by the appliance.
 func TestEchoRequestAnswered(t *testing.T) {
-	w := newWorld(t, ruleSpec{protocol: ProtoTCP, backends: names(2)})
+	w := newWorld(t, ruleSpec{protocol: RuleTCP, backends: names(2)})
 	echo := pkt{src: "198.51.100.16", proto: packet.ProtoICMP, icmp: 8}
 	if d := w.snap.Decide(echo.meta(), w.q, w.now); d.Verdict != Reply {
 		t.Errorf("echo request: %v %v, want reply", d.Verdict, d.Reason)
@@ -399,7 +399,7 @@ func TestEchoRequestAnswered(t *testing.T) {
 func TestPerSessionAcrossQueues(t *testing.T) {
 	const c = "198.51.100.17"
 	for _, aff := range []hash.Affinity{hash.AffinityClientIP, hash.AffinityClientIPProto} {
-		w := probeWorld(t, ruleSpec{affinity: aff, mode: hash.PerSession, protocol: ProtoTCP})
+		w := probeWorld(t, ruleSpec{affinity: aff, mode: hash.PerSession, protocol: RuleTCP})
 		b := w.send(tcp(c, 1000, syn))
 		w.switchAll()
 		other := *w.q

@@ -13,9 +13,9 @@ import (
 // ID space (16 bits in IPv4) wraps quickly at high rates.
 const FragmentTTL = 5 * conntrack.TicksPerSecond
 
-// Queue is the state one worker owns: its flow table, and the tables it
+// FlowTables is the state one worker owns: its flow table, and the tables it
 // shares with the other workers.
-type Queue struct {
+type FlowTables struct {
 	Conntrack *conntrack.Table  // this queue's flows; only this worker touches it
 	Sessions  *conntrack.Shared // PER_SESSION 2- and 3-tuple sessions, shared by all queues
 	Fragments *conntrack.Shared // fragment tracking, shared by all queues
@@ -36,8 +36,8 @@ func drop(r Reason) Decision { return Decision{Verdict: Drop, Reason: r} }
 // Decide places one parsed packet: rule match, session-affinity keys,
 // connection tracking, the eligible set's Maglev table, and the insert of a
 // new entry. It allocates nothing and takes no lock; q must be the calling
-// worker's own Queue and now the worker's clock reading for this batch.
-func (s *Snapshot) Decide(m *packet.Meta, q *Queue, now conntrack.Time) Decision {
+// worker's own FlowTables and now the worker's clock reading for this batch.
+func (s *Snapshot) Decide(m *packet.Meta, q *FlowTables, now conntrack.Time) Decision {
 	if m.Proto == packet.ProtoICMP || m.Proto == packet.ProtoICMPv6 {
 		if m.Frag != packet.FragNonFirst {
 			if m.HasInner {
@@ -69,7 +69,7 @@ func (s *Snapshot) Decide(m *packet.Meta, q *Queue, now conntrack.Time) Decision
 // arrives first is placed as if unfragmented (its ports are known), a
 // non-first fragment that arrives first is placed by its 3-tuple, and the
 // choice is remembered under (src, dst, proto, IP ID) for the others.
-func (s *Snapshot) decideFragment(r *Rule, slot uint16, m *packet.Meta, q *Queue, now conntrack.Time) Decision {
+func (s *Snapshot) decideFragment(r *Rule, slot uint16, m *packet.Meta, q *FlowTables, now conntrack.Time) Decision {
 	fk := conntrack.FragmentKey(m.Src, m.Dst, m.Proto, m.FragID)
 	if v, ok := q.Fragments.Get(&fk, slot, now, 0); ok && r.valid(v, m.Proto, now) {
 		return Decision{Verdict: Tx, Rule: slot, Backend: v.Backend, Tracked: true}
@@ -108,7 +108,7 @@ func isSYN(m *packet.Meta) bool {
 
 // decideFlow is the core: tracked entry if valid, else Maglev over the
 // eligible set, then record the choice when the flow is trackable.
-func (s *Snapshot) decideFlow(r *Rule, slot uint16, m *packet.Meta, q *Queue, now conntrack.Time) Decision {
+func (s *Snapshot) decideFlow(r *Rule, slot uint16, m *packet.Meta, q *FlowTables, now conntrack.Time) Decision {
 	var trk hash.Key // set in place: a 40-byte result by value costs a store-forwarding stall
 	trackable := trk.SetTracking(m, r.Affinity, r.Mode)
 	syn := isSYN(m)
@@ -150,7 +150,7 @@ func (s *Snapshot) decideFlow(r *Rule, slot uint16, m *packet.Meta, q *Queue, no
 // flow it quotes, so path-MTU discovery works through the appliance. The
 // quoted packet is the backend's reply (VIP → client); reversed, it is the
 // client's flow. The error never creates or confirms an entry.
-func (s *Snapshot) decideICMPError(m *packet.Meta, q *Queue, now conntrack.Time) Decision {
+func (s *Snapshot) decideICMPError(m *packet.Meta, q *FlowTables, now conntrack.Time) Decision {
 	flow := packet.Meta{Family: m.Family}
 	flow.Src, flow.Dst = m.Inner.Dst, m.Inner.Src
 	flow.SrcPort, flow.DstPort = m.Inner.DstPort, m.Inner.SrcPort

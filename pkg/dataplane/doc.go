@@ -10,7 +10,7 @@
 //     NewSnapshot), publishes it with one atomic pointer swap, and workers
 //     load the pointer once per batch. A worker never waits for the control
 //     plane and the control plane never waits for a worker.
-//   - Queue is one worker's state: its conntrack.Table, touched by that
+//   - FlowTables is one worker's state: its conntrack.Table, touched by that
 //     worker only, and the conntrack.Shared tables (PER_SESSION sessions,
 //     fragment tracking) that all workers share.
 //

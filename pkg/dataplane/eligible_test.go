@@ -34,7 +34,7 @@ type fworld struct {
 	backends []failover.Backend
 	st       *failover.State
 	snap     *Snapshot
-	q        *Queue
+	q        *FlowTables
 	now      conntrack.Time
 }
 
@@ -52,7 +52,7 @@ func newFWorld(t *testing.T, cfg RuleConfig, p failover.Policy, groups []failove
 	}
 	cfg.Name = "web"
 	cfg.Match.VIP = testVIP
-	if cfg.Match.Protocol != ProtoTCP {
+	if cfg.Match.Protocol != RuleTCP {
 		cfg.Match.AllPorts = true
 	} else {
 		cfg.Match.Ports = []PortRange{{80, 80}}
@@ -62,7 +62,7 @@ func newFWorld(t *testing.T, cfg RuleConfig, p failover.Policy, groups []failove
 	}
 	ct, _ := conntrack.New(1<<14, 1)
 	sess, _ := conntrack.NewShared(1<<12, 2)
-	w := &fworld{t: t, cfg: cfg, policy: p, groups: groups, q: &Queue{Conntrack: ct, Sessions: sess}, now: 160}
+	w := &fworld{t: t, cfg: cfg, policy: p, groups: groups, q: &FlowTables{Conntrack: ct, Sessions: sess}, now: 160}
 	for i, b := range bs {
 		g := b.group
 		if g == "" {
@@ -164,7 +164,7 @@ func twoTierGroups() []failover.Group {
 
 func TestEligible_NoFailover_NoWeights(t *testing.T) {
 	bs := []fb{{name: "192.0.2.1", health: h}, {name: "192.0.2.2", health: h}, {name: "192.0.2.3", health: u}}
-	w := newFWorld(t, RuleConfig{Match: RuleMatch{Protocol: ProtoTCP}}, failover.DefaultPolicy(), nil, bs)
+	w := newFWorld(t, RuleConfig{Match: RuleMatch{Protocol: RuleTCP}}, failover.DefaultPolicy(), nil, bs)
 	t.Run("healthy-backends", func(t *testing.T) { only(t, w.spread(600), "192.0.2.1", "192.0.2.2") })
 	w.health("192.0.2.1", u)
 	w.health("192.0.2.2", u)
@@ -174,7 +174,7 @@ func TestEligible_NoFailover_NoWeights(t *testing.T) {
 func TestEligible_NoFailover_WeightedMaglev(t *testing.T) {
 	p := failover.DefaultPolicy()
 	p.WeightedMaglev = true
-	cfg := RuleConfig{Match: RuleMatch{Protocol: ProtoTCP}}
+	cfg := RuleConfig{Match: RuleMatch{Protocol: RuleTCP}}
 	t.Run("set1-healthy-with-weight", func(t *testing.T) {
 		w := newFWorld(t, cfg, p, nil, []fb{{name: "192.0.2.1", health: h, weight: 5}, {name: "192.0.2.2", health: h, weight: 0}, {name: "192.0.2.3", health: u, weight: 9}})
 		only(t, w.spread(600), "192.0.2.1")
@@ -220,7 +220,7 @@ func TestEligible_NoFailover_WeightedMaglev(t *testing.T) {
 }
 
 func TestEligible_Failover(t *testing.T) {
-	cfg := RuleConfig{Match: RuleMatch{Protocol: ProtoTCP}}
+	cfg := RuleConfig{Match: RuleMatch{Protocol: RuleTCP}}
 	prim := []fb{{name: "192.0.2.1", group: "p", health: h}, {name: "192.0.2.2", group: "p", health: h}, {name: "192.0.2.3", group: "f", health: h}, {name: "192.0.2.4", group: "f", health: h}}
 	t.Run("ratio-0-primaries-while-one-is-healthy", func(t *testing.T) {
 		w := newFWorld(t, cfg, failover.DefaultPolicy(), twoTierGroups(), prim)
@@ -299,7 +299,7 @@ func (w *fworld) stayed(conns map[string]string, sport uint16) int {
 }
 
 func TestDrainingOnFailover(t *testing.T) {
-	cfg := RuleConfig{Match: RuleMatch{Protocol: ProtoTCP}}
+	cfg := RuleConfig{Match: RuleMatch{Protocol: RuleTCP}}
 	prim := []fb{{name: "192.0.2.1", group: "p", health: h}, {name: "192.0.2.2", group: "f", health: h}}
 	for _, drain := range []bool{true, false} {
 		t.Run(fmt.Sprintf("connection_drain_on_failover=%v", drain), func(t *testing.T) {
@@ -338,7 +338,7 @@ func TestDrainingOnRemoval(t *testing.T) {
 		t.Run(fmt.Sprintf("connection_draining_timeout=%v", timeout), func(t *testing.T) {
 			p := failover.DefaultPolicy()
 			p.ConnectionDrainingTimeout = timeout
-			w := newFWorld(t, RuleConfig{Match: RuleMatch{Protocol: ProtoTCP}}, p, nil, []fb{{name: "192.0.2.1", health: h}, {name: "192.0.2.2", health: h}, {name: "192.0.2.3", health: h}})
+			w := newFWorld(t, RuleConfig{Match: RuleMatch{Protocol: RuleTCP}}, p, nil, []fb{{name: "192.0.2.1", health: h}, {name: "192.0.2.2", health: h}, {name: "192.0.2.3", health: h}})
 			conns := w.establish(300, 6000)
 			onRemoved := map[string]string{}
 			for c, b := range conns {
@@ -404,7 +404,7 @@ func TestPersistence(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := RuleConfig{Match: RuleMatch{Protocol: ProtoL3Default}, Persistence: tt.policy, Mode: tt.mode, Affinity: tt.affinity}
+			cfg := RuleConfig{Match: RuleMatch{Protocol: RuleL3Default}, Persistence: tt.policy, Mode: tt.mode, Affinity: tt.affinity}
 			bs := []fb{{name: "192.0.2.1", health: h}, {name: "192.0.2.2", health: h}, {name: "192.0.2.3", health: h}}
 			w := newFWorld(t, cfg, failover.DefaultPolicy(), nil, bs)
 			mk := func(c string) pkt {
@@ -456,7 +456,7 @@ func TestPersistence(t *testing.T) {
 
 // A backend that becomes healthy again does not remove replacement entries.
 func TestReplacementEntriesSurviveRecovery(t *testing.T) {
-	cfg := RuleConfig{Match: RuleMatch{Protocol: ProtoTCP}, Persistence: failover.PersistNever}
+	cfg := RuleConfig{Match: RuleMatch{Protocol: RuleTCP}, Persistence: failover.PersistNever}
 	w := newFWorld(t, cfg, failover.DefaultPolicy(), nil, []fb{{name: "192.0.2.1", health: h}, {name: "192.0.2.2", health: h}})
 	conns := w.establish(100, 8000)
 	w.health("192.0.2.1", u)
@@ -489,7 +489,7 @@ func TestZonalAffinity(t *testing.T) {
 	}}
 	groups := []failover.Group{{Name: "ga", Zone: "a", CapacityScaler: 1}, {Name: "gb", Zone: "b", CapacityScaler: 1}}
 	bs := []fb{{name: "192.0.2.1", group: "ga", health: h}, {name: "192.0.2.2", group: "ga", health: h}, {name: "192.0.2.3", group: "gb", health: h}, {name: "192.0.2.4", group: "gb", health: h}}
-	cfg := RuleConfig{Match: RuleMatch{Protocol: ProtoTCP}, ZoneClients: p.Zonal.Clients}
+	cfg := RuleConfig{Match: RuleMatch{Protocol: RuleTCP}, ZoneClients: p.Zonal.Clients}
 	w := newFWorld(t, cfg, p, groups, bs)
 	zoneA := map[string]int{}
 	zoneB := map[string]int{}

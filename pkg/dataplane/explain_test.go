@@ -34,7 +34,7 @@ func TestExplainAgreesWithDecide(t *testing.T) {
 		for _, mode := range []hash.TrackingMode{hash.PerConnection, hash.PerSession} {
 			t.Run(fmt.Sprintf("affinity%d/mode%d", aff, mode), func(t *testing.T) {
 				bs := names(6)
-				w := newWorld(t, ruleSpec{affinity: aff, mode: mode, protocol: ProtoL3Default, backends: bs})
+				w := newWorld(t, ruleSpec{affinity: aff, mode: mode, protocol: RuleL3Default, backends: bs})
 				rng := rand.New(rand.NewPCG(1, uint64(aff)<<8|uint64(mode)))
 				srcs := clients(40)
 				random := func() pkt {
@@ -85,7 +85,7 @@ func TestExplainAgreesWithDecide(t *testing.T) {
 }
 
 func TestExplainUnmatched(t *testing.T) {
-	w := newWorld(t, ruleSpec{protocol: ProtoTCP, backends: names(2)})
+	w := newWorld(t, ruleSpec{protocol: RuleTCP, backends: names(2)})
 	for _, p := range []pkt{
 		{src: "198.51.100.1", sport: 1, dport: 9999, proto: packet.ProtoTCP},                // port not in the rule
 		{src: "198.51.100.1", sport: 1, dport: 80, proto: packet.ProtoUDP},                  // protocol

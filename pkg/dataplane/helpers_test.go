@@ -79,7 +79,7 @@ func udp(src string, sport uint16) pkt {
 type ruleSpec struct {
 	affinity hash.Affinity
 	mode     hash.TrackingMode
-	protocol Protocol
+	protocol RuleProtocol
 	allPorts bool
 	fragTrk  bool
 	persist  func(proto uint8) bool
@@ -94,7 +94,7 @@ type world struct {
 	t    *testing.T
 	spec ruleSpec
 	snap *Snapshot
-	q    *Queue
+	q    *FlowTables
 	now  conntrack.Time
 	rule Rule
 }
@@ -113,7 +113,7 @@ func newWorld(t *testing.T, spec ruleSpec) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{t: t, spec: spec, q: &Queue{Conntrack: ct, Sessions: sess, Fragments: frags}, now: 1000}
+	w := &world{t: t, spec: spec, q: &FlowTables{Conntrack: ct, Sessions: sess, Fragments: frags}, now: 1000}
 	if spec.idle == 0 {
 		spec.idle = conntrack.DefaultIdle
 		w.spec.idle = spec.idle
@@ -126,7 +126,7 @@ func newWorld(t *testing.T, spec ruleSpec) *world {
 		Idle:             spec.idle,
 		FragmentTracking: spec.fragTrk,
 	}
-	if spec.protocol == ProtoL3Default {
+	if spec.protocol == RuleL3Default {
 		r.Match.AllPorts = true
 	}
 	for p := range 256 {

@@ -9,25 +9,25 @@ import (
 	"github.com/xlbnet/xlb/pkg/packet"
 )
 
-// Protocol is a forwarding rule's protocol.
-type Protocol uint8
+// RuleProtocol is a forwarding rule's protocol.
+type RuleProtocol uint8
 
 const (
-	ProtoTCP       Protocol = iota // TCP
-	ProtoUDP                       // UDP
-	ProtoL3Default                 // L3_DEFAULT: every IP protocol, all ports
+	RuleTCP       RuleProtocol = iota // TCP
+	RuleUDP                           // UDP
+	RuleL3Default                     // L3_DEFAULT: every IP protocol, all ports
 )
 
-func (p Protocol) String() string {
+func (p RuleProtocol) String() string {
 	switch p {
-	case ProtoTCP:
+	case RuleTCP:
 		return "TCP"
-	case ProtoUDP:
+	case RuleUDP:
 		return "UDP"
-	case ProtoL3Default:
+	case RuleL3Default:
 		return "L3_DEFAULT"
 	}
-	return fmt.Sprintf("Protocol(%d)", uint8(p))
+	return fmt.Sprintf("RuleProtocol(%d)", uint8(p))
 }
 
 // PortRange is an inclusive range of destination ports.
@@ -37,7 +37,7 @@ type PortRange struct{ Lo, Hi uint16 }
 // or a list of port ranges. L3_DEFAULT rules always match all ports.
 type RuleMatch struct {
 	VIP      [16]byte // IPv4 mapped into IPv6
-	Protocol Protocol
+	Protocol RuleProtocol
 	AllPorts bool
 	Ports    []PortRange
 }
@@ -112,11 +112,11 @@ func NewMatcher(rules []RuleMatch) (*Matcher, error) {
 		}
 		var pm *portMatcher
 		switch r.Protocol {
-		case ProtoTCP:
+		case RuleTCP:
 			pm = &v.tcp
-		case ProtoUDP:
+		case RuleUDP:
 			pm = &v.udp
-		case ProtoL3Default:
+		case RuleL3Default:
 			if v.l3Default != noRule {
 				return nil, fmt.Errorf("rule %d: VIP already has an L3_DEFAULT rule (rule %d)", i, v.l3Default)
 			}

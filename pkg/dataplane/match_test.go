@@ -14,11 +14,11 @@ func TestMatcher(t *testing.T) {
 	vip := addr16("203.0.113.10")
 	vip6 := addr16("fd00:f1::10")
 	rules := []RuleMatch{
-		{VIP: vip, Protocol: ProtoTCP, Ports: []PortRange{{80, 80}, {443, 443}, {8000, 8099}}}, // 0
-		{VIP: vip, Protocol: ProtoUDP, AllPorts: true},                                         // 1
-		{VIP: vip, Protocol: ProtoL3Default, AllPorts: true},                                   // 2
-		{VIP: vip6, Protocol: ProtoTCP, Ports: []PortRange{{80, 80}}},                          // 3
-		{VIP: vip6, Protocol: ProtoTCP, Ports: []PortRange{{22, 22}}},                          // 4
+		{VIP: vip, Protocol: RuleTCP, Ports: []PortRange{{80, 80}, {443, 443}, {8000, 8099}}}, // 0
+		{VIP: vip, Protocol: RuleUDP, AllPorts: true},                                         // 1
+		{VIP: vip, Protocol: RuleL3Default, AllPorts: true},                                   // 2
+		{VIP: vip6, Protocol: RuleTCP, Ports: []PortRange{{80, 80}}},                          // 3
+		{VIP: vip6, Protocol: RuleTCP, Ports: []PortRange{{22, 22}}},                          // 4
 	}
 	m, err := NewMatcher(rules)
 	if err != nil {
@@ -67,19 +67,19 @@ func TestMatcherRejectsOverlap(t *testing.T) {
 		want  string
 	}{
 		{"same port twice", []RuleMatch{
-			{VIP: vip, Protocol: ProtoTCP, Ports: []PortRange{{80, 90}}},
-			{VIP: vip, Protocol: ProtoTCP, Ports: []PortRange{{90, 95}}},
+			{VIP: vip, Protocol: RuleTCP, Ports: []PortRange{{80, 90}}},
+			{VIP: vip, Protocol: RuleTCP, Ports: []PortRange{{90, 95}}},
 		}, "also claimed"},
 		{"ports and all-ports", []RuleMatch{
-			{VIP: vip, Protocol: ProtoUDP, Ports: []PortRange{{53, 53}}},
-			{VIP: vip, Protocol: ProtoUDP, AllPorts: true},
+			{VIP: vip, Protocol: RuleUDP, Ports: []PortRange{{53, 53}}},
+			{VIP: vip, Protocol: RuleUDP, AllPorts: true},
 		}, "overlaps"},
 		{"two L3_DEFAULT", []RuleMatch{
-			{VIP: vip, Protocol: ProtoL3Default, AllPorts: true},
-			{VIP: vip, Protocol: ProtoL3Default, AllPorts: true},
+			{VIP: vip, Protocol: RuleL3Default, AllPorts: true},
+			{VIP: vip, Protocol: RuleL3Default, AllPorts: true},
 		}, "already has an L3_DEFAULT"},
 		{"reversed range", []RuleMatch{
-			{VIP: vip, Protocol: ProtoTCP, Ports: []PortRange{{90, 80}}},
+			{VIP: vip, Protocol: RuleTCP, Ports: []PortRange{{90, 80}}},
 		}, "reversed"},
 	}
 	for _, tt := range tests {
@@ -96,7 +96,7 @@ func TestMatcherManyVIPs(t *testing.T) {
 	var rules []RuleMatch
 	for i := 0; i < 300; i++ {
 		a := netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}).As16()
-		rules = append(rules, RuleMatch{VIP: a, Protocol: ProtoTCP, Ports: []PortRange{{80, 80}}})
+		rules = append(rules, RuleMatch{VIP: a, Protocol: RuleTCP, Ports: []PortRange{{80, 80}}})
 	}
 	m, err := NewMatcher(rules)
 	if err != nil {

@@ -36,7 +36,7 @@ func TestSimulatorCrossCheck(t *testing.T) {
 		bs = append(bs, fb{name: n, health: health, weight: uint32(1 + i*7%5)})
 	}
 	for _, aff := range []hash.Affinity{hash.AffinityNone, hash.AffinityClientIPProto, hash.AffinityClientIP} {
-		w := newFWorld(t, RuleConfig{Match: RuleMatch{Protocol: ProtoL3Default}, Affinity: aff}, p, nil, bs)
+		w := newFWorld(t, RuleConfig{Match: RuleMatch{Protocol: RuleL3Default}, Affinity: aff}, p, nil, bs)
 		var members []hash.Backend
 		for _, m := range w.st.Eligible {
 			members = append(members, hash.Backend{Name: m.Name, ID: m.ID, Weight: m.Weight})
@@ -96,7 +96,7 @@ func TestStability(t *testing.T) {
 		t.Run(ch.name, func(t *testing.T) {
 			p := p
 			p.ConnectionDrainingTimeout = time.Hour
-			w := newFWorld(t, RuleConfig{Match: RuleMatch{Protocol: ProtoTCP}}, p, nil, base())
+			w := newFWorld(t, RuleConfig{Match: RuleMatch{Protocol: RuleTCP}}, p, nil, base())
 			before := w.snap.Rules[0].Table
 			conns := w.establish(2000, 9000)
 			ch.change(w)
@@ -134,7 +134,7 @@ func TestStability(t *testing.T) {
 // Flood: with the table full of established flows, ten times its capacity
 // in fresh SYNs evicts no established flow and memory stays at the arena.
 func TestSYNFloodKeepsEstablishedFlows(t *testing.T) {
-	w := probeWorld(t, ruleSpec{protocol: ProtoTCP})
+	w := probeWorld(t, ruleSpec{protocol: RuleTCP})
 	ct, err := conntrack.New(4096, 9)
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +192,7 @@ func TestSYNFloodKeepsEstablishedFlows(t *testing.T) {
 }
 
 func TestDecideAllocatesNothing(t *testing.T) {
-	w := newWorld(t, ruleSpec{protocol: ProtoL3Default, allPorts: true, affinity: hash.AffinityClientIP, mode: hash.PerSession, fragTrk: true, backends: names(5)})
+	w := newWorld(t, ruleSpec{protocol: RuleL3Default, allPorts: true, affinity: hash.AffinityClientIP, mode: hash.PerSession, fragTrk: true, backends: names(5)})
 	frag := udp("198.51.100.1", 5)
 	frag.frag, frag.fragID = packet.FragNonFirst, 3
 	quoted := &packet.Tuple{Src: testVIP, Dst: addr16("198.51.100.1"), SrcPort: 80, DstPort: 4, Proto: packet.ProtoTCP}

@@ -67,7 +67,7 @@ type Rule struct {
 
 	// Table is the weighted Maglev table over the eligible set; its IDs are
 	// indexes into Backends. Empty when nothing is eligible.
-	Table    *hash.Table
+	Table    *hash.MaglevTable
 	Backends []Backend
 
 	// zones maps client prefixes to their zone's table (zonal affinity);

@@ -89,7 +89,7 @@ func (c *Counters) add(b *batchCounts) {
 type Worker struct {
 	rings    *ring.Rings
 	snapshot *atomic.Pointer[Snapshot]
-	tables   Queue
+	tables   FlowTables
 	clock    conntrack.Clock
 	idle     func()
 
@@ -110,7 +110,7 @@ type Worker struct {
 
 // NewWorker returns the worker of one queue. idle is called when a loop
 // found nothing to do (poll the socket, or yield for a Fake); nil yields.
-func NewWorker(rings *ring.Rings, snapshot *atomic.Pointer[Snapshot], tables Queue, clock conntrack.Clock, idle func()) *Worker {
+func NewWorker(rings *ring.Rings, snapshot *atomic.Pointer[Snapshot], tables FlowTables, clock conntrack.Clock, idle func()) *Worker {
 	if idle == nil {
 		idle = runtime.Gosched
 	}

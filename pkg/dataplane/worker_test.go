@@ -79,7 +79,7 @@ func tcpFrame(src string, sport uint16, syn bool) []byte {
 }
 
 func TestWorkerForwardsIPIP(t *testing.T) {
-	fw := newFakeWorker(t, ruleSpec{protocol: ProtoTCP, backends: names(3)}, encap.IPIP, 1500)
+	fw := newFakeWorker(t, ruleSpec{protocol: RuleTCP, backends: names(3)}, encap.IPIP, 1500)
 	in := tcpFrame("198.51.100.20", 40000, true)
 	out := fw.run(in)
 	if len(out) != 1 {
@@ -114,7 +114,7 @@ func TestWorkerForwardsIPIP(t *testing.T) {
 }
 
 func TestWorkerDropsAndRecyclesFrames(t *testing.T) {
-	fw := newFakeWorker(t, ruleSpec{protocol: ProtoTCP, backends: names(3)}, encap.IPIP, 1500)
+	fw := newFakeWorker(t, ruleSpec{protocol: RuleTCP, backends: names(3)}, encap.IPIP, 1500)
 	free := fw.fake.Rings().Frames.Len()
 	bad := tcpFrame("198.51.100.21", 1, true)
 	bad[14+10] ^= 0xff // IPv4 header checksum
@@ -134,11 +134,11 @@ func TestWorkerDropsAndRecyclesFrames(t *testing.T) {
 }
 
 func TestWorkerAnswersEcho(t *testing.T) {
-	fw := newFakeWorker(t, ruleSpec{protocol: ProtoTCP, backends: names(2)}, encap.GUE, 1500)
+	fw := newFakeWorker(t, ruleSpec{protocol: RuleTCP, backends: names(2)}, encap.GUE, 1500)
 	for _, v6 := range []bool{false, true} {
 		spec := packettest.Spec{Src: netip.MustParseAddr("198.51.100.22"), Dst: netip.AddrFrom16(testVIP).Unmap(), Proto: layers.IPProtocolICMPv4, ICMPType: 8, ICMPID: 7, ICMPSeq: 9, Payload: []byte("ping")}
 		if v6 {
-			fw = newFakeWorker(t, ruleSpec{protocol: ProtoTCP, backends: names(2)}, encap.GUE, 1500)
+			fw = newFakeWorker(t, ruleSpec{protocol: RuleTCP, backends: names(2)}, encap.GUE, 1500)
 			vip6 := netip.MustParseAddr("fd00:f1::10")
 			fw.w.rule.Match.VIP = vip6.As16()
 			fw.w.publish()
@@ -178,7 +178,7 @@ func TestWorkerAnswersEcho(t *testing.T) {
 }
 
 func TestWorkerStepAllocatesNothing(t *testing.T) {
-	fw := newFakeWorker(t, ruleSpec{protocol: ProtoTCP, backends: names(3)}, encap.GUE, 1500)
+	fw := newFakeWorker(t, ruleSpec{protocol: RuleTCP, backends: names(3)}, encap.GUE, 1500)
 	frames := [][]byte{tcpFrame("198.51.100.30", 1, true), tcpFrame("198.51.100.31", 2, false), tcpFrame("198.51.100.32", 3, true)}
 	allocs := testing.AllocsPerRun(100, func() {
 		for _, f := range frames {
@@ -195,7 +195,7 @@ func TestWorkerStepAllocatesNothing(t *testing.T) {
 // The worker reclaims idle entries between batches, without a lookup of
 // them: the table's count falls back once the flows went quiet.
 func TestWorkerSweepsIdleEntries(t *testing.T) {
-	fw := newFakeWorker(t, ruleSpec{protocol: ProtoTCP, backends: names(3)}, encap.IPIP, 1500)
+	fw := newFakeWorker(t, ruleSpec{protocol: RuleTCP, backends: names(3)}, encap.IPIP, 1500)
 	var frames [][]byte
 	for i := range 40 {
 		frames = append(frames, tcpFrame("198.51.100.40", uint16(1000+i), true))

@@ -15,10 +15,10 @@ type zonePrefix struct {
 	hi, lo         uint64 // the prefix in the 16-byte (IPv4-mapped) form
 	maskHi, maskLo uint64
 	bits           int
-	table          *hash.Table
+	table          *hash.MaglevTable
 }
 
-func newZonePrefix(p netip.Prefix, t *hash.Table) zonePrefix {
+func newZonePrefix(p netip.Prefix, t *hash.MaglevTable) zonePrefix {
 	p = p.Masked()
 	bits := p.Bits()
 	if p.Addr().Is4() {
@@ -40,7 +40,7 @@ func newZonePrefix(p netip.Prefix, t *hash.Table) zonePrefix {
 
 // zoneTable returns the Maglev table for a client: its zone's view when a
 // client prefix matches (longest first), else the rule's default table.
-func (r *Rule) zoneTable(src *[16]byte) *hash.Table {
+func (r *Rule) zoneTable(src *[16]byte) *hash.MaglevTable {
 	if len(r.zones) == 0 {
 		return r.Table
 	}
@@ -57,7 +57,7 @@ func (r *Rule) zoneTable(src *[16]byte) *hash.Table {
 // setZones installs the zone tables: prefixes sorted longest first, so
 // the first match is the longest-prefix match. A prefix whose zone has no
 // view keeps the default table.
-func (r *Rule) setZones(prefixes []netip.Prefix, zoneOf []string, tables map[string]*hash.Table) {
+func (r *Rule) setZones(prefixes []netip.Prefix, zoneOf []string, tables map[string]*hash.MaglevTable) {
 	r.zones = r.zones[:0]
 	for i, p := range prefixes {
 		if t, ok := tables[zoneOf[i]]; ok {
