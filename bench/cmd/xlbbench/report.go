@@ -81,7 +81,25 @@ func summarize(pts []Point, queues []int) Summary {
 		s.XLBVsNft = round(x.ForwardedPPS/n.ForwardedPPS, 3)
 	}
 	s.XLBCPUNsPerPkt, s.NftCPUNsPerPkt, s.ReflectorCPUNsPkt = round(x.CPUNsPerPkt, 0), round(n.CPUNsPerPkt, 0), round(r.CPUNsPerPkt, 0)
+	x1, _ := saturation(pts, "xlb", 1)
+	r1, _ := saturation(pts, "reflector", 1)
+	s.XLBProcNsPerPkt, s.ReflectorProcNsPerPkt = round(x1.ProcNsPerPkt, 0), round(r1.ProcNsPerPkt, 0)
+	s.XLBVsReflector1Q = ratio(x1.ForwardedPPS, r1.ForwardedPPS)
+	if b1, ok := saturation(pts, "xlb-base", 1); ok {
+		s.BaseProcNsPerPkt = round(b1.ProcNsPerPkt, 0)
+		s.BaseVsReflector1Q = ratio(b1.ForwardedPPS, r1.ForwardedPPS)
+		s.XLBVsBase1Q = ratio(x1.ForwardedPPS, b1.ForwardedPPS)
+		s.XLBProcVsBaseProc1Q = ratio(x1.ProcNsPerPkt, b1.ProcNsPerPkt)
+	}
 	return s
+}
+
+// ratio is a/b to three digits, 0 when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return round(a/b, 3)
 }
 
 func round(v float64, digits int) float64 {
@@ -93,13 +111,13 @@ func round(v float64, digits int) float64 {
 }
 
 func printTable(w io.Writer, pts []Point) {
-	fmt.Fprintf(w, "%-13s %-11s %6s %12s %12s %14s %7s %9s %12s %12s\n", "scenario", "mix", "queues", "target pps", "offered pps", "forwarded pps", "loss", "cpu busy", "cpu ns/pkt", "-background")
+	fmt.Fprintf(w, "%-13s %-11s %6s %12s %12s %14s %7s %9s %12s %12s %12s\n", "scenario", "mix", "queues", "target pps", "offered pps", "forwarded pps", "loss", "cpu busy", "cpu ns/pkt", "-background", "proc ns/pkt")
 	for _, p := range pts {
 		target := fmt.Sprintf("%.0f", p.TargetPPS)
 		if p.TargetPPS == 0 {
 			target = "max"
 		}
-		fmt.Fprintf(w, "%-13s %-11s %6d %12s %12.0f %14.0f %6.1f%% %9.2f %12.0f %12.0f\n", p.Scenario, p.Mix, p.Queues, target, p.OfferedPPS, p.ForwardedPPS, 100*p.Loss, p.CPUBusy, p.CPUNsPerPkt, p.CPUNsPerPktBg)
+		fmt.Fprintf(w, "%-13s %-11s %6d %12s %12.0f %14.0f %6.1f%% %9.2f %12.0f %12.0f %12.0f\n", p.Scenario, p.Mix, p.Queues, target, p.OfferedPPS, p.ForwardedPPS, 100*p.Loss, p.CPUBusy, p.CPUNsPerPkt, p.CPUNsPerPktBg, p.ProcNsPerPkt)
 	}
 }
 

@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -57,11 +59,11 @@ func TestReflectQueue(t *testing.T) {
 
 func TestMediansAndSummary(t *testing.T) {
 	raw := []Point{
-		{Scenario: "xlb", Queues: 1, TargetPPS: 0, Round: 1, ForwardedPPS: 300, CPUNsPerPkt: 10},
-		{Scenario: "xlb", Queues: 1, TargetPPS: 0, Round: 2, ForwardedPPS: 100, CPUNsPerPkt: 30},
-		{Scenario: "xlb", Queues: 1, TargetPPS: 0, Round: 3, ForwardedPPS: 200, CPUNsPerPkt: 20},
+		{Scenario: "xlb", Queues: 1, TargetPPS: 0, Round: 1, ForwardedPPS: 300, CPUNsPerPkt: 10, ProcNsPerPkt: 1},
+		{Scenario: "xlb", Queues: 1, TargetPPS: 0, Round: 2, ForwardedPPS: 100, CPUNsPerPkt: 30, ProcNsPerPkt: 3},
+		{Scenario: "xlb", Queues: 1, TargetPPS: 0, Round: 3, ForwardedPPS: 200, CPUNsPerPkt: 20, ProcNsPerPkt: 2},
 		{Scenario: "xlb", Queues: 1, TargetPPS: 1000, Round: 1, ForwardedPPS: 1000},
-		{Scenario: "reflector", Queues: 1, TargetPPS: 0, Round: 1, ForwardedPPS: 400, CPUNsPerPkt: 5},
+		{Scenario: "reflector", Queues: 1, TargetPPS: 0, Round: 1, ForwardedPPS: 400, CPUNsPerPkt: 5, ProcNsPerPkt: 1.6},
 		{Scenario: "nft", Queues: 1, TargetPPS: 0, Round: 1, ForwardedPPS: 100, CPUNsPerPkt: 40},
 		{Scenario: "xlb", Queues: 2, TargetPPS: 0, Round: 1, ForwardedPPS: 150, CPUNsPerPkt: 1},
 		{Scenario: "xlb", Queues: 2, TargetPPS: 0, Round: 2, ForwardedPPS: 50, CPUNsPerPkt: 1},
@@ -72,7 +74,8 @@ func TestMediansAndSummary(t *testing.T) {
 	}
 	s := summarize(m, []int{1, 2})
 	want := Summary{XLBMpps: 0.0002, ReflectorMpps: 0.0004, NftMpps: 0.0001, XLBVsReflector: 0.5, XLBVsNft: 2,
-		XLBCPUNsPerPkt: 20, NftCPUNsPerPkt: 40, ReflectorCPUNsPkt: 5, Queues: 1}
+		XLBCPUNsPerPkt: 20, NftCPUNsPerPkt: 40, ReflectorCPUNsPkt: 5, Queues: 1,
+		XLBProcNsPerPkt: 2, ReflectorProcNsPerPkt: 2, XLBVsReflector1Q: 0.5}
 	if s != want {
 		t.Fatalf("summary %+v\nwant    %+v", s, want)
 	}
@@ -80,6 +83,55 @@ func TestMediansAndSummary(t *testing.T) {
 	printTable(&b, m)
 	if lines := strings.Count(b.String(), "\n"); lines != 6 || !strings.Contains(b.String(), " max ") {
 		t.Errorf("table:\n%s", b.String())
+	}
+
+	// With an A/B base binary, its ratios at one queue.
+	m = append(m, Point{Scenario: "xlb-base", Queues: 1, ForwardedPPS: 100, ProcNsPerPkt: 4})
+	s = summarize(m, []int{1, 2})
+	if s.BaseVsReflector1Q != 0.25 || s.XLBVsBase1Q != 2 || s.BaseProcNsPerPkt != 4 || s.XLBProcVsBaseProc1Q != 0.5 {
+		t.Errorf("summary with a base: %+v", s)
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	// A command name with a space and a parenthesis, as the kernel prints it.
+	stat := "4242 (xlb (a) b) S 1 4242 4242 0 -1 4194560 1234 0 0 0 250 75 0 0 20 0 9 0 12345 1234567 890 18446744073709551615"
+	d, err := parseProcStat(stat)
+	if err != nil || d != 3250*time.Millisecond {
+		t.Fatalf("parseProcStat = %v, %v; want 3.25s", d, err)
+	}
+	if _, err := parseProcStat("4242 (xlb) S 1 2"); err == nil {
+		t.Error("a short stat line parsed")
+	}
+	// Our own process has used some CPU by now.
+	if d, err := procCPU(os.Getpid()); err != nil || d < 0 {
+		t.Errorf("procCPU(self) = %v, %v", d, err)
+	}
+}
+
+func TestParsePerfReport(t *testing.T) {
+	out := `# To display the perf.data header info, please use --header/--header-only options.
+#
+# Samples: 8K of event 'cpu-clock:pppH'
+# Overhead  Shared Object      Symbol
+# ........  .................  ..........................................
+#
+    23.50%  xlb                [.] github.com/xlbnet/xlb/conntrack.(*Table).Lookup
+    10.00%  [kernel.kallsyms]  [k] __pi_memcpy
+     5.25%  xlb                [.] github.com/xlbnet/xlb/pkg/packet.Parse
+
+
+#
+# (Tip: ...)
+#
+`
+	top := parsePerfReport(out, 2, 2000)
+	want := []ProfileEntry{
+		{Percent: 23.5, NsPerPkt: 470, DSO: "xlb", Symbol: "github.com/xlbnet/xlb/conntrack.(*Table).Lookup"},
+		{Percent: 10, NsPerPkt: 200, DSO: "[kernel.kallsyms]", Symbol: "__pi_memcpy"},
+	}
+	if !slices.Equal(top, want) {
+		t.Fatalf("top = %+v\nwant  %+v", top, want)
 	}
 }
 

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// forwarder is a running forwarder: its process (0 for nft, which runs
+// in the kernel) and how to stop it.
+type forwarder struct {
+	pid  int
+	stop func() error
+}
+
+// Stop stops the forwarder; a failure is reported, not returned (the
+// measurements are taken).
+func (f *forwarder) Stop(name string) {
+	if err := f.stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stop %s: %v\n", name, err)
+	}
+}
+
+// startReflector runs `xlbbench reflect` in the appliance namespace.
+func startReflector(t *topo) (*forwarder, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	var macs []string
+	for _, m := range t.sinkMAC {
+		macs = append(macs, m.String())
+	}
+	cmd := exec.Command("ip", "netns", "exec", t.ns("app"), self, "reflect", "--dev", "eth0",
+		"--queues", strconv.Itoa(t.queues), "--sink-macs", strings.Join(macs, ","))
+	return startAndWait(cmd, "reflector ready", nil)
+}
+
+// startXLB writes a configuration (one TCP rule for the VIP's port, DIRECT
+// to the two sinks, no health probes) and runs `xlb run` in the appliance.
+func startXLB(t *topo, xlb string) (*forwarder, error) {
+	dir, err := os.MkdirTemp("", "xlbbench-")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "rules.d"), 0o755); err != nil {
+		return nil, err
+	}
+	main := fmt.Sprintf(`# written by xlbbench
+interface = "eth0"
+queues = "all"
+hash_seed = "0x1ab5eed"
+rules_dir = "rules.d"
+state_file = %q
+control_socket = %q
+metrics_listen = ""
+[conntrack]
+max_entries = 1048576
+`, filepath.Join(dir, "state.toml"), filepath.Join(dir, "xlb.sock"))
+	var backends []string
+	for i := range nSinks {
+		backends = append(backends, strconv.Quote(sinkAddr(i)))
+	}
+	rule := fmt.Sprintf(`name = "bench"
+vip = %q
+protocol = "TCP"
+ports = ["%d"]
+
+[encap]
+type = "DIRECT"
+
+[health_check]
+type = "NONE"
+
+[[group]]
+name = "sinks"
+backends = [%s]
+`, vipAddr, vipPort, strings.Join(backends, ", "))
+	cfg := filepath.Join(dir, "xlb.toml")
+	if err := os.WriteFile(cfg, []byte(main), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rules.d", "bench.toml"), []byte(rule), 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("ip", "netns", "exec", t.ns("app"), xlb, "run", "-c", cfg)
+	return startAndWait(cmd, "msg=serving", func() { os.RemoveAll(dir) })
+}
+
+// startAndWait starts cmd and waits for a line containing ready on its
+// stdout or stderr; stop sends SIGTERM and waits. `ip netns exec` execs
+// the command in place, so cmd's process is the forwarder itself.
+func startAndWait(cmd *exec.Cmd, ready string, cleanup func()) (*forwarder, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		pw.Close()
+		pr.Close()
+		return nil, err
+	}
+	pw.Close()
+	var log strings.Builder
+	readyCh := make(chan struct{})
+	exited := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		closed := false
+		for sc.Scan() {
+			if log.Len() < 1<<16 {
+				log.WriteString(sc.Text() + "\n")
+			}
+			if !closed && strings.Contains(sc.Text(), ready) {
+				close(readyCh)
+				closed = true
+			}
+		}
+		exited <- cmd.Wait()
+		pr.Close()
+	}()
+	stop := func() error {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			exited <- err
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if cleanup != nil {
+			cleanup()
+		}
+		return nil
+	}
+	select {
+	case <-readyCh:
+		return &forwarder{pid: cmd.Process.Pid, stop: stop}, nil
+	case err := <-exited:
+		exited <- err
+		if cleanup != nil {
+			cleanup()
+		}
+		return nil, fmt.Errorf("%s exited before it was ready (%v):\n%s", cmd.Args[4], err, log.String())
+	case <-time.After(60 * time.Second):
+		stop()
+		return nil, fmt.Errorf("%s not ready within 60s:\n%s", cmd.Args[4], log.String())
+	}
+}
+
+// startNft loads the kernel peer: DNAT of the VIP's port to the sinks by
+// jhash of the client's address and port, as kube-proxy's nftables mode
+// spreads a service over its endpoints.
+func startNft(t *topo) (*forwarder, error) {
+	var elems []string
+	for i := range nSinks {
+		elems = append(elems, fmt.Sprintf("%d : %s", i, sinkAddr(i)))
+	}
+	ruleset := fmt.Sprintf(`table ip xlbbench {
+	chain prerouting {
+		type nat hook prerouting priority dstnat; policy accept;
+		ip daddr %s tcp dport %d dnat to jhash ip saddr . tcp sport mod %d seed 0x1ab5eed map { %s }
+	}
+}
+`, vipAddr, vipPort, nSinks, strings.Join(elems, ", "))
+	cmd := exec.Command("ip", "netns", "exec", t.ns("app"), "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(ruleset)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("nft -f: %w: %s", err, out)
+	}
+	// conntrack is loaded now; give it room for every flow.
+	_ = sysctl(t.ns("app"), "net.netfilter.nf_conntrack_max=1048576")
+	return &forwarder{stop: func() error {
+		return run("ip", "netns", "exec", t.ns("app"), "nft", "delete", "table", "ip", "xlbbench")
+	}}, nil
+}
