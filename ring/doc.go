@@ -97,8 +97,41 @@
 // (XDP_OPTIONS). [BindZeroCopy] and [BindCopy] insist on one mode. Open
 // puts a full fill ring of chunks in place before returning.
 //
+// # Hand-over to another process
+//
+// A queue's socket can be handed to a successor process while it runs
+// (DESIGN's restart and upgrade; the protocol is pkg/handover's). The UMEM
+// is a memfd ("xlb-umem-q<N>", sealed against shrinking and growing)
+// mapped MAP_SHARED|MAP_POPULATE: XDP_UMEM_REG pins the pages of the
+// mapping it is given and descriptors are offsets into them, so a
+// successor sees the same frames only through the same shared pages. The
+// successor receives the socket fd and the memfd and calls [Adopt], which
+// maps the UMEM and the four rings again (Linux 6.4 and later; before, the
+// kernel answers EBUSY and Adopt returns [ErrRemapUnsupported]) without
+// touching any index, so the previous owner keeps forwarding meanwhile.
+// At the cut-over the previous owner stops at a batch boundary, where it
+// holds no chunk: every chunk is in its allocator or on a ring. It hands
+// over [Frames.FreeList]; the successor's [Socket.TakeOver] reads the
+// shared indices into its caches and takes the list as its allocator,
+// after checking that no listed chunk is on a ring and none is listed
+// twice. Packets that arrive in between wait on the RX ring (2048 slots:
+// 100 ms at 20 kpps per queue). The previous owner then closes its copies;
+// the kernel releases a socket, and empties its XSKMAP slot, only with its
+// last file reference, so nothing is detached. [Fake.Adopt] is the same
+// over the Fake, for tests at random batch boundaries
+// (TestAdoptAtRandomBatchBoundaries); TestAdoptBoundSocket does it on a
+// real socket with packets in flight.
+//
+// A free list exists only at a batch boundary of a live owner: after a
+// crash, or when a successor dies after the cut-over, which chunks the
+// dead owner held is unknown (the kernel moves chunks between rings
+// concurrently, so recounting from the rings could hand a chunk out
+// twice). Those paths open a new socket instead.
+//
 // # Decisions where the design is silent
 //
+//   - The UMEM uses ordinary shmem pages, not MFD_HUGETLB: huge pages need
+//     a reserved pool the appliance would have to size at boot.
 //   - The rings are concrete types reached through [Rings]; the [Queue]
 //     interface (Socket, Fake) is used once per worker, so the per-packet
 //     path has no interface call.

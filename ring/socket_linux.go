@@ -13,11 +13,13 @@ var _ Queue = (*Socket)(nil)
 
 // Socket is an AF_XDP socket bound to one queue of one interface, with its
 // own UMEM. Exactly one goroutine owns it (see the package documentation);
-// only Stats and FD may be called from others.
+// only Stats, FD, UMEMFD and Options may be called from others.
 type Socket struct {
 	r        Rings
 	fd       int
+	umemFD   int // the sealed memfd behind umem (see handover_linux.go)
 	zeroCopy bool
+	opts     Options // with defaults applied
 	umem     []byte
 	maps     [4][]byte // RX, TX, fill, completion ring mappings
 }
@@ -26,7 +28,8 @@ type Socket struct {
 // binds to o.Ifindex/o.Queue with XDP_USE_NEED_WAKEUP (zero-copy or copy
 // per o.Bind), and puts as many chunks on the fill ring as it holds. The
 // socket receives nothing until its FD is in the XSKMAP of an attached XDP
-// program (package ring/xsk).
+// program (package ring/xsk). The UMEM is a sealed memfd mapped shared, so
+// the socket can be handed to another process (Adopt).
 func Open(o Options) (_ *Socket, err error) {
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("open xdp socket: %w", err)
@@ -39,17 +42,17 @@ func Open(o Options) (_ *Socket, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open xdp socket: %w", err)
 	}
-	s := &Socket{fd: fd}
+	s := &Socket{fd: fd, umemFD: -1, opts: o}
 	defer func() {
 		if err != nil {
 			s.Close() // undo every step done so far; the bind error is what matters
 		}
 	}()
-
-	s.umem, err = unix.Mmap(-1, 0, o.NumFrames*o.FrameSize, unix.PROT_READ|unix.PROT_WRITE,
-		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
-	if err != nil {
-		return nil, fmt.Errorf("mmap umem of %d bytes: %w", o.NumFrames*o.FrameSize, err)
+	if s.umemFD, err = newUMEMFile(o); err != nil {
+		return nil, err
+	}
+	if s.umem, err = mapUMEM(s.umemFD, o); err != nil {
+		return nil, err
 	}
 	if err := registerUMEM(fd, s.umem, o.FrameSize, o.ExtraHeadroom); err != nil {
 		return nil, fmt.Errorf("register umem: %w", err)
@@ -67,11 +70,30 @@ func Open(o Options) (_ *Socket, err error) {
 			return nil, fmt.Errorf("set %s ring size %d: %w", opt.name, o.RingSize, err)
 		}
 	}
-	var off unix.XDPMmapOffsets
-	if err := getsockoptStruct(fd, unix.XDP_MMAP_OFFSETS, &off); err != nil {
-		return nil, fmt.Errorf("get ring mmap offsets: %w", err)
+	if err := s.mapRings(); err != nil {
+		return nil, err
 	}
-	n := uint64(o.RingSize)
+	s.r.init(o)
+
+	if err := s.bind(o); err != nil {
+		return nil, err
+	}
+	if s.zeroCopy, err = boundZeroCopy(fd); err != nil {
+		return nil, err
+	}
+	// Frames go on the fill ring before the XDP program can redirect here.
+	s.r.Refill()
+	return s, nil
+}
+
+// mapRings maps the four rings of s.fd (sized s.opts.RingSize) and points
+// the Rings at them and at the UMEM. The caller then runs init or adopt.
+func (s *Socket) mapRings() error {
+	var off unix.XDPMmapOffsets
+	if err := getsockoptStruct(s.fd, unix.XDP_MMAP_OFFSETS, &off); err != nil {
+		return fmt.Errorf("get ring mmap offsets: %w", err)
+	}
+	n := uint64(s.opts.RingSize)
 	rings := []struct {
 		name  string
 		pgoff int64
@@ -84,36 +106,40 @@ func Open(o Options) (_ *Socket, err error) {
 		{"completion", unix.XDP_UMEM_PGOFF_COMPLETION_RING, off.Cr, 8},
 	}
 	for i, rg := range rings {
-		s.maps[i], err = unix.Mmap(fd, rg.pgoff, int(rg.off.Desc+n*rg.size),
+		m, err := unix.Mmap(s.fd, rg.pgoff, int(rg.off.Desc+n*rg.size),
 			unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 		if err != nil {
-			return nil, fmt.Errorf("mmap %s ring: %w", rg.name, err)
+			if errors.Is(err, unix.EBUSY) {
+				// Before Linux 6.4 a bound socket's rings cannot be mapped
+				// again (xsk_mmap accepted only XSK_READY).
+				err = fmt.Errorf("%w: %w", ErrRemapUnsupported, err)
+			}
+			return fmt.Errorf("mmap %s ring: %w", rg.name, err)
 		}
+		s.maps[i] = m
 	}
 	r := &s.r
+	slots := s.opts.RingSize
 	r.RX.producer, r.RX.consumer, r.RX.flags = u32At(s.maps[0], off.Rx.Producer), u32At(s.maps[0], off.Rx.Consumer), u32At(s.maps[0], off.Rx.Flags)
-	r.RX.descs = descsAt(s.maps[0], off.Rx.Desc, o.RingSize)
+	r.RX.descs = descsAt(s.maps[0], off.Rx.Desc, slots)
 	r.TX.producer, r.TX.consumer, r.TX.flags = u32At(s.maps[1], off.Tx.Producer), u32At(s.maps[1], off.Tx.Consumer), u32At(s.maps[1], off.Tx.Flags)
-	r.TX.descs = descsAt(s.maps[1], off.Tx.Desc, o.RingSize)
+	r.TX.descs = descsAt(s.maps[1], off.Tx.Desc, slots)
 	r.Fill.producer, r.Fill.consumer, r.Fill.flags = u32At(s.maps[2], off.Fr.Producer), u32At(s.maps[2], off.Fr.Consumer), u32At(s.maps[2], off.Fr.Flags)
-	r.Fill.addrs = addrsAt(s.maps[2], off.Fr.Desc, o.RingSize)
+	r.Fill.addrs = addrsAt(s.maps[2], off.Fr.Desc, slots)
 	r.Completion.producer, r.Completion.consumer, r.Completion.flags = u32At(s.maps[3], off.Cr.Producer), u32At(s.maps[3], off.Cr.Consumer), u32At(s.maps[3], off.Cr.Flags)
-	r.Completion.addrs = addrsAt(s.maps[3], off.Cr.Desc, o.RingSize)
+	r.Completion.addrs = addrsAt(s.maps[3], off.Cr.Desc, slots)
 	r.UMEM.mem = s.umem
 	r.waker = s
-	r.init(o)
+	return nil
+}
 
-	if err := s.bind(o); err != nil {
-		return nil, err
-	}
+// boundZeroCopy reports what mode the kernel bound fd in (XDP_OPTIONS).
+func boundZeroCopy(fd int) (bool, error) {
 	var opts struct{ Flags uint32 }
 	if err := getsockoptStruct(fd, unix.XDP_OPTIONS, &opts); err != nil {
-		return nil, fmt.Errorf("get xdp options: %w", err)
+		return false, fmt.Errorf("get xdp options: %w", err)
 	}
-	s.zeroCopy = opts.Flags&unix.XDP_OPTIONS_ZEROCOPY != 0
-	// Frames go on the fill ring before the XDP program can redirect here.
-	r.Refill()
-	return s, nil
+	return opts.Flags&unix.XDP_OPTIONS_ZEROCOPY != 0, nil
 }
 
 // bind binds the socket, trying zero-copy first in BindAuto mode. The
@@ -185,8 +211,10 @@ func (s *Socket) Poll(timeoutMs int) error {
 	return nil
 }
 
-// Close unmaps the rings and the UMEM and closes the socket. Slices from
-// Frame and Chunk must not be used afterwards.
+// Close unmaps the rings and the UMEM and closes the socket and the UMEM's
+// memfd. Slices from Frame and Chunk must not be used afterwards. Close
+// never detaches anything: when another process holds the socket (Adopt),
+// the socket, its XSKMAP slot and its UMEM live on there.
 func (s *Socket) Close() error {
 	var errs []error
 	for i, m := range s.maps {
@@ -208,6 +236,12 @@ func (s *Socket) Close() error {
 			errs = append(errs, fmt.Errorf("unmap umem: %w", err))
 		}
 		s.umem = nil
+	}
+	if s.umemFD >= 0 {
+		if err := unix.Close(s.umemFD); err != nil {
+			errs = append(errs, fmt.Errorf("close umem memfd: %w", err))
+		}
+		s.umemFD = -1
 	}
 	s.r = Rings{}
 	return errors.Join(errs...)

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/xlbnet/xlb/pkg/netns"
 	"github.com/xlbnet/xlb/pkg/testutil"
@@ -571,5 +574,118 @@ func TestSocketStatsCountDrops(t *testing.T) {
 	}
 	if drops(total) == 0 {
 		t.Errorf("kernel counted no drops after 200 packets into 64 frames: %+v", total)
+	}
+}
+
+// TestAdoptBoundSocket hands both bound sockets to new owners the way a
+// successor process gets them (duplicated fds of the socket and of the
+// UMEM memfd, mapped again while the first owner still has them), closes
+// the first owners, and checks that every packet sent before, during and
+// after the hand-over arrives exactly once: the kernel buffers what
+// arrives while nobody reads, and closing the old fds detaches nothing.
+func TestAdoptBoundSocket(t *testing.T) {
+	testutil.RequireRoot(t)
+	v := newVethPair(t)
+	p, socks := openQueues(t, v)
+	vip := netip.MustParseAddr("203.0.113.10")
+	if err := p.AddVIP(xsk.VIP{Addr: vip, Proto: 17, Port: 5000}); err != nil {
+		t.Fatal(err)
+	}
+	v.routeVIP(t, vip.String())
+	for _, s := range socks {
+		link, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", s.UMEMFD()))
+		if err != nil || !strings.HasPrefix(link, "/memfd:xlb-umem-q") {
+			t.Fatalf("umem fd %d is %q (%v), want a memfd", s.UMEMFD(), link, err)
+		}
+	}
+	send := func(from, to int) {
+		t.Helper()
+		if err := v.peer.Do(func() error {
+			for i := from; i < to; i++ {
+				c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: vip.AsSlice(), Port: 5000})
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(c, "seq-%d", i)
+				c.Close()
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]int{}
+	descs := make([]ring.Desc, 64)
+	receive := func(rs []*ring.Rings, want int) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); len(got) < want && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			for _, r := range rs {
+				r.Reclaim()
+				r.Refill()
+				r.KickRX()
+				n := r.RX.Peek(descs)
+				for _, d := range descs[:n] {
+					got[string(r.Frame(d)[42:])]++
+				}
+				r.RX.Release(n)
+				r.Frames.FreeDescs(descs[:n])
+			}
+		}
+		if len(got) != want {
+			t.Fatalf("received %d distinct packets, want %d", len(got), want)
+		}
+	}
+	send(0, 20)
+	receive([]*ring.Rings{socks[0].Rings(), socks[1].Rings()}, 20)
+
+	// The successor maps everything while the first owner could still
+	// run; packets sent now wait on the RX rings.
+	var adopted []*ring.Socket
+	for _, s := range socks {
+		xfd, err := unix.Dup(s.FD())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ufd, err := unix.Dup(s.UMEMFD())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := ring.Adopt(xfd, ufd, s.Options())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close() })
+		adopted = append(adopted, a)
+	}
+	send(20, 40)
+	var rs []*ring.Rings
+	for i, s := range socks {
+		free := s.Rings().Frames.FreeList()
+		if err := adopted[i].TakeOver(free); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, adopted[i].Rings())
+	}
+	send(40, 60)
+	receive(rs, 60)
+	for k, n := range got {
+		if n != 1 {
+			t.Errorf("%s received %d times", k, n)
+		}
+	}
+	for i, a := range adopted {
+		st, err := a.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.RXDropped+st.RXRingFull+st.RXFillRingEmpty+st.RXInvalidDescs != 0 {
+			t.Errorf("queue %d: kernel counted drops across the hand-over: %+v", i, st)
+		}
 	}
 }
