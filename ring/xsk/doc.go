@@ -12,15 +12,25 @@
 // longer chain is looked up as an unknown protocol. If the destination
 // matches the VIP set the frame is redirected with
 // bpf_redirect_map(&xlb_xsks, rx_queue_index, XDP_PASS) to the socket of
-// its receive queue (XDP_PASS is the fallback when the queue has no
-// socket); otherwise it is passed to the kernel, so ARP, ND, SSH, BGP and
-// the appliance's own health probes keep working. Truncated headers pass.
+// its receive queue; otherwise it is passed to the kernel, so ARP, ND,
+// SSH, BGP and the appliance's own health probes keep working. Truncated
+// headers pass.
+//
+// When the queue's XSKMAP slot is empty (bpf_redirect_map with flags 0
+// returns XDP_ABORTED instead of XDP_REDIRECT), the queue's entry in
+// xlb_ctl decides: NOSOCK_DROP on the queues the daemon serves, whose
+// socket is missing only between two owners (a restart, a crash), so a
+// VIP packet costs the client a retransmit instead of the kernel's reset
+// (or a forward, with ip_forward on); NOSOCK_PASS (the initial 0) on the
+// others. Each outcome is counted per queue and CPU in xlb_nosock.
 //
 // # Maps and key encoding
 //
 //	xlb_vips       HASH   struct vip_key (20 B) → u32 (reserved flags, 1)
 //	xlb_vip_addrs  HASH   16-byte address → u32 number of xlb_vips entries for it
 //	xlb_xsks       XSKMAP u32 queue → AF_XDP socket fd (256 queues)
+//	xlb_ctl        ARRAY  u32 queue → no-socket action (0 pass, 1 drop)
+//	xlb_nosock     PERCPU_ARRAY u32 queue → {dropped, passed u64}
 //
 // struct vip_key is {addr [16]byte; port be16; proto u8; pad u8 = 0}:
 // addr is the IPv6 address, or the IPv4 address mapped (::ffff:a.b.c.d),
@@ -58,12 +68,50 @@
 //
 // # Attach modes
 //
-// [Program.Attach] uses a BPF link (link.AttachXDP, kernel 5.9+), so the
-// program is detached when the link is closed or the process dies.
+// [Program.Attach] uses a BPF link (link.AttachXDP, kernel 5.9+). A
+// program from [Load] is detached when the link is closed or the process
+// dies.
 // AttachAuto tries native (driver) mode first and falls back to generic
 // (SKB) mode; the mode obtained is returned so the daemon can log it.
 // veth supports native mode. The interface index is resolved in the
 // calling thread's network namespace.
+//
+// # Pinning: state that outlives the process
+//
+// The daemon uses [OpenPinned] with the interface's directory
+// ([PinDir]: /sys/fs/bpf/xlb/<ifname>, or
+// /sys/fs/bpf/xlb/netns-<cookie>/<ifname> outside the network namespace
+// of PID 1, since one bpf filesystem serves every namespace and interface
+// names repeat; the bpf filesystem is mounted on /sys/fs/bpf when
+// nothing is). The directory holds the link ("link") and every map under
+// its own name. A pinned link keeps the program attached after its
+// process exits (a pinned map alone would not); the sockets in
+// xlb_xsks do not outlive their last fd (the kernel empties their slots),
+// which is what the no-socket action is for.
+//
+// OpenPinned finds one of three situations ([Reuse]): nothing (or stale
+// pins: a link of another interface or of a vanished one, removed with
+// the reason), so Attach attaches and pins; a link and maps of this
+// layout, which the new owner shares with the previous one (VIP set,
+// sockets, counters stay in force), and Attach swaps the program into the
+// link with BPF_LINK_UPDATE, atomic at the hook; or a link with maps of
+// another layout (an upgrade changed a map), in which case fresh maps get
+// the old VIP set and no-socket actions, the caller registers its
+// sockets in the new XSKMAP (an XSKMAP cannot be read from user space),
+// and Attach swaps the program in and re-pins the new maps. Until Attach,
+// nothing in force changes, so a previous owner keeps serving while its
+// successor prepares. The VIP set of reused maps is read back, and
+// xlb_vip_addrs made to agree with it, so the next ReplaceVIPs removes
+// what a new configuration drops.
+//
+// [Program.Release] closes the program's fds and leaves pins and
+// attachment in place (a restart, a hand-over); [Program.Close] and
+// [Program.Detach] unpin and detach (xlb stop); a program that found a
+// pinned link and never swapped itself in only lets go of the link, so a
+// successor that gives up cannot detach its predecessor. [RemovePins]
+// does what Close does for pins nobody holds (xlb stop without a daemon).
+// After a crash the program stays attached, dropping VIP packets of the
+// served queues, until the next daemon takes over or xlb stop.
 //
 // # Ownership
 //
@@ -85,8 +133,12 @@
 //	apt-get install -y clang-14 llvm-14 libbpf-dev
 //	go generate ./ring/xsk
 //
+// A change to a map's key, value or size is a layout change for
+// OpenPinned: an upgrade then moves to new maps (above). Keep them stable
+// where possible; add maps rather than change them.
+//
 // Only little-endian output is generated (every target xlb supports is
 // little-endian); VIP.key relies on that for the port's byte order.
 package xsk
 
-//go:generate go tool bpf2go -cc clang-14 -target bpfel -type vip_key xsk redirect.c -- -O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu
+//go:generate go tool bpf2go -cc clang-14 -target bpfel -type vip_key -type nosock_counts xsk redirect.c -- -O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu

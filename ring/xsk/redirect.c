@@ -4,7 +4,9 @@
 //
 // xlb_redirect: send packets addressed to a VIP to the AF_XDP socket of the
 // receive queue; pass everything else (ARP, ND, SSH, BGP, probes) to the
-// kernel. Map layouts and key encoding: doc.go.
+// kernel. A VIP packet whose queue has no socket is dropped (and counted)
+// on the queues xlb serves, so a restart costs retransmits, not resets.
+// Map layouts and key encoding: doc.go.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -68,6 +70,34 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } xlb_xsks SEC(".maps");
+
+// xlb_ctl: per queue, what a VIP packet gets when the queue's XSKMAP slot
+// is empty. NOSOCK_PASS (0, the initial value) for queues xlb does not
+// serve; NOSOCK_DROP for served queues, whose socket is only missing
+// between two owners (a restart, a crash) and whose flows the kernel would
+// answer with resets or forward.
+#define NOSOCK_PASS 0
+#define NOSOCK_DROP 1
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_QUEUES);
+	__type(key, __u32);
+	__type(value, __u32);
+} xlb_ctl SEC(".maps");
+
+// nosock_counts: VIP packets of one queue that found no socket, per CPU.
+struct nosock_counts {
+	__u64 dropped;
+	__u64 passed;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_QUEUES);
+	__type(key, __u32);
+	__type(value, struct nosock_counts);
+} xlb_nosock SEC(".maps");
 
 static __always_inline void map_v4(__u8 *dst, __be32 addr)
 {
@@ -260,9 +290,21 @@ int xlb_redirect(struct xdp_md *ctx)
 		match = match_v6(l3, data_end);
 	if (!match)
 		return XDP_PASS;
-	// No socket on this queue: the low bits of flags are the fallback
-	// action (kernel 5.3+), so the packet goes to the kernel, not the void.
-	return bpf_redirect_map(&xlb_xsks, ctx->rx_queue_index, XDP_PASS);
+	__u32 q = ctx->rx_queue_index;
+	// The low bits of flags are returned when the slot is empty (kernel
+	// 5.3+): 0, XDP_ABORTED, which is never XDP_REDIRECT.
+	if (bpf_redirect_map(&xlb_xsks, q, 0) == XDP_REDIRECT)
+		return XDP_REDIRECT;
+	struct nosock_counts *c = bpf_map_lookup_elem(&xlb_nosock, &q);
+	__u32 *mode = bpf_map_lookup_elem(&xlb_ctl, &q);
+	if (mode && *mode == NOSOCK_DROP) {
+		if (c)
+			c->dropped++;
+		return XDP_DROP;
+	}
+	if (c)
+		c->passed++;
+	return XDP_PASS;
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

@@ -84,6 +84,16 @@ type Program struct {
 	mode     AttachMode
 	addrRefs map[[16]byte]uint32 // entries per address in xlb_vips, mirrored in xlb_vip_addrs
 	vips     map[VIP]struct{}
+
+	// Pinning (pin.go); all zero for a program from Load.
+	dir   string      // the interface's pin directory
+	swap  bool        // link is a pinned link still running another program
+	stale []*ebpf.Map // pinned maps of an older layout, unpinned at the swap
+	reuse Reuse       // what OpenPinned found
+}
+
+func newProgram() *Program {
+	return &Program{addrRefs: map[[16]byte]uint32{}, vips: map[VIP]struct{}{}}
 }
 
 // Load loads the program and creates its maps (empty VIP set, empty XSKMAP).
@@ -92,23 +102,33 @@ func Load() (*Program, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("load xdp program: remove memlock limit: %w", err)
 	}
-	p := &Program{addrRefs: map[[16]byte]uint32{}, vips: map[VIP]struct{}{}}
+	p := newProgram()
 	if err := loadXskObjects(&p.objs, nil); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("load xdp program: %+v", ve)
-		}
-		return nil, fmt.Errorf("load xdp program: %w", err)
+		return nil, loadError(err)
 	}
 	return p, nil
+}
+
+func loadError(err error) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		return fmt.Errorf("load xdp program: %+v", ve)
+	}
+	return fmt.Errorf("load xdp program: %w", err)
 }
 
 // Attach attaches the program to the interface ifindex (in the calling
 // thread's network namespace) and returns the mode it got: with
 // AttachAuto, native when the driver supports XDP, generic otherwise.
+// A program from OpenPinned that found a pinned link swaps itself into
+// that link instead (atomically; the mode is the link's) and pins maps of
+// a new layout; one that found none attaches and pins the link and maps.
 func (p *Program) Attach(ifindex int, mode AttachMode) (AttachMode, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.swap {
+		return p.swapIn(ifindex)
+	}
 	if p.link != nil {
 		return 0, fmt.Errorf("attach xdp to ifindex %d: already attached to ifindex %d", ifindex, p.ifindex)
 	}
@@ -138,6 +158,13 @@ func (p *Program) Attach(ifindex int, mode AttachMode) (AttachMode, error) {
 		return 0, fmt.Errorf("attach xdp to ifindex %d in %s mode: %w", ifindex, mode, err)
 	}
 	p.ifindex, p.mode = ifindex, mode
+	if p.dir != "" {
+		if err := p.pinAll(); err != nil {
+			p.link.Close()
+			p.link = nil
+			return 0, err
+		}
+	}
 	return mode, nil
 }
 
@@ -148,28 +175,50 @@ func (p *Program) Mode() (AttachMode, bool) {
 	return p.mode, p.link != nil
 }
 
-// Detach removes the program from its interface. Traffic then goes to the
-// kernel stack again. Detaching a detached program does nothing.
+// Detach removes the program from its interface, and its pins. Traffic
+// then goes to the kernel stack again. Detaching a detached program does
+// nothing.
 func (p *Program) Detach() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.link == nil {
 		return nil
 	}
-	err := p.link.Close()
-	p.link = nil
-	if err != nil {
-		return fmt.Errorf("detach xdp from ifindex %d: %w", p.ifindex, err)
+	if p.swap {
+		// The link still runs the previous owner's program: this one
+		// never took over, so it only lets go of its file descriptor.
+		err := p.link.Close()
+		p.link, p.swap = nil, false
+		return err
 	}
-	return nil
+	var errs []error
+	if p.dir != "" {
+		errs = append(errs, p.unpinAll())
+	}
+	// Close detaches a link that is no longer pinned.
+	if err := p.link.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("detach xdp from ifindex %d: %w", p.ifindex, err))
+	}
+	p.link, p.swap = nil, false
+	return errors.Join(errs...)
 }
 
-// Close detaches the program and releases the program and its maps.
+// Close detaches the program, removes its pins and releases the program
+// and its maps. Release is the variant that leaves it all in place.
 func (p *Program) Close() error {
 	errD := p.Detach()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return errors.Join(errD, p.objs.Close())
+	return errors.Join(errD, p.closeObjects())
+}
+
+func (p *Program) closeObjects() error {
+	errs := []error{p.objs.Close()}
+	for _, m := range p.stale {
+		errs = append(errs, m.Close())
+	}
+	p.stale = nil
+	return errors.Join(errs...)
 }
 
 // Register puts the AF_XDP socket fd in the XSKMAP slot of queue, so the
@@ -181,8 +230,9 @@ func (p *Program) Register(queue, fd int) error {
 	return nil
 }
 
-// Unregister empties the XSKMAP slot of queue; its VIP packets then go to
-// the kernel stack (the redirect's XDP_PASS fallback).
+// Unregister empties the XSKMAP slot of queue; its VIP packets then get
+// the queue's no-socket action (SetNoSocketDrop): dropped and counted on
+// served queues, passed to the kernel stack on the others.
 func (p *Program) Unregister(queue int) error {
 	if err := p.objs.XlbXsks.Delete(uint32(queue)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("unregister xdp socket for queue %d: %w", queue, err)

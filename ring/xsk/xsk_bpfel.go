@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type xskNosockCounts struct {
+	_       structs.HostLayout
+	Dropped uint64
+	Passed  uint64
+}
+
 type xskVipKey struct {
 	_     structs.HostLayout
 	Addr  [16]uint8
@@ -25,6 +31,8 @@ type xskVipKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	xskMapXlbCtl       = "xlb_ctl"
+	xskMapXlbNosock    = "xlb_nosock"
 	xskMapXlbVipAddrs  = "xlb_vip_addrs"
 	xskMapXlbVips      = "xlb_vips"
 	xskMapXlbXsks      = "xlb_xsks"
@@ -80,6 +88,8 @@ type xskProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xskMapSpecs struct {
+	XlbCtl      *ebpf.MapSpec `ebpf:"xlb_ctl"`
+	XlbNosock   *ebpf.MapSpec `ebpf:"xlb_nosock"`
 	XlbVipAddrs *ebpf.MapSpec `ebpf:"xlb_vip_addrs"`
 	XlbVips     *ebpf.MapSpec `ebpf:"xlb_vips"`
 	XlbXsks     *ebpf.MapSpec `ebpf:"xlb_xsks"`
@@ -111,6 +121,8 @@ func (o *xskObjects) Close() error {
 //
 // It can be passed to loadXskObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xskMaps struct {
+	XlbCtl      *ebpf.Map `ebpf:"xlb_ctl"`
+	XlbNosock   *ebpf.Map `ebpf:"xlb_nosock"`
 	XlbVipAddrs *ebpf.Map `ebpf:"xlb_vip_addrs"`
 	XlbVips     *ebpf.Map `ebpf:"xlb_vips"`
 	XlbXsks     *ebpf.Map `ebpf:"xlb_xsks"`
@@ -118,6 +130,8 @@ type xskMaps struct {
 
 func (m *xskMaps) Close() error {
 	return _XskClose(
+		m.XlbCtl,
+		m.XlbNosock,
 		m.XlbVipAddrs,
 		m.XlbVips,
 		m.XlbXsks,

@@ -64,6 +64,8 @@ func TestSpecLayout(t *testing.T) {
 		"xlb_vips":      {20, 4},
 		"xlb_vip_addrs": {16, 4},
 		"xlb_xsks":      {4, 4},
+		"xlb_ctl":       {4, 4},
+		"xlb_nosock":    {4, 16},
 	} {
 		m, ok := spec.Maps[name]
 		if !ok {
