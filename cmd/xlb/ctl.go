@@ -2,17 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -79,12 +74,6 @@ func withClient(c *cli.Context, f func(ctx context.Context, cl *control.Client) 
 	return f(ctx, cl)
 }
 
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 func noArgs(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usageError{fmt.Sprintf("%s takes no arguments, got %q", c.Command.FullName(), c.Args().First())}
@@ -114,114 +103,11 @@ func statusCommand() *cli.Command {
 				if c.Bool("json") {
 					return printJSON(c.App.Writer, st)
 				}
-				printStatus(c.App.Writer, st)
+				printStatus(c.App.Writer, st, time.Now())
 				return nil
 			})
 		},
 	}
-}
-
-func printStatus(w io.Writer, st *control.Status) {
-	mode := st.XDPMode + " XDP, copy mode"
-	if st.ZeroCopy {
-		mode = st.XDPMode + " XDP, zero-copy"
-	}
-	fmt.Fprintf(w, "xlb: %s, published %s, %s, queues %s\n", st.Config, st.Loaded.Local().Format(time.DateTime), mode, joinInts(st.Queues))
-	rate := "-"
-	if st.Rates.Seconds > 0 {
-		rate = fmt.Sprintf("%.0f/s", st.Counters.RXPerSec)
-	}
-	fmt.Fprintf(w, "packets: rx %d (%s), tx %d, placed by a tracked entry %d, kernel rx drops %d; conntrack %d entries\n",
-		st.Counters.RX, rate, st.Counters.TX, st.Counters.Tracked, st.Counters.KernelRXD, st.Conntrack)
-	if len(st.Counters.Drops) > 0 {
-		var ds []string
-		for _, k := range slices.Sorted(maps.Keys(st.Counters.Drops)) {
-			ds = append(ds, fmt.Sprintf("%s %d", k, st.Counters.Drops[k]))
-		}
-		fmt.Fprintf(w, "dropped or passed: %s\n", strings.Join(ds, ", "))
-	}
-	for _, r := range st.Rules {
-		fmt.Fprintln(w)
-		fmt.Fprintf(w, "%s %s %s  rule %s  %s  affinity %s  %s  encap %s\n", r.Protocol, r.VIP, r.Ports, r.Name, r.Policy, r.Affinity, r.Tracking, r.Encap)
-		fmt.Fprintf(w, "  tier %s: %d eligible — %s\n", r.Tier, r.Eligible, r.Reason)
-		printBackends(w, r.Backends, false)
-	}
-	if len(st.Events) > 0 {
-		fmt.Fprintln(w, "\nrecent events:")
-		for _, e := range st.Events {
-			what := e.Kind
-			if e.From != "" || e.To != "" {
-				what = fmt.Sprintf("%s %s → %s", e.Kind, e.From, e.To)
-			}
-			if e.Group != "" {
-				what += " group " + e.Group
-			}
-			fmt.Fprintf(w, "  %s  %s  %s  %s\n", e.At.Local().Format(time.DateTime), e.Rule, what, e.Reason)
-		}
-	}
-	if len(st.Stale) > 0 {
-		fmt.Fprintln(w, "\nstate overrides not applied (xlb backend reset removes them):")
-		for _, s := range st.Stale {
-			fmt.Fprintf(w, "  %s\n", s)
-		}
-	}
-}
-
-// printBackends prints the ipvsadm-style backend table; withRule adds the
-// rule column (backend list over several rules).
-func printBackends(w io.Writer, bs []control.Backend, withRule bool) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := "  -> BACKEND\tROLE\tADMIN\tHEALTH\tWEIGHT CFG\tEFF\tSHARE\tELIGIBLE\tCONNS\tPKTS/S"
-	if withRule {
-		head = "RULE\tVIP\t" + strings.TrimPrefix(head, "  -> ")
-	}
-	fmt.Fprintln(tw, head)
-	for _, b := range bs {
-		cfgW := "-"
-		if b.WeightConfigured >= 0 {
-			cfgW = fmt.Sprintf("%d (%s)", b.WeightConfigured, b.WeightSource)
-		}
-		eligible := "no"
-		if b.Eligible {
-			eligible = "yes, " + b.Tier
-		}
-		conns := "-"
-		if b.Connections >= 0 {
-			conns = strconv.Itoa(b.Connections + b.SessionEntries)
-		}
-		pps := "-"
-		if b.Packets >= 0 {
-			pps = fmt.Sprintf("%.0f", b.PacketsPerSec)
-		}
-		admin := fmt.Sprintf("%s (%s)", b.Admin, b.AdminSource)
-		if b.DrainUntil != nil && b.Admin != "IN_SERVICE" {
-			if left := time.Until(*b.DrainUntil); left > 0 {
-				admin += fmt.Sprintf(" %s left", left.Round(time.Second))
-			}
-		}
-		health := b.Health
-		if b.NextHop != "" {
-			health += " (next hop: " + b.NextHop + ")"
-		}
-		row := fmt.Sprintf("  -> %s\t%s (%s)\t%s\t%s\t%s\t%d\t%.1f%%\t%s\t%s\t%s",
-			b.Address, b.Role, b.RoleSource, admin, health, cfgW, b.WeightEffective, 100*b.Share, eligible, conns, pps)
-		if withRule {
-			row = b.Rule + "\t" + ruleVIP[b.Rule] + "\t" + strings.TrimPrefix(row, "  -> ")
-		}
-		fmt.Fprintln(tw, row)
-	}
-	tw.Flush()
-}
-
-// ruleVIP is filled by backend list from the status it fetched.
-var ruleVIP = map[string]string{}
-
-func joinInts(xs []int) string {
-	var s []string
-	for _, x := range xs {
-		s = append(s, strconv.Itoa(x))
-	}
-	return strings.Join(s, ",")
 }
 
 // ruleFlag is --rule. Required flags are checked by need, not by
@@ -245,9 +131,9 @@ func need(c *cli.Context, flags ...string) error {
 }
 
 func backendCommand() *cli.Command {
-	change := func(action, usage, args, desc string, flags []cli.Flag, build func(c *cli.Context, ch *control.BackendChange) error) *cli.Command {
+	change := func(action control.BackendAction, usage, args, desc string, flags []cli.Flag, build func(c *cli.Context, ch *control.BackendChange) error) *cli.Command {
 		return &cli.Command{
-			Name: action, Usage: usage, ArgsUsage: args, Description: desc,
+			Name: string(action), Usage: usage, ArgsUsage: args, Description: desc,
 			Flags: append(append(socketFlags(), ruleFlag(true), jsonFlag()), flags...),
 			Action: func(c *cli.Context) error {
 				if err := need(c, "rule"); err != nil {
@@ -271,10 +157,7 @@ func backendCommand() *cli.Command {
 					if c.Bool("json") {
 						return printJSON(c.App.Writer, res)
 					}
-					fmt.Fprintln(c.App.Writer, res.Message)
-					if res.Backend.Address != "" {
-						printBackends(c.App.Writer, []control.Backend{res.Backend}, false)
-					}
+					printBackendChange(c.App.Writer, res, time.Now())
 					return nil
 				})
 			},
@@ -304,17 +187,18 @@ func backendCommand() *cli.Command {
 						if c.Bool("json") {
 							return printJSON(c.App.Writer, bs)
 						}
+						vips := map[string]string{}
 						if st, err := cl.Status(ctx); err == nil {
 							for _, r := range st.Rules {
-								ruleVIP[r.Name] = r.VIP
+								vips[r.Name] = r.VIP
 							}
 						}
-						printBackends(c.App.Writer, bs, true)
+						printBackendList(c.App.Writer, bs, vips, time.Now())
 						return nil
 					})
 				},
 			},
-			change("mark", "mark a backend primary or failover", "ADDR",
+			change(control.ActionMark, "mark a backend primary or failover", "ADDR",
 				"Overrides the role of the backend's group for this backend. Refused when the rule would be left\n"+
 					"with failover backends and no primary. Marking it with its group's role removes the override.",
 				[]cli.Flag{&cli.StringFlag{Name: "role", Usage: "primary or failover (required)"}},
@@ -325,11 +209,11 @@ func backendCommand() *cli.Command {
 					}
 					return nil
 				}),
-			change("drain", "stop new connections to a backend; tracked ones stay for connection_draining_timeout", "ADDR",
+			change(control.ActionDrain, "stop new connections to a backend; tracked ones stay for connection_draining_timeout", "ADDR",
 				"The backend leaves the eligible set at once; its tracked connections are honoured for the rule's\n"+
 					"connection_draining_timeout from now, then dropped from the tables.", nil, nil),
-			change("undrain", "put a drained backend back in service", "ADDR", "Ends a drain made with 'xlb backend drain'.", nil, nil),
-			change("weight", "override a backend's weight (WEIGHTED_MAGLEV rules)", "ADDR N",
+			change(control.ActionUndrain, "put a drained backend back in service", "ADDR", "Ends a drain made with 'xlb backend drain'.", nil, nil),
+			change(control.ActionWeight, "override a backend's weight (WEIGHTED_MAGLEV rules)", "ADDR N",
 				"Sets the backend's weight to N (0..1000), replacing the health check's weight header and any\n"+
 					"static weight, until 'xlb backend reset'.", nil,
 				func(c *cli.Context, ch *control.BackendChange) error {
@@ -340,7 +224,7 @@ func backendCommand() *cli.Command {
 					ch.Weight = &n
 					return nil
 				}),
-			change("reset", "remove every CLI override of a backend", "ADDR",
+			change(control.ActionReset, "remove every CLI override of a backend", "ADDR",
 				"Removes the role, drain and weight overrides of the backend (also overrides that no longer match\n"+
 					"the configuration); the rule files decide again.", nil, nil),
 		},
@@ -368,9 +252,7 @@ func reloadCommand() *cli.Command {
 					if c.Bool("json") {
 						printJSON(c.App.Writer, e)
 					}
-					for _, i := range e.Issues {
-						fmt.Fprintf(c.App.ErrWriter, "error: %s\n", i)
-					}
+					printReloadIssues(c.App.ErrWriter, e)
 					return fmt.Errorf("%s (%d error(s))", e.Message, len(e.Issues))
 				}
 				if err != nil {
@@ -379,7 +261,7 @@ func reloadCommand() *cli.Command {
 				if c.Bool("json") {
 					return printJSON(c.App.Writer, res)
 				}
-				fmt.Fprintf(c.App.Writer, "reloaded %s: %d rule(s)\n", res.Config, res.Rules)
+				printReload(c.App.Writer, res)
 				return nil
 			})
 		},
@@ -387,9 +269,9 @@ func reloadCommand() *cli.Command {
 }
 
 func conntrackCommand() *cli.Command {
-	op := func(name, usage string, extra ...cli.Flag) *cli.Command {
+	op := func(op control.ConntrackOp, usage string, extra ...cli.Flag) *cli.Command {
 		return &cli.Command{
-			Name: name, Usage: usage, ArgsUsage: " ",
+			Name: string(op), Usage: usage, ArgsUsage: " ",
 			Flags: append(append(socketFlags(), ruleFlag(false),
 				&cli.StringFlag{Name: "backend", Aliases: []string{"b"}, Usage: "only entries to backend `ADDR` (needs --rule)"},
 				jsonFlag()), extra...),
@@ -397,11 +279,11 @@ func conntrackCommand() *cli.Command {
 				if err := noArgs(c); err != nil {
 					return err
 				}
-				q := control.ConntrackQuery{Op: name, Rule: c.String("rule"), Backend: c.String("backend")}
+				q := control.ConntrackQuery{Op: op, Rule: c.String("rule"), Backend: c.String("backend")}
 				if q.Backend != "" && q.Rule == "" {
-					return usageError{"conntrack " + name + ": --backend needs --rule"}
+					return usageError{fmt.Sprintf("conntrack %s: --backend needs --rule", op)}
 				}
-				if name == control.ConntrackList {
+				if op == control.ConntrackList {
 					q.Limit = c.Int("limit")
 					if q.Limit < 1 {
 						return usageError{fmt.Sprintf("conntrack list: --limit %d: want at least 1", q.Limit)}
@@ -415,30 +297,7 @@ func conntrackCommand() *cli.Command {
 					if c.Bool("json") {
 						return printJSON(c.App.Writer, res)
 					}
-					switch name {
-					case control.ConntrackCount:
-						fmt.Fprintf(c.App.Writer, "%d\n", res.Count)
-					case control.ConntrackFlush:
-						fmt.Fprintf(c.App.Writer, "flushed %d entries\n", res.Count)
-					default:
-						tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-						fmt.Fprintln(tw, "QUEUE\tRULE\tFLOW\tBACKEND\tEXPIRES IN\tSTATE")
-						for _, e := range res.Entries {
-							q, state := strconv.Itoa(e.Queue), "confirmed"
-							if e.Queue < 0 {
-								q = "shared"
-							}
-							if e.Unconfirmed {
-								state = "unconfirmed (SYN)"
-							}
-							if e.Stale {
-								state += ", stale (re-selected on the next packet)"
-							}
-							fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", q, e.Rule, e.Key, e.Backend, e.ExpiresIn, state)
-						}
-						tw.Flush()
-						fmt.Fprintf(c.App.Writer, "%d of %d entries shown\n", len(res.Entries), res.Count)
-					}
+					printConntrack(c.App.Writer, op, res)
 					return nil
 				})
 			},
@@ -496,46 +355,4 @@ func lookupCommand() *cli.Command {
 			})
 		},
 	}
-}
-
-func printLookup(w io.Writer, r *control.LookupResult) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "rule\t%s\n", r.Rule)
-	fmt.Fprintf(tw, "flow\t%s\n", r.Flow)
-	if r.SelectionKey != "" {
-		fmt.Fprintf(tw, "selection key\t%s (hash %s)\n", r.SelectionKey, r.SelectionHash)
-		tk := "not tracked"
-		if r.Trackable {
-			tk = r.TrackingKey
-			if r.SharedTable {
-				tk += " (shared PER_SESSION table)"
-			}
-		}
-		fmt.Fprintf(tw, "tracking key\t%s\n", tk)
-		entry := "none"
-		switch {
-		case r.EntryFound && r.EntryValid:
-			entry = "yes, to " + r.EntryBackend
-		case r.EntryFound:
-			entry = "yes, to " + r.EntryBackend + ", no longer valid"
-		case !r.Trackable:
-			entry = "-"
-		case !r.EntryChecked:
-			entry = "not found among the entries searched (the tables were too large to search completely)"
-		}
-		fmt.Fprintf(tw, "tracked entry\t%s\n", entry)
-		fmt.Fprintf(tw, "eligible tier\t%s (%d backends)\n", r.Tier, r.Eligible)
-		mb := r.MaglevBackend
-		if mb == "" {
-			mb = "none (empty table)"
-		}
-		fmt.Fprintf(tw, "maglev slot\t%d → %s\n", r.MaglevSlot, mb)
-	}
-	b := r.Backend
-	if b == "" {
-		b = "none"
-	}
-	fmt.Fprintf(tw, "backend\t%s (%s)\n", b, r.Verdict)
-	fmt.Fprintf(tw, "why\t%s\n", r.Why)
-	tw.Flush()
 }

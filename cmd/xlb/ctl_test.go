@@ -46,7 +46,7 @@ func (f *fakeDaemon) ChangeBackend(_ context.Context, c control.BackendChange) (
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.changes = append(f.changes, c)
-	return &control.BackendChangeResult{Changed: true, Message: c.Backend + " of rule " + c.Rule + " " + c.Action, Backend: f.backends()[0]}, nil
+	return &control.BackendChangeResult{Changed: true, Message: c.Backend + " of rule " + c.Rule + " " + string(c.Action), Backend: f.backends()[0]}, nil
 }
 
 func (f *fakeDaemon) Reload(context.Context) (*control.ReloadResult, error) {

@@ -2,11 +2,9 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net/netip"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -123,48 +121,4 @@ func simChanges(c *cli.Context) ([]daemon.SimChange, error) {
 		return nil, usageError{"simulate: give a change: --remove, --add, --weight or --role"}
 	}
 	return out, nil
-}
-
-func pct(x float64) string { return fmt.Sprintf("%.2f%%", 100*x) }
-
-func printSimulation(w io.Writer, res []daemon.SimRule) {
-	for i, r := range res {
-		if i > 0 {
-			fmt.Fprintln(w)
-		}
-		fmt.Fprintf(w, "rule %s (Maglev table %d slots): tier %s → %s\n", r.Rule, r.TableSize, r.TierBefore, r.TierAfter)
-		fmt.Fprintf(w, "new flows that move: %s of all; away from backends that stay: %s\n", pct(r.Moved), pct(r.SurvivorMoved))
-		if r.Flows > 0 {
-			fmt.Fprintf(w, "sampled: %d of %d random flows move (%s)\n", r.FlowsMoved, r.Flows, pct(float64(r.FlowsMoved)/float64(r.Flows)))
-		}
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		head := "BACKEND\tSHARE BEFORE\tAFTER\tMOVED AWAY (OF ALL)\t(OF ITS OWN)\tGAINED"
-		if r.Flows > 0 {
-			head += "\tSAMPLED MOVED"
-		}
-		fmt.Fprintln(tw, head)
-		for _, b := range r.Backends {
-			name := b.Address
-			switch {
-			case b.ChangedByRequest && !b.InAfter && b.InBefore:
-				name += " (leaves)"
-			case b.ChangedByRequest && b.InAfter && !b.InBefore:
-				name += " (joins)"
-			case b.ChangedByRequest:
-				name += " (changed)"
-			case !b.InBefore && !b.InAfter:
-				name += " (not eligible)"
-			}
-			row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", name, pct(b.Before), pct(b.After), pct(b.MovedAway), pct(b.MovedOwn), pct(b.Gained))
-			if r.Flows > 0 {
-				s := "-"
-				if b.FlowsBefore > 0 {
-					s = fmt.Sprintf("%d of %d", b.FlowsMoved, b.FlowsBefore)
-				}
-				row += "\t" + s
-			}
-			fmt.Fprintln(tw, row)
-		}
-		tw.Flush()
-	}
 }

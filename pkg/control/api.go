@@ -8,7 +8,7 @@ import (
 )
 
 // API is what the daemon offers through the control socket. NewHandler
-// turns it into HTTP; the daemon implements it (daemon.(*Daemon).Control).
+// turns it into HTTP; package daemon implements it (pkg/daemon/control.go).
 // A method returns an *Error to choose the status and message the client
 // sees; any other error is a 500 with the error's text.
 type API interface {
@@ -143,20 +143,24 @@ type Backend struct {
 
 // BackendChange is POST /v1/backend/{mark,drain,undrain,weight,reset}.
 type BackendChange struct {
-	Action  string `json:"-"` // from the path
-	Rule    string `json:"rule"`
-	Backend string `json:"backend"`
-	Role    string `json:"role,omitempty"`   // mark: primary | failover
-	Weight  *int   `json:"weight,omitempty"` // weight: 0..1000
+	Action  BackendAction `json:"-"` // from the path
+	Rule    string        `json:"rule"`
+	Backend string        `json:"backend"`
+	Role    string        `json:"role,omitempty"`   // mark: primary | failover
+	Weight  *int          `json:"weight,omitempty"` // weight: 0..1000
 }
+
+// BackendAction is what a BackendChange does; its value is the last
+// element of the request's path.
+type BackendAction string
 
 // Backend change actions.
 const (
-	ActionMark    = "mark"
-	ActionDrain   = "drain"
-	ActionUndrain = "undrain"
-	ActionWeight  = "weight"
-	ActionReset   = "reset"
+	ActionMark    BackendAction = "mark"
+	ActionDrain   BackendAction = "drain"
+	ActionUndrain BackendAction = "undrain"
+	ActionWeight  BackendAction = "weight"
+	ActionReset   BackendAction = "reset"
 )
 
 // BackendChangeResult acknowledges a change once it is saved in the state
@@ -179,17 +183,20 @@ type ReloadResult struct {
 // ConntrackQuery selects entries for GET /v1/conntrack (list), GET
 // /v1/conntrack/count and POST /v1/conntrack/flush.
 type ConntrackQuery struct {
-	Op      string `json:"-"` // list | count | flush
-	Rule    string `json:"rule,omitempty"`
-	Backend string `json:"backend,omitempty"` // needs Rule
-	Limit   int    `json:"limit,omitempty"`   // list: most entries returned (default 1000)
+	Op      ConntrackOp `json:"-"` // from the path
+	Rule    string      `json:"rule,omitempty"`
+	Backend string      `json:"backend,omitempty"` // needs Rule
+	Limit   int         `json:"limit,omitempty"`   // list: most entries returned (default 1000)
 }
+
+// ConntrackOp is what a ConntrackQuery does; the endpoint chooses it.
+type ConntrackOp string
 
 // Conntrack operations.
 const (
-	ConntrackList  = "list"
-	ConntrackCount = "count"
-	ConntrackFlush = "flush"
+	ConntrackList  ConntrackOp = "list"
+	ConntrackCount ConntrackOp = "count"
+	ConntrackFlush ConntrackOp = "flush"
 )
 
 // ConntrackResult answers a ConntrackQuery. Count is the matching entries

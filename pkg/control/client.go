@@ -55,7 +55,7 @@ func (c *Client) Backends(ctx context.Context, rule string) ([]Backend, error) {
 // it returns once the change is saved and published.
 func (c *Client) ChangeBackend(ctx context.Context, ch BackendChange) (*BackendChangeResult, error) {
 	var r BackendChangeResult
-	return &r, c.call(ctx, http.MethodPost, "/v1/backend/"+url.PathEscape(ch.Action), nil, ch, &r)
+	return &r, c.call(ctx, http.MethodPost, "/v1/backend/"+url.PathEscape(string(ch.Action)), nil, ch, &r)
 }
 
 // Reload makes the daemon re-read its configuration and state file. A

@@ -43,7 +43,7 @@ func (f *fakeAPI) ChangeBackend(ctx context.Context, c BackendChange) (*BackendC
 	f.mu.Lock()
 	f.changes = append(f.changes, c)
 	f.mu.Unlock()
-	return &BackendChangeResult{Changed: true, Message: c.Action + " " + c.Backend, Backend: Backend{Rule: c.Rule, Address: c.Backend, Role: c.Role}}, nil
+	return &BackendChangeResult{Changed: true, Message: string(c.Action) + " " + c.Backend, Backend: Backend{Rule: c.Rule, Address: c.Backend, Role: c.Role}}, nil
 }
 
 func (f *fakeAPI) Reload(ctx context.Context) (*ReloadResult, error) {
@@ -234,13 +234,13 @@ func TestClientRoundTrip(t *testing.T) {
 		t.Errorf("bad role: %v", err)
 	}
 
-	for _, op := range []string{ConntrackList, ConntrackCount, ConntrackFlush} {
+	for _, op := range []ConntrackOp{ConntrackList, ConntrackCount, ConntrackFlush} {
 		r, err := c.Conntrack(ctx, ConntrackQuery{Op: op, Rule: "web", Backend: "192.0.2.1"})
 		if err != nil || r.Count != 7 {
 			t.Errorf("%s: %+v, %v", op, r, err)
 		}
 	}
-	for i, op := range []string{ConntrackList, ConntrackCount, ConntrackFlush} {
+	for i, op := range []ConntrackOp{ConntrackList, ConntrackCount, ConntrackFlush} {
 		if q := api.ct[i]; q.Op != op || q.Rule != "web" || q.Backend != "192.0.2.1" {
 			t.Errorf("conntrack %s reached the API as %+v", op, q)
 		}

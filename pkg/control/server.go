@@ -51,7 +51,7 @@ func NewHandler(api API) http.Handler {
 			writeError(w, err)
 			return
 		}
-		c.Action = r.PathValue("action")
+		c.Action = BackendAction(r.PathValue("action"))
 		if err := c.Check(); err != nil {
 			writeError(w, err)
 			return
@@ -65,7 +65,7 @@ func NewHandler(api API) http.Handler {
 		}
 		reply(w)(api.Reload(r.Context()))
 	})
-	conntrack := func(op string) http.HandlerFunc {
+	conntrack := func(op ConntrackOp) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			var q ConntrackQuery
 			var err error

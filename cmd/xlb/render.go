@@ -1,0 +1,282 @@
+package main
+
+// Renderers: the control API's answers (and simulate's) as text for a
+// person. They only print what they are given; the commands in ctl.go and
+// simulate.go fetch it. Each is covered by a golden file under
+// testdata/render (render_test.go; go test -run TestRender -update
+// rewrites them). Times are printed in now's location, and "left"
+// durations are measured from now, so a golden file does not depend on
+// the clock or the zone of the machine.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/xlbnet/xlb/pkg/control"
+	"github.com/xlbnet/xlb/pkg/daemon"
+)
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// printStatus prints `xlb status`.
+func printStatus(w io.Writer, st *control.Status, now time.Time) {
+	mode := st.XDPMode + " XDP, copy mode"
+	if st.ZeroCopy {
+		mode = st.XDPMode + " XDP, zero-copy"
+	}
+	fmt.Fprintf(w, "xlb: %s, published %s, %s, queues %s\n", st.Config, st.Loaded.In(now.Location()).Format(time.DateTime), mode, joinInts(st.Queues))
+	rate := "-"
+	if st.Rates.Seconds > 0 {
+		rate = fmt.Sprintf("%.0f/s", st.Counters.RXPerSec)
+	}
+	fmt.Fprintf(w, "packets: rx %d (%s), tx %d, placed by a tracked entry %d, kernel rx drops %d; conntrack %d entries\n",
+		st.Counters.RX, rate, st.Counters.TX, st.Counters.Tracked, st.Counters.KernelRXD, st.Conntrack)
+	if len(st.Counters.Drops) > 0 {
+		var ds []string
+		for _, k := range slices.Sorted(maps.Keys(st.Counters.Drops)) {
+			ds = append(ds, fmt.Sprintf("%s %d", k, st.Counters.Drops[k]))
+		}
+		fmt.Fprintf(w, "dropped or passed: %s\n", strings.Join(ds, ", "))
+	}
+	for _, r := range st.Rules {
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "%s %s %s  rule %s  %s  affinity %s  %s  encap %s\n", r.Protocol, r.VIP, r.Ports, r.Name, r.Policy, r.Affinity, r.Tracking, r.Encap)
+		fmt.Fprintf(w, "  tier %s: %d eligible — %s\n", r.Tier, r.Eligible, r.Reason)
+		printBackends(w, r.Backends, now)
+	}
+	if len(st.Events) > 0 {
+		fmt.Fprintln(w, "\nrecent events:")
+		for _, e := range st.Events {
+			what := e.Kind
+			if e.From != "" || e.To != "" {
+				what = fmt.Sprintf("%s %s → %s", e.Kind, e.From, e.To)
+			}
+			if e.Group != "" {
+				what += " group " + e.Group
+			}
+			fmt.Fprintf(w, "  %s  %s  %s  %s\n", e.At.In(now.Location()).Format(time.DateTime), e.Rule, what, e.Reason)
+		}
+	}
+	if len(st.Stale) > 0 {
+		fmt.Fprintln(w, "\nstate overrides not applied (xlb backend reset removes them):")
+		for _, s := range st.Stale {
+			fmt.Fprintf(w, "  %s\n", s)
+		}
+	}
+}
+
+// printBackends prints the ipvsadm-style backend table of one rule.
+func printBackends(w io.Writer, bs []control.Backend, now time.Time) {
+	printBackendTable(w, bs, nil, now)
+}
+
+// printBackendList prints `xlb backend list`: backends of any number of
+// rules, with the rule's name and VIP (vips maps rule names to VIPs; a
+// rule it lacks gets an empty VIP column).
+func printBackendList(w io.Writer, bs []control.Backend, vips map[string]string, now time.Time) {
+	if vips == nil {
+		vips = map[string]string{}
+	}
+	printBackendTable(w, bs, vips, now)
+}
+
+// printBackendTable adds the RULE and VIP columns when vips is not nil.
+func printBackendTable(w io.Writer, bs []control.Backend, vips map[string]string, now time.Time) {
+	withRule := vips != nil
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	head := "  -> BACKEND\tROLE\tADMIN\tHEALTH\tWEIGHT CFG\tEFF\tSHARE\tELIGIBLE\tCONNS\tPKTS/S"
+	if withRule {
+		head = "RULE\tVIP\t" + strings.TrimPrefix(head, "  -> ")
+	}
+	fmt.Fprintln(tw, head)
+	for _, b := range bs {
+		cfgW := "-"
+		if b.WeightConfigured >= 0 {
+			cfgW = fmt.Sprintf("%d (%s)", b.WeightConfigured, b.WeightSource)
+		}
+		eligible := "no"
+		if b.Eligible {
+			eligible = "yes, " + b.Tier
+		}
+		conns := "-"
+		if b.Connections >= 0 {
+			conns = strconv.Itoa(b.Connections + b.SessionEntries)
+		}
+		pps := "-"
+		if b.Packets >= 0 {
+			pps = fmt.Sprintf("%.0f", b.PacketsPerSec)
+		}
+		admin := fmt.Sprintf("%s (%s)", b.Admin, b.AdminSource)
+		if b.DrainUntil != nil && b.Admin != "IN_SERVICE" {
+			if left := b.DrainUntil.Sub(now); left > 0 {
+				admin += fmt.Sprintf(" %s left", left.Round(time.Second))
+			}
+		}
+		health := b.Health
+		if b.NextHop != "" {
+			health += " (next hop: " + b.NextHop + ")"
+		}
+		row := fmt.Sprintf("  -> %s\t%s (%s)\t%s\t%s\t%s\t%d\t%.1f%%\t%s\t%s\t%s",
+			b.Address, b.Role, b.RoleSource, admin, health, cfgW, b.WeightEffective, 100*b.Share, eligible, conns, pps)
+		if withRule {
+			row = b.Rule + "\t" + vips[b.Rule] + "\t" + strings.TrimPrefix(row, "  -> ")
+		}
+		fmt.Fprintln(tw, row)
+	}
+	tw.Flush()
+}
+
+// printBackendChange prints the answer to `xlb backend mark|drain|…`.
+func printBackendChange(w io.Writer, res *control.BackendChangeResult, now time.Time) {
+	fmt.Fprintln(w, res.Message)
+	if res.Backend.Address != "" {
+		printBackends(w, []control.Backend{res.Backend}, now)
+	}
+}
+
+// printReload prints an accepted reload.
+func printReload(w io.Writer, res *control.ReloadResult) {
+	fmt.Fprintf(w, "reloaded %s: %d rule(s)\n", res.Config, res.Rules)
+}
+
+// printReloadIssues prints a rejected reload's file:line: key: messages.
+func printReloadIssues(w io.Writer, e *control.Error) {
+	for _, i := range e.Issues {
+		fmt.Fprintf(w, "error: %s\n", i)
+	}
+}
+
+// printConntrack prints the answer to `xlb conntrack list|count|flush`.
+func printConntrack(w io.Writer, op control.ConntrackOp, res *control.ConntrackResult) {
+	switch op {
+	case control.ConntrackCount:
+		fmt.Fprintf(w, "%d\n", res.Count)
+	case control.ConntrackFlush:
+		fmt.Fprintf(w, "flushed %d entries\n", res.Count)
+	default:
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "QUEUE\tRULE\tFLOW\tBACKEND\tEXPIRES IN\tSTATE")
+		for _, e := range res.Entries {
+			q, state := strconv.Itoa(e.Queue), "confirmed"
+			if e.Queue < 0 {
+				q = "shared"
+			}
+			if e.Unconfirmed {
+				state = "unconfirmed (SYN)"
+			}
+			if e.Stale {
+				state += ", stale (re-selected on the next packet)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", q, e.Rule, e.Key, e.Backend, e.ExpiresIn, state)
+		}
+		tw.Flush()
+		fmt.Fprintf(w, "%d of %d entries shown\n", len(res.Entries), res.Count)
+	}
+}
+
+// printLookup prints `xlb lookup`.
+func printLookup(w io.Writer, r *control.LookupResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "rule\t%s\n", r.Rule)
+	fmt.Fprintf(tw, "flow\t%s\n", r.Flow)
+	if r.SelectionKey != "" {
+		fmt.Fprintf(tw, "selection key\t%s (hash %s)\n", r.SelectionKey, r.SelectionHash)
+		tk := "not tracked"
+		if r.Trackable {
+			tk = r.TrackingKey
+			if r.SharedTable {
+				tk += " (shared PER_SESSION table)"
+			}
+		}
+		fmt.Fprintf(tw, "tracking key\t%s\n", tk)
+		entry := "none"
+		switch {
+		case r.EntryFound && r.EntryValid:
+			entry = "yes, to " + r.EntryBackend
+		case r.EntryFound:
+			entry = "yes, to " + r.EntryBackend + ", no longer valid"
+		case !r.Trackable:
+			entry = "-"
+		case !r.EntryChecked:
+			entry = "not found among the entries searched (the tables were too large to search completely)"
+		}
+		fmt.Fprintf(tw, "tracked entry\t%s\n", entry)
+		fmt.Fprintf(tw, "eligible tier\t%s (%d backends)\n", r.Tier, r.Eligible)
+		mb := r.MaglevBackend
+		if mb == "" {
+			mb = "none (empty table)"
+		}
+		fmt.Fprintf(tw, "maglev slot\t%d → %s\n", r.MaglevSlot, mb)
+	}
+	b := r.Backend
+	if b == "" {
+		b = "none"
+	}
+	fmt.Fprintf(tw, "backend\t%s (%s)\n", b, r.Verdict)
+	fmt.Fprintf(tw, "why\t%s\n", r.Why)
+	tw.Flush()
+}
+
+// printSimulation prints `xlb simulate`.
+func printSimulation(w io.Writer, res []daemon.SimRule) {
+	for i, r := range res {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "rule %s (Maglev table %d slots): tier %s → %s\n", r.Rule, r.TableSize, r.TierBefore, r.TierAfter)
+		fmt.Fprintf(w, "new flows that move: %s of all; away from backends that stay: %s\n", pct(r.Moved), pct(r.SurvivorMoved))
+		if r.Flows > 0 {
+			fmt.Fprintf(w, "sampled: %d of %d random flows move (%s)\n", r.FlowsMoved, r.Flows, pct(float64(r.FlowsMoved)/float64(r.Flows)))
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		head := "BACKEND\tSHARE BEFORE\tAFTER\tMOVED AWAY (OF ALL)\t(OF ITS OWN)\tGAINED"
+		if r.Flows > 0 {
+			head += "\tSAMPLED MOVED"
+		}
+		fmt.Fprintln(tw, head)
+		for _, b := range r.Backends {
+			name := b.Address
+			switch {
+			case b.ChangedByRequest && !b.InAfter && b.InBefore:
+				name += " (leaves)"
+			case b.ChangedByRequest && b.InAfter && !b.InBefore:
+				name += " (joins)"
+			case b.ChangedByRequest:
+				name += " (changed)"
+			case !b.InBefore && !b.InAfter:
+				name += " (not eligible)"
+			}
+			row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", name, pct(b.Before), pct(b.After), pct(b.MovedAway), pct(b.MovedOwn), pct(b.Gained))
+			if r.Flows > 0 {
+				s := "-"
+				if b.FlowsBefore > 0 {
+					s = fmt.Sprintf("%d of %d", b.FlowsMoved, b.FlowsBefore)
+				}
+				row += "\t" + s
+			}
+			fmt.Fprintln(tw, row)
+		}
+		tw.Flush()
+	}
+}
+
+func pct(x float64) string { return fmt.Sprintf("%.2f%%", 100*x) }
+
+func joinInts(xs []int) string {
+	var s []string
+	for _, x := range xs {
+		s = append(s, strconv.Itoa(x))
+	}
+	return strings.Join(s, ",")
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/xlbnet/xlb/pkg/control"
+	"github.com/xlbnet/xlb/pkg/daemon"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/render/*.golden from the renderers' output")
+
+// renderNow is the clock of every golden file: a fixed instant in a fixed
+// zone that is not UTC, so a renderer that printed in the machine's zone
+// or measured from the real clock would differ.
+var renderNow = time.Date(2025, 3, 14, 15, 9, 26, 0, time.FixedZone("UTC+2", 2*3600))
+
+func renderBackends() []control.Backend {
+	until := renderNow.Add(90 * time.Second)
+	past := renderNow.Add(-time.Minute)
+	drained := renderNow.Add(-30 * time.Second)
+	return []control.Backend{
+		{Rule: "web", Address: "192.0.2.1", Group: "a", Role: "primary", RoleSource: "config", Admin: "IN_SERVICE", AdminSource: "config",
+			Health: "HEALTHY", WeightConfigured: -1, WeightSource: "config", WeightEffective: 1, Share: 0.5, Eligible: true, Tier: "PRIMARY",
+			Connections: 12, SessionEntries: 3, Packets: 100, PacketsPerSec: 42.4},
+		{Rule: "web", Address: "192.0.2.2", Group: "a", Role: "failover", RoleSource: "cli", Admin: "DRAINED", AdminSource: "cli",
+			DrainedAt: &drained, DrainUntil: &until, Health: "HEALTHY", WeightConfigured: 5, WeightSource: "cli", Tier: "PRIMARY",
+			Connections: -1, Packets: -1},
+		{Rule: "web", Address: "192.0.2.3", Group: "a", Role: "-", RoleSource: "config", Admin: "REMOVED", AdminSource: "config",
+			DrainUntil: &past, Health: "UNKNOWN", WeightConfigured: -1, WeightSource: "config", Tier: "PRIMARY",
+			Connections: 0, Packets: 7, NextHop: "not resolved yet"},
+		{Rule: "dns", Address: "2001:db8::53", Group: "b", Role: "primary", RoleSource: "config", Admin: "IN_SERVICE", AdminSource: "config",
+			Health: "UNHEALTHY (connection refused)", WeightConfigured: 200, WeightSource: "config", WeightEffective: 0, Share: 0, Tier: "FAILOVER",
+			Connections: 0, SessionEntries: 0, Packets: 0},
+	}
+}
+
+func renderStatus() *control.Status {
+	bs := renderBackends()
+	return &control.Status{
+		Config: "/etc/xlb/xlb.toml", Loaded: time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC), XDPMode: "native", ZeroCopy: true, Queues: []int{0, 1, 3},
+		Conntrack: 15, Counters: control.Counters{RX: 1000, TX: 990, Tracked: 700, Drops: map[string]uint64{"no-rule": 10, "malformed": 2}, RXPerSec: 123.6, KernelRXD: 4},
+		Rates: control.RateInterval{Seconds: 0.5},
+		Rules: []control.Rule{
+			{Name: "web", VIP: "203.0.113.10", Protocol: "TCP", Ports: "80,443", Affinity: "NONE", Tracking: "PER_CONNECTION", Policy: "MAGLEV", Encap: "IPIP",
+				Tier: "PRIMARY", Reason: "2 of 3 primaries usable", Eligible: 1, Backends: bs[:3]},
+			{Name: "dns", VIP: "2001:db8::10", Protocol: "UDP", Ports: "all", Affinity: "CLIENT_IP", Tracking: "PER_SESSION", Policy: "WEIGHTED_MAGLEV", Encap: "GUE",
+				Tier: "FAILOVER", Reason: "no primary usable", Eligible: 0, Backends: bs[3:]},
+		},
+		Events: []control.RuleEvent{
+			{Rule: "dns", At: time.Date(2025, 3, 14, 13, 0, 0, 0, time.UTC), Kind: "tier-switch", From: "PRIMARY", To: "FAILOVER", Reason: "no primary usable"},
+			{Rule: "web", At: time.Date(2025, 3, 14, 13, 5, 0, 0, time.UTC), Kind: "failover-drain", Group: "b", Reason: "failover group left"},
+		},
+		Stale: []string{`state.toml:7: override[1]: rule "old" is not in the configuration; override kept, not applied`},
+	}
+}
+
+// TestRender compares every renderer's output with its golden file.
+func TestRender(t *testing.T) {
+	quiet := *renderStatus()
+	quiet.ZeroCopy, quiet.Rates, quiet.Counters.Drops, quiet.Events, quiet.Stale = false, control.RateInterval{}, nil, nil, nil
+	quiet.Rules = nil
+	for _, tc := range []struct {
+		name   string
+		render func(w *bytes.Buffer)
+	}{
+		{"status", func(w *bytes.Buffer) { printStatus(w, renderStatus(), renderNow) }},
+		{"status-quiet", func(w *bytes.Buffer) { printStatus(w, &quiet, renderNow) }},
+		{"backend-list", func(w *bytes.Buffer) {
+			// dns's VIP is unknown (the status request failed for it).
+			printBackendList(w, renderBackends(), map[string]string{"web": "203.0.113.10"}, renderNow)
+		}},
+		{"backend-change", func(w *bytes.Buffer) {
+			printBackendChange(w, &control.BackendChangeResult{Changed: true, Message: "192.0.2.2 of rule web drained: no new connections; tracked ones are honoured for 1m30s", Backend: renderBackends()[1]}, renderNow)
+			printBackendChange(w, &control.BackendChangeResult{Message: "192.0.2.9 of rule web had no override"}, renderNow)
+		}},
+		{"reload", func(w *bytes.Buffer) {
+			printReload(w, &control.ReloadResult{Config: "/etc/xlb/xlb.toml", Rules: 4})
+			printReloadIssues(w, &control.Error{Message: "reload rejected", Issues: []string{"rules.d/web.toml:14: failover.ratio: 1.5 is outside [0, 1]", "rules.d/web.toml:20: bogus: unknown key"}})
+		}},
+		{"conntrack", func(w *bytes.Buffer) {
+			res := &control.ConntrackResult{Count: 5, Entries: []control.ConntrackRow{
+				{Queue: 0, Rule: "web", Key: "TCP 198.51.100.7:40000 → 203.0.113.10:80", Backend: "192.0.2.1", ExpiresIn: "59s"},
+				{Queue: 3, Rule: "web", Key: "TCP 198.51.100.8:40001 → 203.0.113.10:443", Backend: "slot 7", Unconfirmed: true, Stale: true, ExpiresIn: "4s"},
+				{Queue: -1, Rule: "dns", Key: "2001:db8::7 → 2001:db8::10", Backend: "2001:db8::53", ExpiresIn: "2m0s"},
+			}}
+			printConntrack(w, control.ConntrackList, res)
+			printConntrack(w, control.ConntrackCount, res)
+			printConntrack(w, control.ConntrackFlush, res)
+		}},
+		{"lookup", func(w *bytes.Buffer) {
+			base := control.LookupResult{Rule: "web", Flow: "TCP 198.51.100.7:40000 → 203.0.113.10:80 (established)",
+				SelectionKey: "TCP 198.51.100.7:40000 → 203.0.113.10:80", SelectionHash: "0x00000000deadbeef", TrackingKey: "TCP 198.51.100.7:40000 → 203.0.113.10:80",
+				Trackable: true, EntryChecked: true, Tier: "PRIMARY", Eligible: 2, MaglevSlot: 17, MaglevBackend: "192.0.2.1", Verdict: "TX", Backend: "192.0.2.1",
+				Why: "no tracked entry: new flow, Maglev slot 17 of 65537 → 192.0.2.1"}
+			valid := base
+			valid.EntryFound, valid.EntryValid, valid.EntryBackend, valid.Backend = true, true, "192.0.2.2", "192.0.2.2"
+			valid.Why = "tracked entry valid: the flow stays on 192.0.2.2 (a new flow would get Maglev slot 17 of 65537 → 192.0.2.1)"
+			stale := base
+			stale.EntryFound, stale.EntryBackend, stale.SharedTable = true, "192.0.2.3", true
+			unchecked := base
+			unchecked.EntryChecked = false
+			untracked := base
+			untracked.Trackable, untracked.TrackingKey = false, ""
+			empty := base
+			empty.MaglevBackend, empty.Backend, empty.Verdict, empty.Why = "", "", "DROP", "eligible set empty (tier NONE): new connections are dropped (no-backend)"
+			nomatch := control.LookupResult{Rule: "web", Flow: "TCP 198.51.100.7:40000 → 203.0.113.10:81 (established)", Verdict: "DROP", Why: "the flow matches no forwarding rule"}
+			for i, r := range []control.LookupResult{base, valid, stale, unchecked, untracked, empty, nomatch} {
+				if i > 0 {
+					w.WriteString("--\n")
+				}
+				printLookup(w, &r)
+			}
+		}},
+		{"simulate", func(w *bytes.Buffer) {
+			printSimulation(w, []daemon.SimRule{
+				{Rule: "web", TableSize: 65537, TierBefore: "PRIMARY", TierAfter: "PRIMARY", Moved: 0.1, SurvivorMoved: 0.001, Flows: 1000, FlowsMoved: 101,
+					Backends: []daemon.SimBackend{
+						{Address: "192.0.2.1", Before: 0.5, After: 0, MovedAway: 0.5, MovedOwn: 1, InBefore: true, ChangedByRequest: true, FlowsBefore: 500, FlowsMoved: 500},
+						{Address: "192.0.2.2", Before: 0.5, After: 0.5, InBefore: true, InAfter: true, FlowsBefore: 500},
+						{Address: "192.0.2.3", After: 0.5, Gained: 0.5, InAfter: true, ChangedByRequest: true},
+						{Address: "192.0.2.4", Before: 0.25, After: 0.3, Gained: 0.05, InBefore: true, InAfter: true, ChangedByRequest: true},
+						{Address: "192.0.2.5"},
+					}},
+				{Rule: "api", TableSize: 251, TierBefore: "PRIMARY", TierAfter: "FAILOVER", Moved: 1,
+					Backends: []daemon.SimBackend{{Address: "192.0.2.1", Before: 1, MovedAway: 1, MovedOwn: 1, InBefore: true, ChangedByRequest: true}}},
+			})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got bytes.Buffer
+			tc.render(&got)
+			path := filepath.Join("testdata", "render", tc.name+".golden")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (go test -run TestRender -update writes it)", err)
+			}
+			if !bytes.Equal(got.Bytes(), want) {
+				t.Errorf("%s differs from %s (go test -run TestRender -update rewrites it after a deliberate change):\n--- got\n%s--- want\n%s", tc.name, path, got.Bytes(), want)
+			}
+		})
+	}
+}
