@@ -9,7 +9,9 @@
 // nothing, lock nothing and make no syscall, so every worker goroutine calls
 // them freely. Build and Delta run in the control plane (they allocate); a
 // built MaglevTable is immutable, so a worker may read it while the control plane
-// builds the next one and publishes it in a new snapshot.
+// builds the next one and publishes it in a new snapshot. format.go prints
+// keys and enum names for people (Key.String: xlb conntrack, xlb lookup);
+// it allocates and is never called on the packet path.
 //
 // # Key layout
 //

@@ -1,5 +1,3 @@
-// Command xlb is the xlb appliance: the daemon, its command-line client,
-// and the tools around them (validate, lab, decap). See `xlb --help`.
 package main
 
 import (

@@ -452,9 +452,6 @@ func TestDefaults(t *testing.T) {
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", *cfg, want)
 	}
-	if got := cfg.Rules[0].SessionAffinity.Hash(); got != 0 {
-		t.Errorf("NONE.Hash() = %v", got)
-	}
 }
 
 func TestHTTPSDefaultPort(t *testing.T) {

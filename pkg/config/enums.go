@@ -1,16 +1,12 @@
 package config
 
-import (
-	"strings"
+import "strings"
 
-	"github.com/xlbnet/xlb/hash"
-)
-
-// The enums below are config's own typed values for the operator's strings.
-// Their numeric order matches the runtime packages (hash.Affinity,
-// hash.TrackingMode, failover.PersistencePolicy, failover.Role,
-// failover.ZonalMode) so the daemon can convert with a plain cast; the
-// names are the exact strings accepted in the TOML files.
+// The enums below are config's own typed values for the operator's
+// strings; the names are the exact strings accepted in the TOML files.
+// config imports no runtime package: package daemon maps each value to
+// the runtime value of the package that acts on it, in one table per enum
+// (pkg/daemon/enums.go), so neither side's numeric order matters.
 
 // Protocol is a rule's protocol.
 type Protocol uint8
@@ -39,20 +35,6 @@ var affinityNames = []string{"NONE", "CLIENT_IP_PORT_PROTO", "CLIENT_IP_PROTO", 
 
 func (a Affinity) String() string { return enumString(affinityNames, a) }
 
-// Hash returns the runtime value used by package hash.
-func (a Affinity) Hash() hash.Affinity {
-	switch a {
-	case AffinityClientIPPortProto:
-		return hash.AffinityClientIPPortProto
-	case AffinityClientIPProto:
-		return hash.AffinityClientIPProto
-	case AffinityClientIP:
-		return hash.AffinityClientIP
-	default:
-		return hash.AffinityNone
-	}
-}
-
 // TrackingMode is connection_tracking.tracking_mode.
 type TrackingMode uint8
 
@@ -65,16 +47,7 @@ var trackingModeNames = []string{"PER_CONNECTION", "PER_SESSION"}
 
 func (m TrackingMode) String() string { return enumString(trackingModeNames, m) }
 
-// Hash returns the runtime value used by package hash.
-func (m TrackingMode) Hash() hash.TrackingMode {
-	if m == PerSession {
-		return hash.PerSession
-	}
-	return hash.PerConnection
-}
-
-// Persistence is connection_tracking.persistence_on_unhealthy. The values
-// equal failover.PersistencePolicy's.
+// Persistence is connection_tracking.persistence_on_unhealthy.
 type Persistence uint8
 
 const (
@@ -132,7 +105,7 @@ var encapTypeNames = []string{"IPIP", "GUE", "GRE", "DIRECT"}
 func (t EncapType) String() string { return enumString(encapTypeNames, t) }
 
 // Role is a group's (or, through the state overlay, a backend's) failover
-// role. The values equal failover.Role's.
+// role.
 type Role uint8
 
 const (
@@ -150,7 +123,7 @@ func ParseRole(s string) (Role, bool) {
 	return r, ok
 }
 
-// ZonalMode is zonal_affinity.mode. The values equal failover.ZonalMode's.
+// ZonalMode is zonal_affinity.mode.
 type ZonalMode uint8
 
 const (

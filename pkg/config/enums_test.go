@@ -2,28 +2,7 @@ package config
 
 import (
 	"testing"
-
-	"github.com/xlbnet/xlb/hash"
 )
-
-func TestHashConversions(t *testing.T) {
-	for _, tc := range []struct {
-		in   Affinity
-		want hash.Affinity
-	}{
-		{AffinityNone, hash.AffinityNone},
-		{AffinityClientIPPortProto, hash.AffinityClientIPPortProto},
-		{AffinityClientIPProto, hash.AffinityClientIPProto},
-		{AffinityClientIP, hash.AffinityClientIP},
-	} {
-		if got := tc.in.Hash(); got != tc.want {
-			t.Errorf("%s.Hash() = %d, want %d", tc.in, got, tc.want)
-		}
-	}
-	if PerConnection.Hash() != hash.PerConnection || PerSession.Hash() != hash.PerSession {
-		t.Error("TrackingMode.Hash() does not map PER_CONNECTION/PER_SESSION")
-	}
-}
 
 // TestEnumNames checks that every name parses back to its value.
 func TestEnumNames(t *testing.T) {

@@ -1,9 +1,45 @@
-// Package daemon runs the appliance: the data plane (Engine) and the
-// control plane that feeds it.
+// Package daemon runs the appliance: the data plane (the engine) and the
+// control plane that feeds it. Its API is Run (cmd/xlb's `xlb run`) and
+// Simulate (`xlb simulate`); everything else is the package's own.
+//
+// # Files: one home per concern
+//
+//	daemon.go    Options, Run, the daemon type and its control loop (signals,
+//	             timers, requests), do (run a function on the control goroutine)
+//	engine.go    the data plane: XDP program, one AF_XDP socket and worker per
+//	             queue, conntrack tables, snapshot publication, per-queue stats
+//	publish.go   recompute every rule (failover.Compute → dataplane.BuildRule)
+//	             and publish a snapshot; the published status
+//	build.go     configuration → eligible-set input (failoverInput, shared with
+//	             simulate.go), rule match, XDP VIP set, failover policy
+//	enums.go     configuration enums → runtime values: one table per enum
+//	health.go    health verdicts from the probers, applied on the control goroutine
+//	nexthop.go   next-hop resolution and the encapsulation templates built from it
+//	reload.go    Reload: a new configuration in whole, or none of it
+//	registry.go  rule and backend slots, never reused
+//	clock.go     the daemon's one clock (workers' ticks, control deadlines)
+//	metrics.go   /metrics (Prometheus text format)
+//	simulate.go  Simulate: the effect of backend changes, without a daemon
+//
+// The control API (control.API, served on control_socket), by concern:
+//
+//	control.go   ops (the control.API implementation), serving the socket,
+//	             copying rule and backend state off the control goroutine,
+//	             POST /v1/reload
+//	status.go    GET /v1/status
+//	backends.go  GET /v1/backends and POST /v1/backend/{action}: rows and changes
+//	conntrack.go /v1/conntrack list, count and flush; connections per backend
+//	lookup.go    GET /v1/lookup: the packet asked about and the answer's words
+//	rates.go     packets/s: samples of the workers' counters
+//
+// Formatting of keys and protocols lives with their types (hash.Key.String,
+// packet.ProtoName, packet.ParseProto); the command line's tables live in
+// cmd/xlb/render.go. New code goes in the file of its concern, or a new
+// file named for a new one.
 //
 // # Goroutines
 //
-//   - One worker per served queue (Engine), locked to its OS thread and
+//   - One worker per served queue (engine), locked to its OS thread and
 //     pinned to CPU queue mod NumCPU: RX batch → parse → decide → encap →
 //     TX on the queue's AF_XDP socket. Workers read the published snapshot
 //     once per batch and never wait for anything else.
@@ -21,7 +57,7 @@
 //	health verdicts, next hops  ──▶ failover.Compute per rule (prev State kept)
 //	failover.State              ──▶ dataplane.BuildRule (Maglev, generations, deadlines)
 //	neigh next hop per backend  ──▶ encap.Template per backend
-//	rules                       ──▶ dataplane.NewSnapshot ──▶ Engine.Publish
+//	rules                       ──▶ dataplane.NewSnapshot ──▶ engine.Publish
 //	                                 (atomic snapshot swap + XDP VIP set)
 //
 // A new snapshot is published at start, on every health or weight change
@@ -53,4 +89,49 @@
 //     the backend, else the interface's first global address of the family.
 //   - Health checks of type NONE make every backend healthy; other checks
 //     start UNKNOWN (not healthy) until the first verdict, as GCP does.
+//
+// # The control API
+//
+// ops implements control.API for a running daemon; controlHandler wraps
+// it in control.NewHandler and startControl serves it on control_socket.
+//
+// Goroutines. Every request runs on its http.Server goroutine. What the
+// control goroutine owns (configuration, overlay, view, slot registry,
+// probe verdicts, next hops) is read or changed only inside d.do, which
+// runs a function on the control goroutine; the functions are short and
+// never wait for a worker. Conntrack requests then go to the workers
+// through their tables' Control handles (conntrack.Control: a mailbox the
+// worker serves between batches) from the request's goroutine, so a slow
+// walk never blocks the control loop, and the shared tables are walked
+// directly (they are built for concurrent readers). The data-plane
+// snapshot is read through its atomic pointer.
+//
+// Changes. A backend change edits the overlay, saves it (atomically) and
+// only then recomputes and publishes; the reply is sent after the
+// publication, so an acknowledged change survives a crash and is in force.
+// A save that fails restores the overlay from the file (unchanged by the
+// failed atomic write) and the request fails; nothing is published. A
+// change that changes nothing (draining a drained backend) is not saved.
+//
+// Decisions where DESIGN is silent:
+//   - control_socket is read when Run starts; a reload that changes it
+//     does not move the socket (restart xlb).
+//   - Tracked connections per backend are counted with one List walk per
+//     queue (conntrack.Control offers per-filter Count only, one table walk
+//     per backend) plus one walk of the shared session table; the walks are
+//     spread over the workers' batches by the conntrack mailbox.
+//   - Packets/s per backend are the difference of two samples of the
+//     workers' per-backend counters: the previous request's sample when it
+//     is 0.5-60 s old, otherwise two samples 0.5 s apart (the first status
+//     after a pause takes half a second longer). The workers count per
+//     backend in dataplane.BackendStats, at most one batch behind.
+//   - lookup answers for an established packet (ACK) by default, --syn for
+//     a connection's first SYN. It searches every queue's table for the
+//     tracking key (the queue a flow lands on is the NIC's RSS choice,
+//     unknown here) with one probe per queue (conntrack Control.Get), and
+//     the shared session table directly; a queue that does not answer
+//     makes it say the entry was not checked.
+//   - A configuration enum value without a runtime value is a bug of
+//     enums.go, caught by TestEnumTables; at run time it panics rather
+//     than guess (config.Load accepts no value without a name).
 package daemon

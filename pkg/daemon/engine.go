@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -20,8 +19,8 @@ import (
 	"github.com/xlbnet/xlb/ring/xsk"
 )
 
-// EngineConfig configures the data plane of one appliance.
-type EngineConfig struct {
+// engineConfig configures the data plane of one appliance.
+type engineConfig struct {
 	Interface string
 	// Queues lists the receive queues to serve; empty means every RX
 	// queue of the interface.
@@ -45,11 +44,11 @@ type queue struct {
 	worker *dataplane.Worker
 }
 
-// Engine is the data plane: the XDP program attached to the interface,
+// engine is the data plane: the XDP program attached to the interface,
 // one AF_XDP socket and one worker goroutine per queue (each locked to its
 // OS thread), the conntrack tables, and the snapshot the workers read.
-type Engine struct {
-	cfg      EngineConfig
+type engine struct {
+	cfg      engineConfig
 	prog     *xsk.Program
 	mode     xsk.AttachMode
 	ifindex  int
@@ -63,10 +62,10 @@ type Engine struct {
 	wg     sync.WaitGroup
 }
 
-// StartEngine loads and attaches the XDP program, opens a socket per queue
+// startEngine loads and attaches the XDP program, opens a socket per queue
 // and starts the workers. Until Publish, workers drop VIP traffic
 // (no-rule) and the program redirects nothing (its VIP set is empty).
-func StartEngine(cfg EngineConfig) (_ *Engine, err error) {
+func startEngine(cfg engineConfig) (_ *engine, err error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
@@ -77,7 +76,7 @@ func StartEngine(cfg EngineConfig) (_ *Engine, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("interface %s: %w", cfg.Interface, err)
 	}
-	e := &Engine{cfg: cfg, ifindex: l.Attrs().Index}
+	e := &engine{cfg: cfg, ifindex: l.Attrs().Index}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -157,13 +156,13 @@ func StartEngine(cfg EngineConfig) (_ *Engine, err error) {
 }
 
 // Mode is the XDP attach mode the interface got.
-func (e *Engine) Mode() xsk.AttachMode { return e.mode }
+func (e *engine) Mode() xsk.AttachMode { return e.mode }
 
 // ZeroCopy reports whether the sockets are in zero-copy mode.
-func (e *Engine) ZeroCopy() bool { return e.zeroCopy }
+func (e *engine) ZeroCopy() bool { return e.zeroCopy }
 
 // Queues returns the served queue ids.
-func (e *Engine) Queues() []int {
+func (e *engine) Queues() []int {
 	ids := make([]int, len(e.queues))
 	for i, q := range e.queues {
 		ids[i] = q.id
@@ -174,7 +173,7 @@ func (e *Engine) Queues() []int {
 // Publish makes s the snapshot every worker reads from its next batch on,
 // and makes the XDP program redirect exactly vips. The program learns new
 // VIPs before the workers could need them and forgets old ones after.
-func (e *Engine) Publish(s *dataplane.Snapshot, vips []xsk.VIP) error {
+func (e *engine) Publish(s *dataplane.Snapshot, vips []xsk.VIP) error {
 	e.snapshot.Store(s)
 	if err := e.prog.ReplaceVIPs(vips); err != nil {
 		return fmt.Errorf("publish vip set: %w", err)
@@ -183,10 +182,10 @@ func (e *Engine) Publish(s *dataplane.Snapshot, vips []xsk.VIP) error {
 }
 
 // Snapshot returns the snapshot the workers read.
-func (e *Engine) Snapshot() *dataplane.Snapshot { return e.snapshot.Load() }
+func (e *engine) Snapshot() *dataplane.Snapshot { return e.snapshot.Load() }
 
-// QueueStats is what Engine.Stats reports per queue.
-type QueueStats struct {
+// queueStats is what engine.Stats reports per queue.
+type queueStats struct {
 	Queue     int
 	Counters  *dataplane.Counters
 	Backends  *dataplane.BackendStats // packets per rule and backend slot
@@ -195,29 +194,20 @@ type QueueStats struct {
 }
 
 // Stats returns per-queue counters; safe from any goroutine.
-func (e *Engine) Stats() []QueueStats {
-	out := make([]QueueStats, len(e.queues))
+func (e *engine) Stats() []queueStats {
+	out := make([]queueStats, len(e.queues))
 	for i, q := range e.queues {
 		ks, _ := q.sock.Stats()
-		out[i] = QueueStats{Queue: q.id, Counters: &q.worker.Counters, Backends: &q.worker.Backends, Conntrack: q.table.Control(), Kernel: ks}
+		out[i] = queueStats{Queue: q.id, Counters: &q.worker.Counters, Backends: &q.worker.Backends, Conntrack: q.table.Control(), Kernel: ks}
 	}
 	return out
 }
 
 // Shared returns the shared session and fragment tables.
-func (e *Engine) Shared() (sessions, fragments *conntrack.Shared) { return e.sessions, e.frags }
-
-// MAC returns the interface's hardware address.
-func (e *Engine) MAC() (net.HardwareAddr, error) {
-	l, err := netlink.LinkByIndex(e.ifindex)
-	if err != nil {
-		return nil, err
-	}
-	return l.Attrs().HardwareAddr, nil
-}
+func (e *engine) Shared() (sessions, fragments *conntrack.Shared) { return e.sessions, e.frags }
 
 // Close stops the workers, detaches the program and closes the sockets.
-func (e *Engine) Close() error {
+func (e *engine) Close() error {
 	if e.cancel != nil {
 		e.cancel()
 	}
@@ -235,4 +225,23 @@ func (e *Engine) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// backendStats returns every worker's per-backend packet counters.
+func (e *engine) backendStats() []*dataplane.BackendStats {
+	var out []*dataplane.BackendStats
+	for _, q := range e.Stats() {
+		if q.Backends != nil {
+			out = append(out, q.Backends)
+		}
+	}
+	return out
+}
+
+// snapshotOrNil is Snapshot for an engine that may not have started.
+func (e *engine) snapshotOrNil() *dataplane.Snapshot {
+	if e == nil {
+		return nil
+	}
+	return e.Snapshot()
 }

@@ -14,12 +14,12 @@ import (
 // startMetrics serves /metrics on the configured address ("" disables
 // it) until the returned function is called. A listen failure is logged
 // and the daemon keeps forwarding: metrics are not worth an outage.
-func (d *Daemon) startMetrics() func() {
+func (d *daemon) startMetrics() func() {
 	addr := d.cfg.MetricsListen
 	if addr == "" {
 		return func() {}
 	}
-	stop, err := metrics.Serve(addr, metrics.Handler(d.WriteMetrics))
+	stop, err := metrics.Serve(addr, metrics.Handler(d.writeMetrics))
 	if err != nil {
 		d.log.Error("metrics endpoint not served", "err", err)
 		return func() {}
@@ -28,11 +28,11 @@ func (d *Daemon) startMetrics() func() {
 	return stop
 }
 
-// WriteMetrics writes the appliance's metrics (Prometheus text format).
+// writeMetrics writes the appliance's metrics (Prometheus text format).
 // It runs on the scraping goroutine: it reads the workers' atomic counters,
 // the published status, and the conntrack statistics through each worker's
 // mailbox (bounded by a timeout, so a stuck worker cannot hang a scrape).
-func (d *Daemon) WriteMetrics(w *metrics.Writer) {
+func (d *daemon) writeMetrics(w *metrics.Writer) {
 	st := d.Status()
 	qs := d.engine.Stats()
 	q := func(i int) string { return strconv.Itoa(qs[i].Queue) }

@@ -134,33 +134,10 @@ type simInput struct {
 }
 
 func baseInput(rv *config.RuleView) simInput {
-	var in simInput
-	roleOf := map[string]config.Role{}
-	seen := map[string]bool{}
-	add := func(g failover.Group) {
-		if !seen[g.Name] {
-			seen[g.Name] = true
-			in.groups = append(in.groups, g)
-		}
-	}
-	for _, g := range rv.Rule.Groups {
-		roleOf[g.Name] = g.Role
-		add(failover.Group{Name: g.Name, Role: failover.Role(g.Role), Zone: g.Zone, CapacityScaler: g.CapacityScaler, Preferred: g.Preferred})
-	}
-	for i := range rv.Backends {
-		b := &rv.Backends[i]
-		gname := groupName(b, roleOf[b.Group])
-		add(failover.Group{Name: gname, Role: failover.Role(b.Role), Zone: b.Zone, CapacityScaler: b.CapacityScaler, Preferred: b.Preferred})
-		fb := failover.Backend{Name: b.Addr.String(), Group: gname, Health: failover.HealthHealthy, Weight: 1, WeightState: failover.WeightOK}
-		if b.HasWeight {
-			fb.Weight = uint32(b.Weight)
-		}
-		if b.Drained {
-			fb.Admin, fb.DrainedAt = failover.AdminDrained, b.DrainedAt
-		}
-		in.backends = append(in.backends, fb)
-	}
-	return in
+	groups, bs := failoverInput(rv, func(_ *config.BackendView, fb *failover.Backend) {
+		fb.Health, fb.Weight, fb.WeightState = failover.HealthHealthy, 1, failover.WeightOK
+	})
+	return simInput{groups: groups, backends: bs}
 }
 
 func (in *simInput) apply(rv *config.RuleView, c SimChange) error {
@@ -217,7 +194,7 @@ func (in *simInput) apply(rv *config.RuleView, c SimChange) error {
 					src = x
 				}
 			}
-			src.Name, src.Role = g, failover.Role(c.Role)
+			src.Name, src.Role = g, roles.of(c.Role)
 			in.groups = append(in.groups, src)
 		}
 		b.Group = g
@@ -328,10 +305,7 @@ func compareAddr(a, b string) int {
 // tables, with the rule's session affinity.
 func sampleFlows(sr *SimRule, r *config.Rule, seed uint64, tb, ta *hash.MaglevTable, names []string, row map[string]int, opts SimOptions) {
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x51a1))
-	proto := packet.ProtoTCP
-	if r.Protocol == config.ProtocolUDP {
-		proto = packet.ProtoUDP
-	}
+	proto := ipProtocols.of(r.Protocol)
 	dport := uint16(80)
 	if !r.Ports.All && len(r.Ports.Ranges) > 0 {
 		dport = r.Ports.Ranges[0].First
@@ -339,7 +313,7 @@ func sampleFlows(sr *SimRule, r *config.Rule, seed uint64, tb, ta *hash.MaglevTa
 	var m packet.Meta
 	m.Dst, m.Proto, m.DstPort = r.VIP.As16(), proto, dport
 	v6 := r.VIP.Is6() && !r.VIP.Is4In6()
-	aff := r.SessionAffinity.Hash()
+	aff := affinities.of(r.SessionAffinity)
 	for range opts.Flows {
 		if v6 {
 			var a [16]byte

@@ -24,6 +24,9 @@
 // its own templates) guarantees the minimum size first; a short slice
 // panics with an index error rather than reading garbage.
 //
+// format.go names IP protocols for people (ProtoName, ParseProto: the
+// CLI's --proto and every printed flow); it is not on the packet path.
+//
 // checksum.go has the ones' complement sum (RFC 1071), the pseudo-header
 // sum, and incremental updates per RFC 1624 eqn. 3 (HC' = ~(~HC + ~m +
 // m')), for 16-bit words, 32-bit words and even-length fields such as an

@@ -1,0 +1,26 @@
+// Command xlb is the xlb appliance: the daemon, its command-line client,
+// and the tools around them (validate, lab, decap, pktgen). See
+// `xlb --help`.
+//
+// # Files: one home per concern
+//
+//	main.go      main: run the app, print the error, exit 1 or 2
+//	app.go       the command tree (newApp), usage errors (exit status 2)
+//	run.go       xlb run (the daemon: pkg/daemon.Run) and its log flags
+//	validate.go  xlb validate, and --config shared by every command
+//	ctl.go       the commands that talk to a running daemon over its control
+//	             socket (status, backend, reload, conntrack, lookup): flags,
+//	             argument checks, the request; no printing of their own
+//	render.go    every table those commands and simulate print, from the
+//	             control API's answers; golden files in testdata/render
+//	             (go test -run TestRender -update rewrites them)
+//	simulate.go  xlb simulate (pkg/daemon.Simulate)
+//	lab.go, labxlb.go   xlb lab: the network-namespace testbed, and xlb run in it
+//	decap.go     xlb decap (pkg/decap)
+//	pktgen.go    xlb pktgen (pkg/pktgen)
+//
+// A new operator command goes in ctl.go (wiring) and render.go (its table,
+// with a golden file); a command with its own subsystem gets a file named
+// after it. Every command has --help; read-only ones have --json, which
+// prints the control API's answer as it came.
+package main

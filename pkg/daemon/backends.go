@@ -1,0 +1,194 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/xlbnet/xlb/failover"
+	"github.com/xlbnet/xlb/hash"
+	"github.com/xlbnet/xlb/pkg/config"
+	"github.com/xlbnet/xlb/pkg/control"
+)
+
+// Backends implements control.API.
+func (o *ops) Backends(ctx context.Context, rule string) ([]control.Backend, error) {
+	rules, _, err := o.rows(ctx, rule)
+	if err != nil {
+		return nil, err
+	}
+	now, prev := o.rates(ctx)
+	conns := o.countConnections(ctx)
+	var out []control.Backend
+	for _, rr := range rules {
+		out = append(out, o.ruleInfo(rr, conns, now, prev).Backends...)
+	}
+	return out, nil
+}
+
+func (o *ops) ruleInfo(rr ruleRows, conns connCounts, now, prev *sample) control.Rule {
+	r := rr.cfg
+	info := control.Rule{
+		Name: r.Name, VIP: r.VIP.String(), Protocol: r.Protocol.String(), Ports: r.Ports.String(),
+		Affinity: r.SessionAffinity.String(), Tracking: r.ConnectionTracking.TrackingMode.String(),
+		Policy: r.LocalityLBPolicy.String(), Encap: r.Encap.Type.String(), Slot: int(rr.slot),
+		Backends: []control.Backend{},
+	}
+	if rr.state != nil {
+		info.Tier, info.Reason, info.Eligible = rr.state.Tier.String(), rr.state.Reason, len(rr.state.Eligible)
+	}
+	var table *hash.MaglevTable
+	if snap := o.d.engine.snapshotOrNil(); snap != nil && int(rr.slot) < len(snap.Rules) && snap.Rules[rr.slot].Present {
+		table = snap.Rules[rr.slot].Table
+		info.TableSize = table.Size()
+	}
+	secs := 0.0
+	if prev != nil {
+		secs = now.at.Sub(prev.at).Seconds()
+	}
+	for _, br := range rr.backends {
+		b := br.view
+		row := control.Backend{
+			Rule: r.Name, Address: b.Addr.String(), Group: b.Group,
+			Role: b.Role.String(), RoleSource: b.RoleSource.String(),
+			Admin: "IN_SERVICE", AdminSource: b.DrainedSource.String(),
+			WeightConfigured: -1, WeightSource: b.WeightSource.String(),
+			Tier: info.Tier, Slot: br.slot, Connections: -1, Packets: -1,
+			NextHop: br.nhErr,
+		}
+		if b.Drained {
+			row.Admin = "DRAINED"
+			t := b.DrainedAt
+			row.DrainedAt = &t
+		}
+		if br.removed {
+			row.Admin, row.AdminSource, row.Role, row.RoleSource, row.WeightSource = "REMOVED", "config", "-", "config", "config"
+		}
+		if b.HasWeight {
+			row.WeightConfigured = int(b.Weight)
+		}
+		if rr.state != nil {
+			if bs, ok := rr.state.Backend(b.Addr.String()); ok {
+				row.Health, row.WeightState, row.Usable, row.Eligible = bs.Health.String(), bs.WeightState.String(), bs.Usable, bs.Eligible
+				if !bs.DrainUntil.IsZero() {
+					t := bs.DrainUntil
+					row.DrainUntil = &t
+				}
+			}
+			for _, m := range rr.state.Eligible {
+				if m.Name == row.Address {
+					row.WeightEffective = m.Weight
+				}
+			}
+		}
+		if br.probe != "" && row.Health != failover.HealthHealthy.String() {
+			row.Health += " (" + br.probe + ")"
+		}
+		if table != nil && table.Size() > 0 {
+			if n, ok := table.Slots(row.Address); ok {
+				row.Share = float64(n) / float64(table.Size())
+			}
+		}
+		if br.present && conns.ok {
+			k := [2]uint32{uint32(rr.slot), br.slot}
+			row.Connections, row.SessionEntries = conns.queue[k], conns.shared[k]
+		}
+		if br.present && now != nil && now.backend != nil {
+			k := [2]uint32{uint32(rr.slot), br.slot}
+			row.Packets = int64(now.backend[k])
+			if prev != nil && prev.backend != nil {
+				row.PacketsPerSec = perSecond(now.backend[k], prev.backend[k], secs)
+			}
+		}
+		info.Backends = append(info.Backends, row)
+	}
+	return info
+}
+
+// ChangeBackend implements control.API.
+func (o *ops) ChangeBackend(ctx context.Context, c control.BackendChange) (*control.BackendChangeResult, error) {
+	addr, err := netip.ParseAddr(c.Backend)
+	if err != nil {
+		return nil, control.BadRequest("%s: backend %q is not an IP address", c.Action, c.Backend)
+	}
+	addr = addr.Unmap()
+	var res control.BackendChangeResult
+	var cerr error
+	err = o.d.do(ctx, func() {
+		d := o.d
+		before, _ := d.state.Marshal()
+		changed := true
+		switch c.Action {
+		case control.ActionMark:
+			role, _ := config.ParseRole(c.Role)
+			cerr = d.state.Mark(d.cfg, c.Rule, addr, role)
+			res.Message = fmt.Sprintf("%s of rule %s marked %s", addr, c.Rule, role)
+		case control.ActionDrain:
+			cerr = d.state.Drain(d.cfg, c.Rule, addr, time.Now())
+			res.Message = fmt.Sprintf("%s of rule %s drained: no new connections; tracked ones are honoured for %s", addr, c.Rule, drainingOf(d.cfg, c.Rule))
+		case control.ActionUndrain:
+			changed = d.state.Undrain(c.Rule, addr)
+			res.Message = fmt.Sprintf("%s of rule %s back in service", addr, c.Rule)
+			if !changed {
+				res.Message = fmt.Sprintf("%s of rule %s was not drained", addr, c.Rule)
+			}
+		case control.ActionWeight:
+			cerr = d.state.SetWeight(d.cfg, c.Rule, addr, *c.Weight)
+			res.Message = fmt.Sprintf("%s of rule %s weight %d (overrides the health check's and the static weight)", addr, c.Rule, *c.Weight)
+		case control.ActionReset:
+			changed = d.state.Reset(c.Rule, addr)
+			res.Message = fmt.Sprintf("%s of rule %s: overrides removed; the rule files decide again", addr, c.Rule)
+			if !changed {
+				res.Message = fmt.Sprintf("%s of rule %s had no override", addr, c.Rule)
+			}
+		}
+		if cerr != nil {
+			cerr = control.BadRequest("%v", cerr)
+			return
+		}
+		after, _ := d.state.Marshal()
+		if string(before) == string(after) {
+			changed = false
+		}
+		if !changed {
+			return
+		}
+		res.Changed = true
+		if err := d.state.Save(d.cfg.StateFile); err != nil {
+			if st, lerr := config.LoadState(d.cfg.StateFile); lerr == nil {
+				d.state = st
+			}
+			cerr = fmt.Errorf("%s not applied: %w", c.Action, err)
+			return
+		}
+		d.view = config.Apply(d.cfg, d.state)
+		if err := d.publish(); err != nil {
+			cerr = fmt.Errorf("%s saved but not published: %w", c.Action, err)
+			return
+		}
+		d.log.Info("backend changed by the CLI", "action", c.Action, "rule", c.Rule, "backend", addr.String())
+	})
+	if err != nil {
+		return nil, err
+	}
+	if cerr != nil {
+		return nil, cerr
+	}
+	bs, err := o.Backends(ctx, c.Rule)
+	if err == nil {
+		for _, b := range bs {
+			if b.Address == addr.String() {
+				res.Backend = b
+			}
+		}
+	}
+	return &res, nil
+}
+
+func drainingOf(cfg *config.Config, rule string) time.Duration {
+	if r := cfg.Rule(rule); r != nil {
+		return r.ConnectionDrainingTimeout
+	}
+	return 0
+}

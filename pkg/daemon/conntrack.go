@@ -1,0 +1,197 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/xlbnet/xlb/conntrack"
+	"github.com/xlbnet/xlb/pkg/control"
+)
+
+// defaultListLimit is conntrack list's default --limit.
+const defaultListLimit = 1000
+
+// filter resolves a conntrack query's rule and backend to slots.
+func (o *ops) filter(ctx context.Context, q control.ConntrackQuery) (conntrack.Filter, error) {
+	var f conntrack.Filter
+	if q.Rule == "" {
+		return f, nil
+	}
+	var addr netip.Addr
+	if q.Backend != "" {
+		a, err := netip.ParseAddr(q.Backend)
+		if err != nil {
+			return f, control.BadRequest("conntrack: backend %q is not an IP address", q.Backend)
+		}
+		addr = a.Unmap()
+	}
+	var ferr error
+	err := o.d.do(ctx, func() {
+		slot, ok := o.d.reg.rules[q.Rule]
+		if !ok {
+			ferr = control.BadRequest("conntrack: no rule %q", q.Rule)
+			return
+		}
+		f.ByRule, f.Rule = true, slot
+		if q.Backend != "" {
+			b, ok := o.d.reg.backends[q.Rule][addr]
+			if !ok {
+				ferr = control.BadRequest("conntrack: rule %q has no backend %s", q.Rule, addr)
+				return
+			}
+			f.ByBackend, f.Backend = true, b
+		}
+	})
+	if err != nil {
+		return f, err
+	}
+	return f, ferr
+}
+
+// slotNames maps slots back to names for listings, from the registry.
+func (o *ops) slotNames(ctx context.Context) (rules map[uint16]string, backends map[[2]uint32]string, err error) {
+	rules, backends = map[uint16]string{}, map[[2]uint32]string{}
+	err = o.d.do(ctx, func() {
+		for name, s := range o.d.reg.rules {
+			rules[s] = name
+			for addr, b := range o.d.reg.backends[name] {
+				backends[[2]uint32{uint32(s), b}] = addr.String()
+			}
+		}
+	})
+	return rules, backends, err
+}
+
+// Conntrack implements control.API.
+func (o *ops) Conntrack(ctx context.Context, q control.ConntrackQuery) (*control.ConntrackResult, error) {
+	f, err := o.filter(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	e := o.d.engine
+	if e == nil {
+		return nil, errors.New("conntrack: the data plane is not running")
+	}
+	sessions, _ := e.Shared()
+	now := conntrack.Now(o.d.clock)
+	res := &control.ConntrackResult{Entries: []control.ConntrackRow{}}
+	switch q.Op {
+	case control.ConntrackCount:
+		for _, qs := range e.Stats() {
+			n, err := qs.Conntrack.Count(ctx, f)
+			if err != nil {
+				return nil, fmt.Errorf("queue %d: %w", qs.Queue, err)
+			}
+			res.Count += n
+		}
+		res.Count += sessions.Count(f, now)
+	case control.ConntrackFlush:
+		for _, qs := range e.Stats() {
+			n, err := qs.Conntrack.Flush(ctx, f)
+			res.Count += n
+			if err != nil {
+				return nil, fmt.Errorf("queue %d (flushed %d so far): %w", qs.Queue, res.Count, err)
+			}
+		}
+		res.Count += sessions.Flush(f)
+		o.d.log.Info("conntrack flushed by the CLI", "rule", q.Rule, "backend", q.Backend, "entries", res.Count)
+	case control.ConntrackList:
+		limit := q.Limit
+		if limit == 0 {
+			limit = defaultListLimit
+		}
+		rules, backends, err := o.slotNames(ctx)
+		if err != nil {
+			return nil, err
+		}
+		snap := e.Snapshot()
+		add := func(queue int, recs []conntrack.Record) {
+			for _, r := range recs {
+				if len(res.Entries) >= limit {
+					return
+				}
+				be := backends[[2]uint32{uint32(r.Rule), r.Value.Backend}]
+				if be == "" {
+					be = "slot " + strconv.Itoa(int(r.Value.Backend))
+				}
+				res.Entries = append(res.Entries, control.ConntrackRow{
+					Queue: queue, Rule: rules[r.Rule], Key: r.Key.String(), Backend: be,
+					Unconfirmed: r.Unconfirmed, ExpiresIn: r.ExpiresIn.Duration().Round(time.Second).String(),
+					Stale: snap == nil || !snap.EntryValid(r.Rule, r.Value, r.Key.Proto, now),
+				})
+			}
+		}
+		for _, qs := range e.Stats() {
+			recs, matched, err := qs.Conntrack.List(ctx, f, min(limit, qs.Conntrack.Cap()))
+			if err != nil {
+				return nil, fmt.Errorf("queue %d: %w", qs.Queue, err)
+			}
+			res.Count += matched
+			add(qs.Queue, recs)
+		}
+		shared := sessions.List(f, now, sessions.Cap())
+		res.Count += len(shared)
+		add(-1, shared)
+	}
+	return res, nil
+}
+
+// conns counts tracked entries per (rule slot, backend slot): per-queue
+// tables and the shared session table.
+type connCounts struct {
+	queue, shared map[[2]uint32]int
+	ok            bool
+}
+
+func (o *ops) countConnections(ctx context.Context) connCounts {
+	c := connCounts{queue: map[[2]uint32]int{}, shared: map[[2]uint32]int{}, ok: true}
+	e := o.d.engine
+	if e == nil {
+		c.ok = false
+		return c
+	}
+	stats := e.Stats()
+	results := make([][]conntrack.Record, len(stats))
+	errs := make([]error, len(stats))
+	var wg sync.WaitGroup
+	for i, qs := range stats {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctl := qs.Conntrack
+			limit := min(ctl.Cap(), max(ctl.Len()*2, 1024))
+			results[i], _, errs[i] = ctl.List(ctx, conntrack.Filter{}, limit)
+		}()
+	}
+	wg.Wait()
+	// Only entries that still decide count: a drained backend's entries
+	// stay in the tables after its deadline until they idle out.
+	snap := e.Snapshot()
+	now := conntrack.Now(o.d.clock)
+	valid := func(r *conntrack.Record) bool {
+		return snap != nil && snap.EntryValid(r.Rule, r.Value, r.Key.Proto, now)
+	}
+	for i := range results {
+		if errs[i] != nil {
+			c.ok = false
+		}
+		for j := range results[i] {
+			if r := &results[i][j]; valid(r) {
+				c.queue[[2]uint32{uint32(r.Rule), r.Value.Backend}]++
+			}
+		}
+	}
+	sessions, _ := e.Shared()
+	recs := sessions.List(conntrack.Filter{}, now, sessions.Cap())
+	for j := range recs {
+		if r := &recs[j]; valid(r) {
+			c.shared[[2]uint32{uint32(r.Rule), r.Value.Backend}]++
+		}
+	}
+	return c
+}

@@ -1,0 +1,151 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"net/http"
+	"net/netip"
+	"slices"
+	"sync"
+
+	"github.com/xlbnet/xlb/failover"
+	"github.com/xlbnet/xlb/pkg/config"
+	"github.com/xlbnet/xlb/pkg/control"
+)
+
+// ops is the control API of one daemon.
+type ops struct {
+	d *daemon
+
+	mu   sync.Mutex // guards last
+	last *sample
+}
+
+// controlHandler returns the HTTP handler of the control API.
+func (d *daemon) controlHandler() http.Handler {
+	return control.NewHandler(&ops{d: d})
+}
+
+// startControl serves the control API on the configured socket until the
+// returned stop is called (Run defers it, so the socket goes away before
+// the data plane does). A socket that cannot be served is logged, not
+// fatal: the appliance forwards without its CLI.
+func (d *daemon) startControl(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	path := d.cfg.ControlSocket
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := control.Serve(ctx, path, d.controlHandler()); err != nil {
+			d.log.Error("control socket: the CLI cannot reach this daemon", "socket", path, "err", err)
+		}
+	}()
+	d.log.Info("control socket", "path", path)
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// ruleRows is what a request needs of the control goroutine's state
+// about one rule, copied there.
+type ruleRows struct {
+	name     string
+	slot     uint16
+	cfg      *config.Rule
+	state    *failover.State
+	backends []backendRow
+}
+
+type backendRow struct {
+	view    config.BackendView
+	removed bool
+	slot    uint32
+	nhErr   string
+	probe   string // last probe error
+	present bool   // has a slot (always, once published)
+}
+
+// rows copies the state of every rule (or one) on the control goroutine.
+func (o *ops) rows(ctx context.Context, rule string) ([]ruleRows, []string, error) {
+	var out []ruleRows
+	var stale []string
+	found := rule == ""
+	err := o.d.do(ctx, func() {
+		d := o.d
+		for _, s := range d.view.Stale {
+			stale = append(stale, s.String())
+		}
+		for i := range d.view.Rules {
+			rv := &d.view.Rules[i]
+			if rule != "" && rv.Rule.Name != rule {
+				continue
+			}
+			found = true
+			rr := ruleRows{name: rv.Rule.Name, cfg: rv.Rule}
+			for _, b := range rv.Backends {
+				rr.backends = append(rr.backends, d.row(rv.Rule, b, false))
+			}
+			if rt := d.rules[rv.Rule.Name]; rt != nil {
+				rr.slot, rr.state = rt.slot, rt.prev
+				// Backends removed by a reload, still draining.
+				gone := slices.SortedFunc(maps.Keys(rt.removed), netip.Addr.Compare)
+				for _, addr := range gone {
+					rr.backends = append(rr.backends, d.row(rv.Rule, config.BackendView{Addr: addr, Group: rt.removed[addr].group}, true))
+				}
+			}
+			out = append(out, rr)
+		}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if !found {
+		return nil, nil, control.BadRequest("no rule %q", rule)
+	}
+	return out, stale, nil
+}
+
+// row runs on the control goroutine.
+func (d *daemon) row(r *config.Rule, b config.BackendView, removed bool) backendRow {
+	row := backendRow{view: b, removed: removed}
+	if m := d.reg.backends[r.Name]; m != nil {
+		row.slot, row.present = m[b.Addr]
+	}
+	if nh, ok := d.nexthops[nhKey{b.Addr, r.Encap.Type == config.EncapDirect}]; ok && nh.err != nil {
+		row.nhErr = nh.err.Error()
+	} else if !ok && !removed {
+		row.nhErr = "not resolved yet"
+	}
+	if p, ok := d.probes[probeKey{r.Name, b.Addr}]; ok {
+		row.probe = p.lastError
+	}
+	return row
+}
+
+// Reload implements control.API.
+func (o *ops) Reload(ctx context.Context) (*control.ReloadResult, error) {
+	var rerr error
+	var res control.ReloadResult
+	err := o.d.do(ctx, func() {
+		rerr = o.d.Reload()
+		res.Config, res.Rules = o.d.cfg.Path, len(o.d.cfg.Rules)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rerr != nil {
+		e := &control.Error{Status: http.StatusUnprocessableEntity, Message: "reload rejected; the running configuration keeps serving"}
+		var cerr *config.Error
+		if errors.As(rerr, &cerr) {
+			for _, i := range cerr.Issues {
+				e.Issues = append(e.Issues, i.String())
+			}
+		} else {
+			e.Message += ": " + rerr.Error()
+		}
+		return nil, e
+	}
+	return &res, nil
+}

@@ -1,0 +1,96 @@
+package daemon
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/xlbnet/xlb/failover"
+	"github.com/xlbnet/xlb/pkg/config"
+	"github.com/xlbnet/xlb/pkg/health"
+)
+
+// probe is the last health verdict of one (rule, backend).
+type probe struct {
+	health      failover.Health
+	weight      uint32
+	weightState failover.WeightState
+	lastError   string
+	since       time.Time
+}
+
+type probeKey struct {
+	rule string
+	addr netip.Addr
+}
+
+// onHealth receives a prober's change (on a prober goroutine).
+func (d *daemon) onHealth(s health.Status) {
+	p := probe{health: s.Health, weight: s.Weight, weightState: s.WeightState, since: s.Since}
+	if s.LastError != nil {
+		p.lastError = s.LastError.Error()
+	}
+	d.pendingMu.Lock()
+	d.pendingProbes[probeKey{s.Rule, s.Backend}] = p
+	d.pendingMu.Unlock()
+	select {
+	case d.healthPoke <- struct{}{}:
+	default:
+	}
+}
+
+// applyProbes moves the parked health changes into d.probes and reports
+// whether any verdict or weight changed.
+func (d *daemon) applyProbes() bool {
+	d.pendingMu.Lock()
+	pending := d.pendingProbes
+	d.pendingProbes = map[probeKey]probe{}
+	d.pendingMu.Unlock()
+	changed := false
+	for k, p := range pending {
+		old, had := d.probes[k]
+		if !had || old.health != p.health || old.weight != p.weight || old.weightState != p.weightState {
+			changed = true
+			if !had || old.health != p.health {
+				d.log.Info("health", "rule", k.rule, "backend", k.addr, "health", p.health.String(), "weight", p.weight, "weight_state", p.weightState.String(), "error", p.lastError)
+			}
+		}
+		d.probes[k] = p
+	}
+	return changed
+}
+
+// healthTargets lists a prober for every backend of every rule that
+// checks health.
+func (d *daemon) healthTargets() []health.Target {
+	var ts []health.Target
+	for i := range d.cfg.Rules {
+		r := &d.cfg.Rules[i]
+		if r.HealthCheck.Type == config.HealthNone {
+			continue
+		}
+		for _, gb := range r.Backends() {
+			ts = append(ts, health.Target{Key: health.Key{Rule: r.Name, Backend: gb.Addr}, Check: r.HealthCheck})
+		}
+	}
+	return ts
+}
+
+// minHealthPublish is the shortest time between two recomputations caused
+// by health or weight changes.
+const minHealthPublish = 250 * time.Millisecond
+
+// applyHealth sets the health of one backend: the prober's verdict (NONE:
+// always healthy), or UNKNOWN while its next hop is unresolved, because a
+// backend whose MAC is unknown cannot receive anything (DESIGN §2 neigh).
+func (d *daemon) applyHealth(r *config.Rule, addr netip.Addr, fb *failover.Backend) {
+	if r.HealthCheck.Type == config.HealthNone {
+		fb.Health, fb.Weight, fb.WeightState = failover.HealthHealthy, 0, failover.WeightMissing
+	} else if p, ok := d.probes[probeKey{r.Name, addr}]; ok {
+		fb.Health, fb.Weight, fb.WeightState = p.health, p.weight, p.weightState
+	} else {
+		fb.Health, fb.WeightState = failover.HealthUnknown, failover.WeightUnavailable
+	}
+	if nh, ok := d.nexthops[nhKey{addr, r.Encap.Type == config.EncapDirect}]; !ok || nh.err != nil {
+		fb.Health = failover.HealthUnknown
+	}
+}

@@ -1,0 +1,204 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/xlbnet/xlb/conntrack"
+	"github.com/xlbnet/xlb/hash"
+	"github.com/xlbnet/xlb/pkg/config"
+	"github.com/xlbnet/xlb/pkg/control"
+	"github.com/xlbnet/xlb/pkg/dataplane"
+	"github.com/xlbnet/xlb/pkg/packet"
+)
+
+// Lookup implements control.API.
+func (o *ops) Lookup(ctx context.Context, q control.LookupQuery) (*control.LookupResult, error) {
+	e := o.d.engine
+	if e == nil {
+		return nil, errors.New("lookup: the data plane is not running")
+	}
+	snap := e.Snapshot()
+	var rs *ruleStatus
+	st := o.d.Status()
+	for i := range st.Rules {
+		if st.Rules[i].Name == q.Rule {
+			rs = &st.Rules[i]
+		}
+	}
+	if rs == nil || snap == nil || int(rs.Slot) >= len(snap.Rules) {
+		return nil, control.BadRequest("lookup: no rule %q", q.Rule)
+	}
+	m, err := lookupMeta(rs.Rule, q)
+	if err != nil {
+		return nil, control.BadRequest("lookup: %v", err)
+	}
+	checked := true
+	var ferr error
+	find := func(k *hash.Key, rule uint16, shared bool) (conntrack.Value, bool) {
+		now := conntrack.Now(o.d.clock)
+		if shared {
+			sessions, _ := e.Shared()
+			return sessions.Get(k, rule, now, 0) // 0: no refresh, a read only
+		}
+		// The queue a flow lands on is not known here: ask every queue's
+		// worker for the one key (a single probe each, not a walk).
+		for _, qs := range e.Stats() {
+			rec, ok, err := qs.Conntrack.Get(ctx, *k, rule)
+			if err != nil {
+				ferr = err
+				checked = false
+				continue
+			}
+			if ok {
+				return rec.Value, true
+			}
+		}
+		return conntrack.Value{}, false
+	}
+	x := snap.Explain(m, conntrack.Now(o.d.clock), find)
+	if ferr != nil && ctx.Err() != nil {
+		return nil, ferr
+	}
+	res := explainLookup(snap, rs, m, &x)
+	res.EntryChecked = checked || x.EntryFound
+	return res, nil
+}
+
+// lookupMeta builds the packet a lookup asks about.
+func lookupMeta(r *config.Rule, q control.LookupQuery) (*packet.Meta, error) {
+	m := &packet.Meta{}
+	proto := ipProtocols.of(r.Protocol)
+	if q.Proto != "" {
+		p, err := packet.ParseProto(q.Proto)
+		if err != nil {
+			return nil, err
+		}
+		proto = p
+	}
+	if proto == packet.ProtoICMP || proto == packet.ProtoICMPv6 {
+		return nil, errors.New("ICMP is hashed per packet and ICMP errors follow the flow they quote: look up that flow instead")
+	}
+	hasPorts := proto == packet.ProtoTCP || proto == packet.ProtoUDP
+	var src netip.Addr
+	var sport uint16
+	if ap, err := netip.ParseAddrPort(q.Src); err == nil {
+		src, sport = ap.Addr(), ap.Port()
+	} else if a, err2 := netip.ParseAddr(q.Src); err2 == nil {
+		if hasPorts {
+			return nil, fmt.Errorf("src %q: a %s flow needs ADDR:PORT", q.Src, packet.ProtoName(proto))
+		}
+		src = a
+	} else {
+		return nil, fmt.Errorf("src %q: want ADDR:PORT (e.g. 198.51.100.7:40000 or [2001:db8::7]:40000)", q.Src)
+	}
+	dst := r.VIP
+	if q.Dst != "" {
+		a, err := netip.ParseAddr(q.Dst)
+		if err != nil {
+			return nil, fmt.Errorf("dst %q is not an IP address", q.Dst)
+		}
+		dst = a
+	}
+	src, dst = src.Unmap(), dst.Unmap()
+	if src.Is4() != dst.Is4() {
+		return nil, fmt.Errorf("src %s and dst %s are of different IP versions", src, dst)
+	}
+	dport := uint16(q.DstPort)
+	if hasPorts && q.DstPort == 0 {
+		if r.Ports.All || len(r.Ports.Ranges) == 0 {
+			return nil, fmt.Errorf("rule %s serves every port: give dst_port", r.Name)
+		}
+		dport = r.Ports.Ranges[0].First
+	}
+	m.Family = packet.IPv6
+	if src.Is4() {
+		m.Family = packet.IPv4
+	}
+	m.Src, m.Dst, m.Proto = src.As16(), dst.As16(), proto
+	if hasPorts {
+		m.SrcPort, m.DstPort = sport, dport
+	}
+	if proto == packet.ProtoTCP {
+		m.TCPFlags = packet.TCPFlagACK
+		if q.SYN {
+			m.TCPFlags = packet.TCPFlagSYN
+		}
+	}
+	return m, nil
+}
+
+// explainLookup turns the data plane's explanation into the lookup answer. rs
+// is the rule's published status (for its tier).
+func explainLookup(snap *dataplane.Snapshot, rs *ruleStatus, m *packet.Meta, x *dataplane.Explanation) *control.LookupResult {
+	flow := hash.Key{Src: m.Src, Dst: m.Dst, SrcPort: m.SrcPort, DstPort: m.DstPort, Proto: m.Proto, Kind: hash.Tuple5}
+	if m.Proto != packet.ProtoTCP && m.Proto != packet.ProtoUDP {
+		flow.Kind = hash.Tuple3
+	}
+	res := &control.LookupResult{Rule: rs.Name, Flow: flow.String(), Tier: rs.Tier, Eligible: rs.Eligible, Verdict: "DROP"}
+	if m.Proto == packet.ProtoTCP {
+		res.Flow += map[bool]string{true: " (SYN)", false: " (established)"}[m.TCPFlags&packet.TCPFlagSYN != 0]
+	}
+	if !x.Matched || x.Rule != rs.Slot {
+		res.Why = "the flow matches no forwarding rule"
+		if x.Matched {
+			res.Why = fmt.Sprintf("the flow matches rule %s, not %s", snap.Rules[x.Rule].Name, rs.Name)
+		}
+		return res
+	}
+	r := &snap.Rules[x.Rule]
+	name := func(id uint32) string {
+		if int(id) < len(r.Backends) && r.Backends[id].Present {
+			return r.Backends[id].Name
+		}
+		return fmt.Sprintf("slot %d", id)
+	}
+	res.SelectionKey = x.Selection.String()
+	res.SelectionHash = fmt.Sprintf("%#016x", x.Hash)
+	res.MaglevSlot = x.Slot
+	if x.MaglevOK {
+		res.MaglevBackend = name(x.MaglevBackend)
+	}
+	res.Trackable, res.SharedTable, res.NewConnection = x.Trackable, x.Shared, x.NewConnection
+	if x.Trackable {
+		res.TrackingKey = x.Tracking.String()
+	}
+	res.EntryFound, res.EntryValid = x.EntryFound, x.EntryValid
+	if x.EntryFound {
+		res.EntryBackend = name(x.Entry.Backend)
+	}
+	maglev := fmt.Sprintf("Maglev slot %d of %d → %s", x.Slot, r.Table.Size(), res.MaglevBackend)
+	d := x.Decision
+	switch {
+	case d.Verdict != dataplane.Tx:
+		res.Why = fmt.Sprintf("eligible set empty (tier %s): new connections are dropped (%s)", rs.Tier, d.Reason)
+		if x.EntryFound {
+			res.Why = fmt.Sprintf("tracked entry to %s no longer valid, and the eligible set is empty (tier %s): dropped", res.EntryBackend, rs.Tier)
+		}
+		return res
+	case d.Tracked:
+		res.Why = fmt.Sprintf("tracked entry valid: the flow stays on %s", res.EntryBackend)
+		if x.MaglevOK && x.MaglevBackend != d.Backend {
+			res.Why += fmt.Sprintf(" (a new flow would get %s)", maglev)
+		}
+	case !x.Trackable:
+		res.Why = fmt.Sprintf("not tracked (%s under %s affinity): hashed per packet, %s", packet.ProtoName(m.Proto), r.Affinity, maglev)
+	case x.NewConnection:
+		res.Why = "new connection (a SYN re-selects): " + maglev
+		if x.EntryFound {
+			res.Why += fmt.Sprintf("; the old entry to %s is replaced", res.EntryBackend)
+		}
+	case x.EntryFound:
+		res.Why = fmt.Sprintf("tracked entry to %s no longer valid (drained, removed, unhealthy or flushed): re-selected, %s", res.EntryBackend, maglev)
+	default:
+		res.Why = "no tracked entry: new flow, " + maglev
+	}
+	res.Verdict, res.Backend = "TX", name(d.Backend)
+	if int(d.Backend) < len(r.Backends) && r.Backends[d.Backend].Template == nil {
+		res.Verdict = "DROP"
+		res.Why += "; but its next hop is unresolved, so the worker drops it (no-next-hop)"
+	}
+	return res
+}

@@ -1,0 +1,123 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/xlbnet/xlb/pkg/config"
+	"github.com/xlbnet/xlb/pkg/encap"
+	"github.com/xlbnet/xlb/pkg/neigh"
+	"github.com/xlbnet/xlb/pkg/packet"
+)
+
+type nhKey struct {
+	addr   netip.Addr
+	direct bool
+}
+
+type nexthop struct {
+	nh  neigh.NextHop
+	err error
+}
+
+// resolveAll resolves the next hop of every backend and reports whether
+// anything changed.
+func (d *daemon) resolveAll(ctx context.Context) bool {
+	want := map[nhKey]bool{}
+	for _, r := range d.cfg.Rules {
+		for _, gb := range r.Backends() {
+			want[nhKey{gb.Addr, r.Encap.Type == config.EncapDirect}] = true
+		}
+	}
+	changed := false
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for k := range want {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			nh, err := d.resolver.Resolve(rctx, k.addr)
+			if err == nil && k.direct && !nh.OnLink() {
+				err = fmt.Errorf("DIRECT backend %s is not on the link (route via %s)", k.addr, nh.Gateway)
+			}
+			if err == nil && !nh.Src.IsValid() {
+				nh.Src, err = interfaceAddr(nh.Ifindex, k.addr.Is4())
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			old, had := d.nexthops[k]
+			if !had || (old.err == nil) != (err == nil) || (err == nil && !sameNextHop(old.nh, nh)) {
+				changed = true
+				if err != nil {
+					d.log.Warn("backend next hop unresolved: not eligible", "backend", k.addr, "err", err)
+				} else {
+					d.log.Info("backend next hop", "backend", k.addr, "gateway", nh.Gateway, "mac", nh.DstMAC.String(), "mtu", nh.MTU)
+				}
+			}
+			d.nexthops[k] = nexthop{nh: nh, err: err}
+		}()
+	}
+	wg.Wait()
+	for k := range d.nexthops {
+		if !want[k] {
+			delete(d.nexthops, k)
+		}
+	}
+	return changed
+}
+
+func sameNextHop(a, b neigh.NextHop) bool {
+	return a.Gateway == b.Gateway && a.Ifindex == b.Ifindex && a.Src == b.Src && a.MTU == b.MTU &&
+		string(a.DstMAC) == string(b.DstMAC) && string(a.SrcMAC) == string(b.SrcMAC)
+}
+
+// interfaceAddr returns a global address of the family on the interface,
+// for the outer source when the route names none.
+func interfaceAddr(ifindex int, v4 bool) (netip.Addr, error) {
+	l, err := netlink.LinkByIndex(ifindex)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	fam := netlink.FAMILY_V6
+	if v4 {
+		fam = netlink.FAMILY_V4
+	}
+	addrs, err := netlink.AddrList(l, fam)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, a := range addrs {
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if ok && ip.IsGlobalUnicast() {
+			return ip.Unmap(), nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("interface %d has no global %s address for the outer header", ifindex, map[bool]string{true: "IPv4", false: "IPv6"}[v4])
+}
+
+// template builds the encapsulation towards one backend from its next hop.
+func (d *daemon) template(r *config.Rule, addr netip.Addr) (*encap.Template, error) {
+	nhs, ok := d.nexthops[nhKey{addr, r.Encap.Type == config.EncapDirect}]
+	if !ok || nhs.err != nil {
+		return nil, fmt.Errorf("next hop of %s unresolved", addr)
+	}
+	nh := nhs.nh
+	var src, dst [6]byte
+	copy(src[:], nh.SrcMAC)
+	copy(dst[:], nh.DstMAC)
+	inner := packet.IPv4
+	if r.VIP.Is6() && !r.VIP.Is4In6() {
+		inner = packet.IPv6
+	}
+	return encap.NewTemplate(encap.Spec{
+		Kind: encapKinds.of(r.Encap.Type), SrcMAC: src, DstMAC: dst,
+		Src: nh.Src, Dst: addr, Inner: inner, GUEPort: r.Encap.GUEPort, MTU: nh.MTU,
+	})
+}

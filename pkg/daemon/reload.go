@@ -1,0 +1,91 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/xlbnet/xlb/pkg/config"
+)
+
+// Reload re-reads the configuration and the state file. A configuration
+// with any error is rejected whole and the running one keeps serving.
+// Backends that left a rule are drained per connection_draining_timeout;
+// tracked connections of the others keep their backend. It must run on the
+// control goroutine (Run does so for SIGHUP).
+func (d *daemon) Reload() error {
+	err := d.reload()
+	if err != nil {
+		d.reloadsRejected.Add(1)
+	} else {
+		d.reloadsOK.Add(1)
+	}
+	return err
+}
+
+func (d *daemon) reload() error {
+	cfg, warnings, err := config.Load(d.opts.ConfigPath)
+	for _, w := range warnings {
+		d.log.Warn("configuration", "warning", w.String())
+	}
+	if err != nil {
+		var cerr *config.Error
+		if errors.As(err, &cerr) {
+			for _, i := range cerr.Issues {
+				d.log.Error("configuration", "error", i.String())
+			}
+		}
+		return err
+	}
+	if cfg.Interface != d.cfg.Interface || !slices.Equal(queueList(cfg.Queues), queueList(d.cfg.Queues)) || cfg.Queues.All != d.cfg.Queues.All {
+		return fmt.Errorf("reload: interface and queues cannot change while running (restart xlb)")
+	}
+	st, err := config.LoadState(cfg.StateFile)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for _, r := range d.cfg.Rules {
+		nr := cfg.Rule(r.Name)
+		rt := d.rules[r.Name]
+		if nr == nil || rt == nil {
+			continue
+		}
+		for _, gb := range r.Backends() {
+			if !ruleHas(nr, gb.Addr) {
+				rt.removed[gb.Addr] = removedBackend{at: now, group: gb.Group.Name}
+			}
+		}
+	}
+	old, oldState := d.cfg, d.state
+	d.cfg, d.state = cfg, st
+	d.view = config.Apply(cfg, st)
+	d.resolveAll(context.Background())
+	if err := d.publish(); err != nil {
+		d.cfg, d.state = old, oldState
+		d.view = config.Apply(old, oldState)
+		return fmt.Errorf("reload: %w", err)
+	}
+	if err := d.checker.Set(d.healthTargets()); err != nil {
+		d.log.Error("reload health checks", "err", err)
+	}
+	for k := range d.probes {
+		if r := cfg.Rule(k.rule); r == nil || !ruleHas(r, k.addr) {
+			delete(d.probes, k)
+		}
+	}
+	d.log.Info("reloaded", "config", cfg.Path, "rules", len(cfg.Rules))
+	return nil
+}
+
+func ruleHas(r *config.Rule, addr netip.Addr) bool {
+	for _, gb := range r.Backends() {
+		if gb.Addr == addr {
+			return true
+		}
+	}
+	return false
+}
