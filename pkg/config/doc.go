@@ -12,6 +12,25 @@
 // of Apply, so an acknowledged CLI change survives a crash. Apply returns a
 // fresh View and changes neither input.
 //
+// # Files
+//
+//	schema.go    the Config and Rule types (what Load returns)
+//	load.go      Load: xlb.toml's keys, then every rule file (loader)
+//	rule.go      one rule file's keys: ports, health check, zonal affinity
+//	groups.go    [[group]] and backends; per-rule checks of groups, families, zones
+//	validate.go  checks across rule files (overlapping VIP, protocol, ports)
+//	reader.go    typed getters over a decoded TOML table (every error at once)
+//	lines.go     key path → line, for file:line: key: messages
+//	issue.go     Issue, Warning, Error
+//	enums.go     the typed values of the operator's strings (no runtime types)
+//	state.go     State: the CLI overlay and its edits (Mark, Drain, …)
+//	statefile.go the state file: Marshal, Save (atomic)
+//	view.go      View: the overlay applied to a Config, with each value's source
+//
+// A new top-level section of xlb.toml gets its own file with its reader
+// (as rule.go for rule files), its type in schema.go or beside the
+// reader, its keys and defaults in this comment and in deploy/examples.
+//
 // # Schema
 //
 // xlb.toml: interface (required), queues ("all" | N | [ids]), xdp_mode
