@@ -21,7 +21,7 @@ func benchKeys(n int) []hash.Key {
 
 // BenchmarkConntrack measures the per-packet operations on one queue's
 // table. "lookup" hits a table of 64 Ki slots (4 MiB arena) filled to 3/4;
-// "lookup-1M" does the same on 1 Mi slots (64 MiB, past the caches);
+// "lookup-1M" does the same on 1 Mi slots (72 MiB, past the caches);
 // "miss" looks up absent keys; "insert" inserts fresh flows into a full
 // table, so every insert evicts (the steady state under load).
 func BenchmarkConntrack(b *testing.B) {

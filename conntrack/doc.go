@@ -25,26 +25,45 @@
 //
 // # Table memory layout
 //
-// The arena is one slice of 512-byte buckets, allocated once by New and
-// sized ceil(maxEntries/8) buckets: 64 bytes per tracked flow at full
+// The arena is one slice of 576-byte buckets, allocated once by New and
+// sized ceil(maxEntries/8) buckets: 72 bytes per tracked flow at full
 // capacity, nothing allocated afterwards, no pointers (the collector never
-// scans it). A bucket is:
+// scans it). Go places an allocation of this size on a 64-byte boundary
+// (TestArenaLineAligned), so every part below is whole cache lines:
 //
-//	header, one cache line (64 B)   tags [8]uint16  (16 bits of hash, 0 = empty)
-//	                                expires [8]Time (deadline of each slot)
-//	                                flags [8]uint8  (unconfirmed SYN)
-//	                                8 bytes pad
-//	8 slots × 56 B (Entry)          key hash.Key (40) | rule uint16 | pad 2 |
-//	                                backend | ruleGen | backendGen (uint32 each)
+//	line 0, header (64 B)   tags [8]uint16  (16 bits of hash, 0 = empty)
+//	                        expires [8]Time (deadline of each slot)
+//	                        flags [8]uint8  (unconfirmed SYN)
+//	                        8 bytes spare
+//	lines 1-8, one per slot (Entry, 64 B)
+//	                        key hash.Key (40) | rule uint16 | 2 pad |
+//	                        backend | ruleGen | backendGen (uint32 each) |
+//	                        8 bytes spare
+//
+// Why 72 bytes a flow and not 64: with 56-byte slots after a 64-byte
+// header (the layout before issue 9), six of the eight slots straddled two
+// lines, so a lookup that matched a tag could miss twice, and a prefetch
+// of the slot had to cover two lines. A 64-byte slot is one line and one
+// prefetch; the 8 spare bytes per slot (and 8 per header) are free for
+// later fields, e.g. what flood defences need (see restart-and-floods in
+// the reference). Packing the slot to 48 bytes (a 32-bit rule-and-kind
+// word, the key's two pad bytes reused) would not fit 8 slots in 6 lines
+// without splitting keys from values, which is a second line per hit.
 //
 // A key (with its rule index: two rules on one VIP never share an entry)
 // has two candidate buckets chosen by bucketHash (a seeded wyhash-style fold
 // of the key's five words, ~9 ns against XXH64's ~15) with the table's own seed
-// (two-choice hashing, multiply-shift onto any bucket count). Lookup reads
-// the header line of the first bucket, the slot body only on a tag match,
-// and the second bucket only on a miss in the first. Eviction and sweeping
-// read only header lines. Measured: the first eviction happens at about
-// 72 % occupancy (64 Ki and 1 Mi slots, random keys); after as many
+// (two-choice hashing, multiply-shift onto any bucket count). Locate
+// computes them and the key's tag once: a Probe (two bucket indexes and the
+// tag, 12 bytes), which the worker keeps for the packet and passes to
+// PrefetchBuckets (both header lines), PrefetchSlot (the slot line of the
+// first matching tag) and LookupAt / InsertAt; Lookup and Insert are
+// Locate followed by those. A lookup compares the header's tags (a
+// two-word zero-lane test of all 8 at once measured slower than the plain
+// loop, which usually stops at the first slots), reads the slot line only
+// on a tag match, and the second bucket only on a miss in the first. Eviction and
+// sweeping read only header lines. Measured: the first eviction happens at
+// about 72 % occupancy (64 Ki and 1 Mi slots, random keys); after as many
 // random non-SYN inserts as it has slots, it is 96 % occupied.
 //
 // # Entries, SYNs and generations
@@ -66,9 +85,9 @@
 // stored as a deadline: a hit moves it to now+idle. An entry whose deadline
 // is ≤ now is dead: Lookup removes it and misses (the boundary is exact:
 // idle ticks after the last packet the entry is gone), Sweep(now, budget)
-// removes dead entries from the next budget slots in arena order and
-// resumes there next time, so its cost per batch is bounded (256 slots:
-// well under a microsecond). Len counts dead entries until they are
+// removes dead entries from the next budget buckets in arena order (one
+// header line each: the whole bucket's tags and deadlines) and resumes
+// there next time, so its cost per batch is bounded. Len counts dead entries until they are
 // reclaimed.
 //
 // # Eviction

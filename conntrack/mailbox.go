@@ -240,9 +240,9 @@ func (t *Table) finish(r *request) {
 
 // peek finds the live entry of (k, rule) and changes nothing (worker only).
 func (t *Table) peek(k *hash.Key, rule uint16, now Time) (Record, bool) {
-	b1, b2, tag := t.where(k, rule)
-	for _, b := range [2]*bucket{b1, b2} {
-		i := b.find(tag, k, rule)
+	p := t.Locate(k, rule)
+	for _, b := range [2]*bucket{&t.buckets[p.b1], &t.buckets[p.b2]} {
+		i := b.find(p.tag, k, rule)
 		if i < 0 || !now.Before(b.expires[i]) {
 			continue
 		}

@@ -30,8 +30,10 @@ type Value struct {
 // or Insert is valid until the next call that may modify the Table (Insert,
 // Lookup, Sweep, Serve) and must be used only on the worker goroutine.
 //
-// Entry holds no pointers, so the arena is one pointer-free allocation the
-// garbage collector never scans.
+// An Entry is exactly one cache line: in a line-aligned bucket a lookup
+// that matches a tag reads one more line, never two. Entry holds no
+// pointers, so the arena is one pointer-free allocation the garbage
+// collector never scans.
 type Entry struct {
 	key        hash.Key // 40 bytes
 	rule       uint16
@@ -39,7 +41,8 @@ type Entry struct {
 	backend    uint32
 	ruleGen    uint32
 	backendGen uint32
-} // 56 bytes
+	_          [8]byte // spare: keeps the entry one line; free for a later field
+} // 64 bytes
 
 // Key returns the entry's flow key.
 func (e *Entry) Key() hash.Key { return e.key }
@@ -83,12 +86,13 @@ type header struct {
 type bucket struct {
 	header
 	slots [Ways]Entry
-} // 64 + 8*56 = 512 bytes: 64 bytes per slot
+} // 64 + 8*64 = 576 bytes: 72 bytes per slot, every part on its own line
 
 // bucketSize is the size of a bucket in bytes (checked by a test).
-const bucketSize = 512
+const bucketSize = 576
 
-// pageBuckets is how many buckets share a 4 KiB page.
+// pageBuckets is how many buckets start in a 4 KiB page (at least one
+// start in every page, so touching each of them touches every page).
 const pageBuckets = 4096 / bucketSize
 
 // Stats are a Table's counters. They are plain fields owned by the worker;
@@ -120,7 +124,7 @@ type Table struct {
 	seed     uint64
 	secrets  secrets // bucketHash's words, derived from seed
 	n        int     // live + not-yet-reclaimed entries (slots in use)
-	cursor   int     // next slot Sweep examines
+	cursor   int     // next bucket Sweep examines
 	stats    Stats
 
 	// Shared with other goroutines (see Control).
@@ -137,7 +141,7 @@ var ErrMaxEntries = errors.New("max entries out of range")
 const maxTableEntries = 1 << 31
 
 // New returns a Table with room for maxEntries flows (rounded up to a
-// whole bucket of 8). The arena is allocated once, here: 64 bytes per
+// whole bucket of 8). The arena is allocated once, here: 72 bytes per
 // slot. seed keys the bucket hash and should be random per appliance, so
 // an outsider cannot aim flows at one bucket.
 func New(maxEntries int, seed uint64) (*Table, error) {
@@ -175,22 +179,31 @@ func (t *Table) ArenaBytes() int { return len(t.buckets) * bucketSize }
 // Stats returns a copy of the counters (worker goroutine only).
 func (t *Table) Stats() Stats { return t.stats }
 
-// where computes the two candidate buckets and the tag of (k, rule). The
-// rule index is folded into the seed so that two rules' keys spread
-// independently; equality still compares the rule.
-func (t *Table) where(k *hash.Key, rule uint16) (b1, b2 *bucket, tag uint16) {
+// Probe is where a key lives in a Table: its two candidate buckets and its
+// tag, computed once per packet by Locate (the only place the key is
+// hashed) and then used to prefetch and to look up or insert. A Probe is
+// valid for the Table that made it, for as long as the Table lives.
+type Probe struct {
+	b1, b2 uint32 // bucket indexes (possibly equal)
+	tag    uint16
+}
+
+// Locate hashes (k, rule) and returns its Probe. The rule index is folded
+// into the hash so that two rules' keys spread independently; equality
+// still compares the rule.
+func (t *Table) Locate(k *hash.Key, rule uint16) Probe {
 	h := t.secrets.hash(k, rule)
 	// Multiply-shift ("fastrange") maps 32 hash bits onto any bucket
 	// count without a division or a power-of-two arena.
-	b1 = &t.buckets[(h&math.MaxUint32)*t.nBuckets>>32]
-	b2 = &t.buckets[(h>>32)*t.nBuckets>>32]
-	tag = uint16(h>>16) ^ uint16(h>>48)
-	if tag == 0 {
-		tag = 1
+	p := Probe{b1: uint32((h & math.MaxUint32) * t.nBuckets >> 32), b2: uint32((h >> 32) * t.nBuckets >> 32)}
+	p.tag = uint16(h>>16) ^ uint16(h>>48)
+	if p.tag == 0 {
+		p.tag = 1
 	}
-	return b1, b2, tag
+	return p
 }
 
+// find returns the slot of (k, rule) in b, or -1.
 func (b *bucket) find(tag uint16, k *hash.Key, rule uint16) int {
 	for i := range Ways {
 		if b.tags[i] == tag && b.slots[i].rule == rule && keyEqual(&b.slots[i].key, k) {
@@ -212,6 +225,17 @@ func (b *bucket) clear(i int) {
 	b.flags[i] = 0
 }
 
+// search finds (k, rule) in its first bucket, then in its second.
+func (t *Table) search(p Probe, k *hash.Key, rule uint16) (*bucket, int) {
+	b := &t.buckets[p.b1]
+	i := b.find(p.tag, k, rule)
+	if i < 0 && p.b2 != p.b1 {
+		b = &t.buckets[p.b2]
+		i = b.find(p.tag, k, rule)
+	}
+	return b, i
+}
+
 // Lookup returns the live entry of (k, rule), or nil when there is none or
 // it has been idle for idle ticks or more by now. idle is the rule's idle
 // timeout (at least 1 tick; longer than 2^30 ticks counts as 2^30). A hit extends the entry's
@@ -220,14 +244,13 @@ func (b *bucket) clear(i int) {
 // dataplane compares the entry's generations with its snapshot itself; a
 // stale entry is re-selected with Reselect or Insert.
 func (t *Table) Lookup(k *hash.Key, rule uint16, now Time, idle Ticks, syn bool) *Entry {
+	return t.LookupAt(t.Locate(k, rule), k, rule, now, idle, syn)
+}
+
+// LookupAt is Lookup with the Probe Locate returned for (k, rule).
+func (t *Table) LookupAt(p Probe, k *hash.Key, rule uint16, now Time, idle Ticks, syn bool) *Entry {
 	t.stats.Lookups++
-	b1, b2, tag := t.where(k, rule)
-	b := b1
-	i := b.find(tag, k, rule)
-	if i < 0 && b2 != b1 {
-		b = b2
-		i = b.find(tag, k, rule)
-	}
+	b, i := t.search(p, k, rule)
 	if i < 0 {
 		t.stats.Misses++
 		return nil
@@ -260,23 +283,22 @@ func (t *Table) Lookup(k *hash.Key, rule uint16, now Time, idle Ticks, syn bool)
 // false when it found no slot it may take; that is counted, and the caller
 // forwards the packet statelessly.
 func (t *Table) Insert(k *hash.Key, rule uint16, v Value, now Time, idle Ticks, syn bool) (*Entry, bool) {
-	b1, b2, tag := t.where(k, rule)
-	b := b1
-	i := b.find(tag, k, rule)
-	if i < 0 && b2 != b1 {
-		b = b2
-		i = b.find(tag, k, rule)
-	}
+	return t.InsertAt(t.Locate(k, rule), k, rule, v, now, idle, syn)
+}
+
+// InsertAt is Insert with the Probe Locate returned for (k, rule).
+func (t *Table) InsertAt(p Probe, k *hash.Key, rule uint16, v Value, now Time, idle Ticks, syn bool) (*Entry, bool) {
+	b, i := t.search(p, k, rule)
 	if i >= 0 {
 		t.stats.Updates++
 	} else {
-		b, i = t.victim(b1, b2, now, syn)
+		b, i = t.victim(&t.buckets[p.b1], &t.buckets[p.b2], now, syn)
 		if b == nil {
 			t.stats.InsertFailures++
 			return nil, false
 		}
 		t.stats.Inserts++
-		b.tags[i] = tag
+		b.tags[i] = p.tag
 		b.slots[i].key = *k
 		b.slots[i].rule = rule
 	}
@@ -355,27 +377,27 @@ func (b *bucket) empties() (first, n int) {
 	return first, n
 }
 
-// Sweep examines the next budget slots in arena order (wrapping around)
-// and removes those that are expired by now. It returns how many it
-// removed. The worker calls it between batches; its cost is bounded by
-// budget, so a sweep never stalls a batch: with 1M slots and a budget of
-// 256 per batch, a full pass takes 4096 batches.
+// Sweep examines the next budget buckets in arena order (wrapping around),
+// each one header line, and removes the entries in them that are expired
+// by now. It returns how many it removed. The worker calls it between
+// batches; its cost is bounded by budget, so a sweep never stalls a batch:
+// with 1 Mi slots (131072 buckets) and 16 buckets per batch, a full pass
+// takes 8192 batches.
 func (t *Table) Sweep(now Time, budget int) int {
-	total := len(t.buckets) * Ways
-	if budget > total {
-		budget = total
-	}
+	nb := len(t.buckets)
+	budget = min(budget, nb)
 	removed := 0
 	c := t.cursor
 	for range budget {
-		b := &t.buckets[c/Ways]
-		i := c % Ways
-		if b.tags[i] != 0 && !now.Before(b.expires[i]) {
-			b.clear(i)
-			removed++
+		b := &t.buckets[c]
+		for i := range Ways {
+			if b.tags[i] != 0 && !now.Before(b.expires[i]) {
+				b.clear(i)
+				removed++
+			}
 		}
 		c++
-		if c == total {
+		if c == nb {
 			c = 0
 		}
 	}

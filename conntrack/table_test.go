@@ -41,7 +41,7 @@ func TestLayout(t *testing.T) {
 		typ  reflect.Type
 		want uintptr
 	}{
-		{"Entry", reflect.TypeFor[Entry](), 56},
+		{"Entry", reflect.TypeFor[Entry](), 64},
 		{"header", reflect.TypeFor[header](), 64},
 		{"bucket", reflect.TypeFor[bucket](), bucketSize},
 		{"sharedBucket", reflect.TypeFor[sharedBucket](), 512},
@@ -50,8 +50,16 @@ func TestLayout(t *testing.T) {
 			t.Errorf("size of %s = %d, want %d", c.name, got, c.want)
 		}
 	}
-	if per := bucketSize / Ways; per > 64 {
-		t.Errorf("bytes per flow = %d, want ≤ 64", per)
+	if per := bucketSize / Ways; per > 72 {
+		t.Errorf("bytes per flow = %d, want ≤ 72", per)
+	}
+	// Every part of a bucket is whole cache lines: the header, and each
+	// slot (key and value), so one prefetch covers each.
+	if f, _ := reflect.TypeFor[bucket]().FieldByName("slots"); f.Offset != 64 {
+		t.Errorf("slots start at %d, want 64", f.Offset)
+	}
+	if bucketSize%64 != 0 {
+		t.Errorf("bucket size %d is not whole lines", bucketSize)
 	}
 }
 
@@ -80,8 +88,8 @@ func TestNew(t *testing.T) {
 		if err != nil {
 			t.Fatalf("New(%d): %v", c.max, err)
 		}
-		if tb.Cap() != c.wantCap || tb.ArenaBytes() != c.wantCap*64 {
-			t.Errorf("New(%d): Cap = %d, ArenaBytes = %d, want %d, %d", c.max, tb.Cap(), tb.ArenaBytes(), c.wantCap, c.wantCap*64)
+		if tb.Cap() != c.wantCap || tb.ArenaBytes() != c.wantCap*72 {
+			t.Errorf("New(%d): Cap = %d, ArenaBytes = %d, want %d, %d", c.max, tb.Cap(), tb.ArenaBytes(), c.wantCap, c.wantCap*72)
 		}
 	}
 }
@@ -219,9 +227,9 @@ func TestFlagsDoNotRemove(t *testing.T) {
 }
 
 func unconfirmed(tb *Table, k *hash.Key, rule uint16) (present, unconf bool) {
-	b1, b2, tag := tb.where(k, rule)
-	for _, b := range []*bucket{b1, b2} {
-		if i := b.find(tag, k, rule); i >= 0 {
+	p := tb.Locate(k, rule)
+	for _, b := range []*bucket{&tb.buckets[p.b1], &tb.buckets[p.b2]} {
+		if i := b.find(p.tag, k, rule); i >= 0 {
 			return true, b.flags[i]&flagUnconfirmed != 0
 		}
 	}
@@ -398,17 +406,18 @@ func TestSweepBounded(t *testing.T) {
 	if got := tb.Sweep(minute-1, tb.Cap()); got != 0 {
 		t.Fatalf("early sweep removed %d", got)
 	}
-	const budget = 64
+	const budget = 8 // buckets
+	nb := tb.Cap() / Ways
 	total, calls := 0, 0
-	for range (tb.Cap() + budget - 1) / budget {
+	for range (nb + budget - 1) / budget {
 		before := tb.cursor
 		got := tb.Sweep(minute, budget)
 		calls++
-		if got > budget {
-			t.Fatalf("sweep removed %d > budget %d", got, budget)
+		if got > budget*Ways {
+			t.Fatalf("sweep removed %d > budget %d buckets", got, budget)
 		}
-		if moved := (tb.cursor - before + tb.Cap()) % tb.Cap(); moved != budget%tb.Cap() {
-			t.Fatalf("sweep examined %d slots, want %d", moved, budget)
+		if moved := (tb.cursor - before + nb) % nb; moved != budget%nb {
+			t.Fatalf("sweep examined %d buckets, want %d", moved, budget)
 		}
 		total += got
 	}

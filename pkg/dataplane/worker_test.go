@@ -206,7 +206,7 @@ func TestWorkerSweepsIdleEntries(t *testing.T) {
 		t.Fatalf("%d entries after 40 SYNs", ct.Len())
 	}
 	fw.clock.Advance(61 * time.Second)
-	for range ct.Cap()/sweepBudget + 1 {
+	for range ct.Cap()/conntrack.Ways/sweepIdleBuckets + 1 {
 		fw.wk.Step()
 	}
 	if ct.Len() != 0 {
