@@ -36,7 +36,10 @@
 // xlb.toml: interface (required), queues ("all" | N | [ids]), xdp_mode
 // (auto|native|generic), bind_mode (auto|zerocopy|copy), hash_seed,
 // maglev_table_size, rules_dir, state_file, control_socket,
-// metrics_listen, [conntrack] max_entries.
+// metrics_listen, [conntrack] max_entries, [bgp] (bgp.go: local_as
+// (required), router_id, hold_time, withdraw_delay, communities, med,
+// [[bgp.peer]] address, peer_as (required), port, password,
+// ebgp_multihop, passive).
 //
 // A rule file: name, vip (required), protocol (TCP|UDP|L3_DEFAULT), ports
 // (["80", "8000-8099"] or "ALL"), session_affinity (NONE |
@@ -140,6 +143,18 @@
 //     rule) nor xlb.toml itself. Hidden files and non-.toml files in
 //     rules_dir are ignored (editor leftovers); an empty rules_dir is a
 //     warning.
+//   - [bgp]: absent means BGP == nil and nothing is announced. Defaults
+//     hold_time 3s (keepalive a third, at least 1 s), withdraw_delay 2s,
+//     med 0, port 179, as the example. Hold times are whole
+//     seconds, 3..3600 (0, "no keepalives", is not offered: a dead
+//     appliance would never be noticed). AS numbers are integers (asplain)
+//     1..4294967294 without AS_TRANS 23456 and the reserved 65535.
+//     communities holds both kinds: "A:V" is a standard community, "G:L1:L2"
+//     a large one. Peer addresses must not be loopback (a router is never
+//     on the appliance) and appear once; ebgp_multihop on an iBGP session
+//     is an error. IPv4 VIPs go to IPv4 peers and IPv6 VIPs to IPv6 peers
+//     (the next hop is the session's own address), so a family with VIPs
+//     but no peer is a warning.
 //
 // # State overlay
 //

@@ -37,6 +37,7 @@ func Load(path string) (*Config, []Warning, error) {
 	l := &loader{cfg: &cfg, main: mainFile, is: is}
 	l.readRules()
 	l.crossCheck()
+	l.checkBGP()
 
 	ws, err := is.result()
 	if err != nil {
@@ -124,6 +125,7 @@ func readMain(t *table, cfg *Config) {
 	ct := t.sub("conntrack")
 	ct.intField("max_entries", MinMaxEntries, MaxMaxEntries, &cfg.Conntrack.MaxEntries)
 	ct.done()
+	readBGP(t, cfg)
 	t.done()
 }
 

@@ -24,6 +24,7 @@ type Config struct {
 	ControlSocket   string // resolved against Dir
 	MetricsListen   string // host:port; "" disables the metrics endpoint
 	Conntrack       Conntrack
+	BGP             *BGP // [bgp] (bgp.go); nil when absent: nothing is announced
 
 	Rules []Rule // sorted by file name
 }
