@@ -1,0 +1,76 @@
+// Package bgp announces the appliance's VIPs to the routers: an embedded
+// BGP speaker (GoBGP as a library) that originates one host route per VIP
+// (/32 or /128) and imports nothing, so routers can spread a VIP over a
+// fleet of appliances with ECMP (DESIGN §1 "every table is a pure function
+// of its inputs"; README "A fleet behind the routers").
+//
+// # Which GoBGP, and why
+//
+// github.com/osrg/gobgp/v4 v4.8.0 (the newest the module proxy serves; v3
+// ends at v3.37.0). Reasons: the daemon logs with log/slog and v4 takes a
+// *slog.Logger natively (v3 wants its own Logger interface); v4 speaks
+// net/netip and native path attributes instead of anypb-wrapped protobufs;
+// v4 carries a (partial) BFD implementation that v3 lacks, the one way to
+// detect a silent router or appliance faster than the hold time later;
+// the project's Go (1.26) meets v4's go 1.25 floor. The behaviour the
+// fleet prototype measured with v3.37.0 is unchanged where it matters: the
+// FSM's fixed 5 s idle hold after a session drop (holdtimeIdle) and the
+// 2 s floor on connect retries (minConnectRetryInterval) are the same in
+// v4.8.0.
+//
+// # Ownership and goroutines
+//
+// A Speaker owns one GoBGP server (its own goroutines: the server loop, one
+// FSM per peer, the event watcher). Its methods are safe from any
+// goroutine; the daemon calls them from its control goroutine. Peer state
+// changes arrive on a GoBGP goroutine (OnPeerChange) and are kept under the
+// Speaker's mutex for Peers. Nothing here is on the packet path.
+//
+// # What is sent
+//
+//   - One path per announced prefix: ORIGIN IGP, MED (always sent, default
+//     0, so that every appliance of a fleet sends the same), the configured
+//     communities and large communities, next hop unspecified, which GoBGP
+//     replaces by the session's own address (eBGP and iBGP alike). AS_PATH
+//     is the local AS on eBGP and empty on iBGP. Routers merge paths into
+//     one ECMP route only when these attributes are equal on every
+//     appliance (fleet-lab-facts §1: a different MED or AS path length is
+//     not merged).
+//   - IPv4 prefixes go to peers with an IPv4 address (ipv4-unicast), IPv6
+//     prefixes to peers with an IPv6 address (ipv6-unicast, MP-BGP): the
+//     next hop must be an address of the session's family, which a single
+//     IPv4 session cannot give for IPv6 (GoBGP would send an IPv4-mapped
+//     next hop that routers cannot resolve).
+//   - Nothing is imported: a global import policy rejects every path whose
+//     source is a neighbour (a neighbour set matching every address; local
+//     paths have no neighbour and pass — a plain default REJECT would
+//     reject our own paths too, since GoBGP runs AddPath through the global
+//     import policy).
+//   - TCP port 179 is listened on only when a peer is passive (ListenPort
+//     0); otherwise the speaker connects out and never listens, so it
+//     cannot clash with another BGP daemon on the appliance.
+//   - Timers: hold time as configured (≥ 3 s, whole seconds), keepalive a
+//     third of it (≥ 1 s), connect retry min(5 s, 2 × keepalive) instead of
+//     GoBGP's 120 s (GoBGP retries no faster than every 2 s). The negotiated
+//     hold time is the smaller of both sides', so a router with a longer
+//     default still detects a silent appliance within ours.
+//
+// # Leaving: Close, Detach, and a process hand-over
+//
+// Close ends every session with a NOTIFICATION (Cease): routers drop our
+// routes at once. The daemon withdraws every VIP first, waits
+// withdraw_delay so the routers have moved the flows, then Closes.
+//
+// Detach stops without withdrawing and, where graceful restart (RFC 4724)
+// was negotiated (Options.GracefulRestart > 0), without a NOTIFICATION:
+// the routers keep our routes, marked stale, for the restart time, until a
+// successor speaker re-announces them (TestDetachKeepsRoutes drives this
+// against a GoBGP helper). This is the BGP half of a restart without loss
+// (issue 11 item 4): the old process Detaches after the successor has taken
+// the data plane over; the successor starts a Speaker with the same
+// identity and GracefulRestart, announces the VIPs once its tables match
+// (the daemon's announce conditions), and the routers never see a
+// withdraw. Without graceful restart at the routers, Detach behaves as a
+// crash: the routes go when the TCP connection closes (about 10 ms with
+// BIRD) and come back when the successor announces.
+package bgp
