@@ -36,10 +36,10 @@ type Options struct {
 	GracefulRestart time.Duration
 	// Log receives the speaker's own lines (peer state changes, announce,
 	// withdraw); GoBGP's lines go to it at warning level and above.
-	Log *slog.Logger
+	Log *slog.Logger `json:"-"`
 	// OnPeerChange, if set, is called after each peer state change, on a
 	// GoBGP goroutine; it must not block and must not call Close or Detach.
-	OnPeerChange func(PeerStatus)
+	OnPeerChange func(PeerStatus) `json:"-"`
 }
 
 // Peer is one router to announce to.

@@ -48,7 +48,8 @@ func (l *Lab) DefaultRules(encap string) []Rule {
 // §4): dir/xlb.toml for the appliance on XLBInterface, with its state file
 // and control socket inside dir and no metrics listener, and one file per
 // rule in dir/rules.d. It returns the path of xlb.toml. Writing again
-// replaces the files (for reload tests).
+// replaces the files (for reload tests). With Options.BGP the appliance
+// announces its VIPs to the router (BGPConfig).
 func (l *Lab) WriteConfig(dir string, rules []Rule) (string, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "rules.d"), 0o755); err != nil {
 		return "", fmt.Errorf("write lab config: %w", err)
@@ -64,6 +65,9 @@ metrics_listen = "127.0.0.1:9641" # loopback of the xlb namespace: no clash betw
 [conntrack]
 max_entries = 262144
 `, l.Opts.Prefix, XLBInterface, filepath.Join(dir, "state.toml"), filepath.Join(dir, "xlb.sock"))
+	if l.Opts.BGP {
+		main += l.BGPConfig()
+	}
 	path := filepath.Join(dir, "xlb.toml")
 	if err := os.WriteFile(path, []byte(main), 0o644); err != nil {
 		return "", fmt.Errorf("write lab config: %w", err)
@@ -78,6 +82,24 @@ max_entries = 262144
 		}
 	}
 	return path, nil
+}
+
+// BGPConfig is the [bgp] table of every appliance of a BGP lab: AS
+// ApplianceAS, eBGP to the router's IPv4 and IPv6 addresses, the router's
+// hold time, no withdraw delay beyond a short one (tests stop appliances
+// often). The router id defaults to the appliance's own address.
+func (l *Lab) BGPConfig() string {
+	return fmt.Sprintf(`[bgp]
+local_as = %d
+hold_time = "3s"
+withdraw_delay = "1s"
+[[bgp.peer]]
+address = %q
+peer_as = %d
+[[bgp.peer]]
+address = %q
+peer_as = %d
+`, ApplianceAS, l.Gateway4, RouterAS, l.Gateway6, RouterAS)
 }
 
 func (l *Lab) ruleText(r Rule) (string, error) {
@@ -126,7 +148,13 @@ func (l *Lab) Describe(w io.Writer) error {
 	fmt.Fprintf(tw, "client\t%s: %d addresses per family, %s … %s, %s … %s, MTU %d\n", l.Client.Name, len(l.ClientAddrs4),
 		l.ClientAddrs4[0], l.ClientAddrs4[len(l.ClientAddrs4)-1], l.ClientAddrs6[0], l.ClientAddrs6[len(l.ClientAddrs6)-1], o.ClientMTU)
 	fmt.Fprintf(tw, "router\t%s: gateway %s, %s (%s), MTU %d\n", l.Router.Name, l.Gateway4, l.Gateway6, l.GatewayMAC, o.FabricMTU)
-	fmt.Fprintf(tw, "appliance\t%s: %s %s, %s (%s), %d queues\n", l.XLB.Name, XLBInterface, l.XLBAddr4, l.XLBAddr6, l.XLBMAC, o.Queues)
+	for _, a := range l.Appliances {
+		fmt.Fprintf(tw, "appliance\t%s: %s %s, %s (%s), %d queues, router port %s\n", a.NS.Name, XLBInterface, a.Addr4, a.Addr6, a.MAC, o.Queues, a.RouterLink)
+	}
+	if o.BGP {
+		fmt.Fprintf(tw, "bgp\tBIRD 2 in %s, AS %d, eBGP to each appliance (AS %d) over IPv4 and IPv6; multipath hash policy 3, fields 0x37\n", l.Router.Name, RouterAS, ApplianceAS)
+		fmt.Fprintf(tw, "\tbirdc -s %s show protocols; ip netns exec %s ip route show %s\n", l.bird.socket(), l.Router.Name, o.VIP4)
+	}
 	for _, b := range l.Backends {
 		decap := "decap"
 		if o.NoDecap {

@@ -216,10 +216,20 @@ func Demo(ctx context.Context, o DemoOptions) (err error) {
 			err = fmt.Errorf("demo: stop forwarder: %w", serr)
 		}
 	}()
+	if l.Opts.BGP {
+		if err := l.waitFleetRoutes(ctx, out); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+	}
 	fmt.Fprintf(out, "lab %s: driving %d HTTP requests\n", l.Opts.Prefix, o.Drive.Requests)
 	res, err := l.Drive(ctx, o.Drive)
 	if werr := res.WriteTable(out, l); werr != nil && err == nil {
 		err = werr
+	}
+	if l.Opts.BGP {
+		if werr := l.writeApplianceTable(out); werr != nil && err == nil {
+			err = werr
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)

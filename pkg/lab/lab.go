@@ -48,6 +48,9 @@ type Lab struct {
 
 	Client, Router, XLB *netns.NS
 	Backends            []*Backend
+	// Appliances are the appliance namespaces (fleet.go); Appliances[0]
+	// is XLB, with the XLB* addresses below.
+	Appliances []*Appliance
 
 	// ClientAddrs4 and ClientAddrs6 are the client's source addresses.
 	ClientAddrs4, ClientAddrs6 []netip.Addr
@@ -56,6 +59,8 @@ type Lab struct {
 	XLBAddr4, XLBAddr6, Gateway4, Gateway6 netip.Addr
 	// XLBMAC is the appliance's MAC, GatewayMAC the router's on the bridge.
 	XLBMAC, GatewayMAC net.HardwareAddr
+
+	bird *birdProcess // the router's BGP daemon when Opts.BGP
 
 	mu         sync.Mutex
 	namespaces []*netns.NS // everything to delete, in creation order
@@ -77,7 +82,7 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 		}
 	}()
 	for _, ns := range listNamespaces(opts.Prefix) {
-		if ns == opts.Prefix+"client" || ns == opts.Prefix+"router" || ns == opts.Prefix+"xlb" || strings.HasPrefix(ns, opts.Prefix+"be") {
+		if ns == opts.Prefix+"client" || ns == opts.Prefix+"router" || strings.HasPrefix(ns, opts.Prefix+"xlb") || strings.HasPrefix(ns, opts.Prefix+"be") {
 			return nil, fmt.Errorf("lab %q exists (namespace %s): run Down(%q) first", opts.Prefix, ns, opts.Prefix)
 		}
 	}
@@ -88,9 +93,16 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 		{"create namespaces", l.createNamespaces},
 		{"router", l.setupRouter},
 		{"client", l.setupClient},
-		{"appliance", l.setupXLB},
+		{"appliances", l.setupAppliances},
 		{"backends", l.setupBackends},
 		{"servers", l.startServers},
+	}
+	if opts.BGP {
+		// After the appliances: BIRD's sessions need their links.
+		steps = append(steps, struct {
+			name string
+			fn   func() error
+		}{"router bgp (bird)", l.startBIRD})
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {
@@ -136,6 +148,7 @@ func Down(prefix string) error {
 	}
 	var errs []error
 	for _, name := range listNamespaces(prefix) {
+		stopBIRDIn(name)
 		if err := (&netns.NS{Name: name}).Delete(); err != nil {
 			errs = append(errs, err)
 		}
@@ -194,9 +207,14 @@ func (l *Lab) createNamespaces() error {
 	if l.Client, err = l.newNS("client"); err != nil {
 		return err
 	}
-	if l.XLB, err = l.newNS("xlb"); err != nil {
-		return err
+	for i := range l.Opts.Appliances {
+		ns, err := l.newNS(applianceNS(i))
+		if err != nil {
+			return err
+		}
+		l.Appliances = append(l.Appliances, &Appliance{Index: i, NS: ns})
 	}
+	l.XLB = l.Appliances[0].NS
 	for i := range l.Opts.Backends {
 		ns, err := l.newNS("be" + strconv.Itoa(i))
 		if err != nil {
@@ -277,15 +295,37 @@ func (l *Lab) setupClient() error {
 	return batch(l.Client, cmds)
 }
 
-func (l *Lab) setupXLB() error {
+// setupAppliances links every appliance to the bridge. Without BGP the
+// router routes the VIPs to the first appliance statically; with BGP the
+// appliances announce them and BIRD installs the (multipath) route.
+func (l *Lab) setupAppliances() error {
+	for _, a := range l.Appliances {
+		if err := l.setupAppliance(a); err != nil {
+			return fmt.Errorf("appliance %d: %w", a.Index, err)
+		}
+	}
+	a0 := l.Appliances[0]
+	l.XLBAddr4, l.XLBAddr6, l.XLBMAC = a0.Addr4, a0.Addr6, a0.MAC
+	if l.Opts.BGP {
+		return nil
+	}
 	o := l.Opts
-	l.XLBAddr4, l.XLBAddr6 = host(FabricNet4, hostXLB), host(FabricNet6, hostXLB)
+	return batch(l.Router, []string{
+		fmt.Sprintf("route add %s via %s", pfx(o.VIP4, netip.PrefixFrom(o.VIP4, 32)), l.XLBAddr4),
+		fmt.Sprintf("route add %s via %s", pfx(o.VIP6, netip.PrefixFrom(o.VIP6, 128)), l.XLBAddr6),
+	})
+}
+
+func (l *Lab) setupAppliance(a *Appliance) error {
+	o := l.Opts
+	a.Addr4, a.Addr6 = host(FabricNet4, hostXLB+a.Index), host(FabricNet6, hostXLB+a.Index)
+	a.RouterLink = applianceRouterLink(a.Index)
 	q := strconv.Itoa(o.Queues)
 	err := batch(l.Router, []string{
 		fmt.Sprintf("link add %s mtu %d numtxqueues %s numrxqueues %s type veth peer name %s mtu %d numtxqueues %s numrxqueues %s netns %s",
-			RouterApplianceLink, o.FabricMTU, q, q, XLBInterface, o.FabricMTU, q, q, l.XLB.Name),
-		"link set " + RouterApplianceLink + " master " + Bridge,
-		"link set " + RouterApplianceLink + " up",
+			a.RouterLink, o.FabricMTU, q, q, XLBInterface, o.FabricMTU, q, q, a.NS.Name),
+		"link set " + a.RouterLink + " master " + Bridge,
+		"link set " + a.RouterLink + " up",
 	})
 	if err != nil {
 		return err
@@ -297,13 +337,13 @@ func (l *Lab) setupXLB() error {
 		// sends them on would pass broken checksums and oversize frames to
 		// the backends. So the router computes checksums and segments
 		// before anything reaches the appliance.
-		if err := disableOffloads(l.Router, RouterApplianceLink); err != nil {
+		if err := disableOffloads(l.Router, a.RouterLink); err != nil {
 			return err
 		}
 	}
-	err = batch(l.XLB, []string{
-		fmt.Sprintf("addr add %s dev %s", pfx(l.XLBAddr4, FabricNet4), XLBInterface),
-		fmt.Sprintf("addr add %s dev %s nodad", pfx(l.XLBAddr6, FabricNet6), XLBInterface),
+	err = batch(a.NS, []string{
+		fmt.Sprintf("addr add %s dev %s", pfx(a.Addr4, FabricNet4), XLBInterface),
+		fmt.Sprintf("addr add %s dev %s nodad", pfx(a.Addr6, FabricNet6), XLBInterface),
 		"link set " + XLBInterface + " up",
 		"route add default via " + l.Gateway4.String(),
 		"route add ::/0 via " + l.Gateway6.String(),
@@ -317,7 +357,7 @@ func (l *Lab) setupXLB() error {
 	}
 	// Ignore the router's IPv6 redirects for the hairpinned tunnel traffic
 	// (IPv6 has no send_redirects switch on the router side).
-	if err := sysctls(l.XLB, map[string]string{
+	if err := sysctls(a.NS, map[string]string{
 		"net/ipv4/conf/all/accept_redirects":                  "0",
 		"net/ipv6/conf/all/accept_redirects":                  "0",
 		"net/ipv6/conf/" + XLBInterface + "/accept_redirects": "0",
@@ -326,16 +366,8 @@ func (l *Lab) setupXLB() error {
 	}); err != nil {
 		return err
 	}
-	mac, err := linkMAC(l.XLB, XLBInterface)
-	if err != nil {
-		return err
-	}
-	l.XLBMAC = mac
-	// The router sends the VIPs to the appliance.
-	return batch(l.Router, []string{
-		fmt.Sprintf("route add %s via %s", pfx(o.VIP4, netip.PrefixFrom(o.VIP4, 32)), l.XLBAddr4),
-		fmt.Sprintf("route add %s via %s", pfx(o.VIP6, netip.PrefixFrom(o.VIP6, 128)), l.XLBAddr6),
-	})
+	a.MAC, err = linkMAC(a.NS, XLBInterface)
+	return err
 }
 
 func (l *Lab) setupBackends() error {

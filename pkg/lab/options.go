@@ -22,6 +22,9 @@ const (
 
 	// MaxBackends keeps backend addresses inside .100–.249 of their /24.
 	MaxBackends = 150
+	// MaxAppliances keeps appliance addresses (.2 + i) below the backends'
+	// and within BIRD's merge limit of 16 paths.
+	MaxAppliances = 16
 	// MaxClientAddrs bounds the client's source addresses per family: the
 	// first 253 fill 198.51.100.0/24 after the router's .1, the rest are
 	// /32s from ClientExtraNet4.
@@ -62,6 +65,15 @@ type Options struct {
 	Prefix string
 	// Backends is the number of backends (default 3, at most 150).
 	Backends int
+	// Appliances is the number of appliance namespaces (default 1, at most
+	// 16): Prefix+"xlb", then Prefix+"xlb1", "xlb2"…. More than one implies
+	// BGP.
+	Appliances int
+	// BGP runs BIRD 2 in the router: eBGP (AS 65000) to every appliance
+	// (AS 65001) over IPv4 and IPv6, one multipath kernel route per VIP
+	// with a 5-tuple hash (fleet.go). Without it the router routes the VIPs
+	// to the first appliance statically.
+	BGP bool
 	// Queues is the number of RX and TX queues of the appliance's veth
 	// (default 2).
 	Queues int
@@ -98,6 +110,15 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Backends < 1 || o.Backends > MaxBackends {
 		return fmt.Errorf("backends %d outside 1..%d", o.Backends, MaxBackends)
+	}
+	if o.Appliances == 0 {
+		o.Appliances = 1
+	}
+	if o.Appliances < 1 || o.Appliances > MaxAppliances {
+		return fmt.Errorf("appliances %d outside 1..%d", o.Appliances, MaxAppliances)
+	}
+	if o.Appliances > 1 {
+		o.BGP = true
 	}
 	if o.Queues == 0 {
 		o.Queues = DefaultQueues

@@ -30,7 +30,7 @@ func TestDefaults(t *testing.T) {
 	if err := o.setDefaults(); err != nil {
 		t.Fatal(err)
 	}
-	want := Options{Prefix: "xlb-", Backends: 3, Queues: 2, ClientAddrs: 200, FabricMTU: 9000, ClientMTU: 1500,
+	want := Options{Prefix: "xlb-", Backends: 3, Appliances: 1, Queues: 2, ClientAddrs: 200, FabricMTU: 9000, ClientMTU: 1500,
 		VIP4: DefaultVIP4, VIP6: DefaultVIP6, HTTPPort: 80, UDPPort: 7, HealthPort: 8080, GUEPort: 6080}
 	if o.Logf == nil {
 		t.Error("Logf left nil")
@@ -38,5 +38,18 @@ func TestDefaults(t *testing.T) {
 	o.Logf = nil
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("defaults = %+v\nwant       %+v", o, want)
+	}
+}
+
+func TestFleetOptions(t *testing.T) {
+	o := Options{Appliances: 3}
+	if err := o.setDefaults(); err != nil || !o.BGP {
+		t.Errorf("3 appliances: err %v, BGP %v (want implied)", err, o.BGP)
+	}
+	for _, n := range []int{-1, MaxAppliances + 1} {
+		o := Options{Appliances: n}
+		if err := o.setDefaults(); err == nil {
+			t.Errorf("%d appliances accepted", n)
+		}
 	}
 }
