@@ -20,7 +20,8 @@ import (
 // owns it, changes it, Saves it and only then publishes the new view, so a
 // change the CLI saw acknowledged survives a crash.
 type State struct {
-	Overrides []Override // sorted by rule, then backend
+	Overrides []Override     // sorted by rule, then backend
+	Appliance ApplianceState // xlb appliance drain (appliance_state.go)
 
 	file  string   // display name of the file it was loaded from, for issues
 	lines keyLines // key lines of that file
@@ -134,6 +135,7 @@ func readState(root *table, st *State) {
 			st.index = append(st.index, i)
 		}
 	}
+	readApplianceState(root, st)
 	root.done()
 	st.sort()
 }

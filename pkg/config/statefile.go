@@ -12,8 +12,9 @@ import (
 
 // stateFile is the on-disk form.
 type stateFile struct {
-	Version  int            `toml:"version"`
-	Override []overrideFile `toml:"override"`
+	Version   int            `toml:"version"`
+	Appliance *applianceFile `toml:"appliance,omitempty"`
+	Override  []overrideFile `toml:"override"`
 }
 
 type overrideFile struct {
@@ -25,7 +26,8 @@ type overrideFile struct {
 	Weight    *uint16    `toml:"weight,omitempty"`
 }
 
-const stateHeader = `# xlb state overlay: changes made with xlb backend mark|drain|undrain|weight.
+const stateHeader = `# xlb state overlay: changes made with xlb backend mark|drain|undrain|weight
+# and xlb appliance drain|undrain.
 # Written by the xlb daemon (atomically) and applied on top of the rule
 # files, which xlb never rewrites. Do not edit while xlb runs;
 # "xlb backend reset --rule R ADDR" removes an override.
@@ -33,7 +35,7 @@ const stateHeader = `# xlb state overlay: changes made with xlb backend mark|dra
 
 // Marshal returns the state file's text.
 func (st *State) Marshal() ([]byte, error) {
-	sf := stateFile{Version: stateVersion}
+	sf := stateFile{Version: stateVersion, Appliance: st.Appliance.file()}
 	for _, o := range st.Overrides {
 		of := overrideFile{Rule: o.Rule, Backend: o.Backend.String(), Drained: o.Drained}
 		if o.RoleSet {
