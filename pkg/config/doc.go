@@ -26,6 +26,8 @@
 //	state.go     State: the CLI overlay and its edits (Mark, Drain, …)
 //	statefile.go the state file: Marshal, Save (atomic)
 //	view.go      View: the overlay applied to a Config, with each value's source
+//	bgp.go       [bgp] and [[bgp.peer]]: the BGP type, its reader and checks
+//	appliance_state.go  the appliance drain in the overlay ([appliance] in state_file)
 //
 // A new top-level section of xlb.toml gets its own file with its reader
 // (as rule.go for rule files), its type in schema.go or beside the
