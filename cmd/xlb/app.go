@@ -47,6 +47,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			validateCommand(),
 			statusCommand(),
 			backendCommand(),
+			applianceCommand(),
 			reloadCommand(),
 			conntrackCommand(),
 			lookupCommand(),

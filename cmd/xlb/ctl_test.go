@@ -17,9 +17,10 @@ import (
 
 // fakeDaemon answers the control API like a daemon with one rule.
 type fakeDaemon struct {
-	mu      sync.Mutex
-	changes []control.BackendChange
-	queries []control.ConntrackQuery
+	mu        sync.Mutex
+	changes   []control.BackendChange
+	queries   []control.ConntrackQuery
+	appliance []control.ApplianceAction
 }
 
 func (f *fakeDaemon) backends() []control.Backend {
@@ -59,6 +60,13 @@ func (f *fakeDaemon) Conntrack(_ context.Context, q control.ConntrackQuery) (*co
 	f.queries = append(f.queries, q)
 	f.mu.Unlock()
 	return &control.ConntrackResult{Count: 3, Entries: []control.ConntrackRow{{Queue: 1, Rule: "web", Key: "TCP 198.51.100.7:40000 → 203.0.113.10:80", Backend: "192.0.2.1", ExpiresIn: "59s"}}}, nil
+}
+
+func (f *fakeDaemon) ChangeAppliance(_ context.Context, a control.ApplianceAction) (*control.ApplianceChangeResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.appliance = append(f.appliance, a)
+	return &control.ApplianceChangeResult{Changed: true, Message: "appliance " + string(a), Appliance: control.Appliance{Drained: a == control.ApplianceDrain}}, nil
 }
 
 func (f *fakeDaemon) Lookup(_ context.Context, q control.LookupQuery) (*control.LookupResult, error) {
@@ -220,5 +228,31 @@ func TestSimulateCommand(t *testing.T) {
 	}
 	if !strings.Contains(out, "sampled: ") {
 		t.Errorf("no sampled flows line:\n%s", out)
+	}
+}
+
+// TestApplianceCommands: drain and undrain reach the daemon as typed
+// actions and print its answer; extra arguments are usage errors.
+func TestApplianceCommands(t *testing.T) {
+	f, sock, cfg := fakeSocket(t)
+	out, errOut, err := runXLB(t, "appliance", "drain", "-c", cfg)
+	if err != nil || !strings.Contains(out, "appliance drain") || !strings.Contains(out, "appliance: DRAINED") {
+		t.Errorf("drain: %v %q %q", err, out, errOut)
+	}
+	out, _, err = runXLB(t, "appliance", "undrain", "--socket", sock, "--json")
+	if err != nil || !strings.Contains(out, `"changed": true`) || !strings.Contains(out, `"drained": false`) {
+		t.Errorf("undrain --json: %v %q", err, out)
+	}
+	if len(f.appliance) != 2 || f.appliance[0] != control.ApplianceDrain || f.appliance[1] != control.ApplianceUndrain {
+		t.Errorf("daemon got %v", f.appliance)
+	}
+	if _, _, err := runXLB(t, "appliance", "drain", "-c", cfg, "now"); err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), "takes no arguments") {
+		t.Errorf("extra argument: %v", err)
+	}
+	for _, sub := range []string{"drain", "undrain"} {
+		out, _, err := runXLB(t, "appliance", sub, "--help")
+		if err != nil || !strings.Contains(out, "--socket") || !strings.Contains(out, "--json") {
+			t.Errorf("appliance %s --help: %v %q", sub, err, out)
+		}
 	}
 }

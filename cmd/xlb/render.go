@@ -49,10 +49,18 @@ func printStatus(w io.Writer, st *control.Status, now time.Time) {
 		}
 		fmt.Fprintf(w, "dropped or passed: %s\n", strings.Join(ds, ", "))
 	}
+	printAppliance(w, &st.Appliance, now) // appliance.go
 	for _, r := range st.Rules {
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "%s %s %s  rule %s  %s  affinity %s  %s  encap %s\n", r.Protocol, r.VIP, r.Ports, r.Name, r.Policy, r.Affinity, r.Tracking, r.Encap)
 		fmt.Fprintf(w, "  tier %s: %d eligible — %s\n", r.Tier, r.Eligible, r.Reason)
+		if r.TableDigest != "" {
+			pending := ""
+			if !r.FirstChecksDone {
+				pending = " (first round of health checks not finished)"
+			}
+			fmt.Fprintf(w, "  table digest %s%s\n", r.TableDigest, pending)
+		}
 		printBackends(w, r.Backends, now)
 	}
 	if len(st.Events) > 0 {

@@ -47,16 +47,41 @@ func renderStatus() *control.Status {
 		Rates: control.RateInterval{Seconds: 0.5},
 		Rules: []control.Rule{
 			{Name: "web", VIP: "203.0.113.10", Protocol: "TCP", Ports: "80,443", Affinity: "NONE", Tracking: "PER_CONNECTION", Policy: "MAGLEV", Encap: "IPIP",
-				Tier: "PRIMARY", Reason: "2 of 3 primaries usable", Eligible: 1, Backends: bs[:3]},
+				Tier: "PRIMARY", Reason: "2 of 3 primaries usable", Eligible: 1, Backends: bs[:3], TableDigest: "9f86d081884c7d65", FirstChecksDone: true},
 			{Name: "dns", VIP: "2001:db8::10", Protocol: "UDP", Ports: "all", Affinity: "CLIENT_IP", Tracking: "PER_SESSION", Policy: "WEIGHTED_MAGLEV", Encap: "GUE",
-				Tier: "FAILOVER", Reason: "no primary usable", Eligible: 0, Backends: bs[3:]},
+				Tier: "FAILOVER", Reason: "no primary usable", Eligible: 0, Backends: bs[3:], TableDigest: "2c26b46b68ffc68f"},
 		},
 		Events: []control.RuleEvent{
 			{Rule: "dns", At: time.Date(2025, 3, 14, 13, 0, 0, 0, time.UTC), Kind: "tier-switch", From: "PRIMARY", To: "FAILOVER", Reason: "no primary usable"},
 			{Rule: "web", At: time.Date(2025, 3, 14, 13, 5, 0, 0, time.UTC), Kind: "failover-drain", Group: "b", Reason: "failover group left"},
 		},
-		Stale: []string{`state.toml:7: override[1]: rule "old" is not in the configuration; override kept, not applied`},
+		Stale:     []string{`state.toml:7: override[1]: rule "old" is not in the configuration; override kept, not applied`},
+		Appliance: renderAppliance(false),
 	}
+}
+
+// renderAppliance is an appliance with [bgp]: one peer up, one down with
+// its last error, one VIP announced and one withdrawn.
+func renderAppliance(drained bool) control.Appliance {
+	up := renderNow.Add(-150 * time.Second)
+	failed := renderNow.Add(-20 * time.Second)
+	a := control.Appliance{BGP: &control.BGP{LocalAS: 65001, RouterID: "198.18.0.2", HoldTimeSeconds: 3, WithdrawDelaySec: 2,
+		Peers: []control.BGPPeer{
+			{Address: "198.18.0.1", PeerAS: 65000, State: "established", Since: &up, Announced: []string{"203.0.113.10/32"}},
+			{Address: "fd00:18::1", PeerAS: 65000, State: "active", Since: &failed, Announced: []string{}, LastError: "hold timer expired", LastErrorAt: &failed},
+		},
+		VIPs: []control.VIPAnnouncement{
+			{VIP: "203.0.113.10", Announced: true, Reason: "serving (web: PRIMARY, 1 eligible)", Since: up},
+			{VIP: "2001:db8::10", Reason: "no rule can place a new flow on a usable backend (dns: LAST_RESORT)", Since: failed},
+		}}}
+	if drained {
+		a.Drained, a.DrainedAt = true, &failed
+		for i := range a.BGP.VIPs {
+			a.BGP.VIPs[i].Announced, a.BGP.VIPs[i].Reason = false, "appliance drained (xlb appliance drain)"
+		}
+		a.BGP.Peers[0].Announced = []string{}
+	}
+	return a
 }
 
 // TestRender compares every renderer's output with its golden file.
@@ -64,6 +89,7 @@ func TestRender(t *testing.T) {
 	quiet := *renderStatus()
 	quiet.ZeroCopy, quiet.Rates, quiet.Counters.Drops, quiet.Events, quiet.Stale = false, control.RateInterval{}, nil, nil, nil
 	quiet.Rules = nil
+	quiet.Appliance = control.Appliance{} // no [bgp], not drained: no appliance lines
 	for _, tc := range []struct {
 		name   string
 		render func(w *bytes.Buffer)
@@ -77,6 +103,11 @@ func TestRender(t *testing.T) {
 		{"backend-change", func(w *bytes.Buffer) {
 			printBackendChange(w, &control.BackendChangeResult{Changed: true, Message: "192.0.2.2 of rule web drained: no new connections; tracked ones are honoured for 1m30s", Backend: renderBackends()[1]}, renderNow)
 			printBackendChange(w, &control.BackendChangeResult{Message: "192.0.2.9 of rule web had no override"}, renderNow)
+		}},
+		{"appliance", func(w *bytes.Buffer) {
+			printApplianceChange(w, &control.ApplianceChangeResult{Changed: true, Message: "appliance drained: every VIP withdrawn from the routers; connections that still arrive are forwarded", Appliance: renderAppliance(true)}, renderNow)
+			printApplianceChange(w, &control.ApplianceChangeResult{Message: "appliance was not drained", Appliance: control.Appliance{}}, renderNow)
+			printApplianceChange(w, &control.ApplianceChangeResult{Message: "appliance drained (no time)", Appliance: control.Appliance{Drained: true}}, renderNow)
 		}},
 		{"reload", func(w *bytes.Buffer) {
 			printReload(w, &control.ReloadResult{Config: "/etc/xlb/xlb.toml", Rules: 4})

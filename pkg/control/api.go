@@ -18,6 +18,7 @@ type API interface {
 	Reload(ctx context.Context) (*ReloadResult, error)
 	Conntrack(ctx context.Context, q ConntrackQuery) (*ConntrackResult, error)
 	Lookup(ctx context.Context, q LookupQuery) (*LookupResult, error)
+	ChangeAppliance(ctx context.Context, a ApplianceAction) (*ApplianceChangeResult, error) // appliance.go
 }
 
 // Error is the body of every reply whose status is not 200, and the error
@@ -54,6 +55,7 @@ type Status struct {
 	Stale     []string     `json:"stale_overrides,omitempty"` // state overlay entries that match nothing
 	Events    []RuleEvent  `json:"events,omitempty"`          // recent tier switches, newest last
 	Rates     RateInterval `json:"rates"`
+	Appliance Appliance    `json:"appliance"` // appliance.go
 }
 
 // RateInterval says over which interval the packets-per-second figures
@@ -88,6 +90,12 @@ type Rule struct {
 	Slot      int       `json:"slot"`
 	Backends  []Backend `json:"backends"`
 	TableSize uint32    `json:"maglev_table_size"`
+	// TableDigest hashes the seed, the rule's Maglev table(s) and eligible
+	// set: equal on appliances that place new flows alike.
+	TableDigest string `json:"table_digest"`
+	// FirstChecksDone: every backend's first health verdict is in the
+	// published snapshot (or the warm-up deadline passed).
+	FirstChecksDone bool `json:"first_checks_done"`
 }
 
 // RuleEvent is one eligible-set event of a rule.

@@ -23,6 +23,8 @@ type fakeAPI struct {
 	lookups []LookupQuery
 	ct      []ConntrackQuery
 	reject  bool
+
+	applianceActions []ApplianceAction
 }
 
 func (f *fakeAPI) Status(ctx context.Context) (*Status, error) {
@@ -58,6 +60,13 @@ func (f *fakeAPI) Conntrack(ctx context.Context, q ConntrackQuery) (*ConntrackRe
 	f.ct = append(f.ct, q)
 	f.mu.Unlock()
 	return &ConntrackResult{Count: 7}, nil
+}
+
+func (f *fakeAPI) ChangeAppliance(ctx context.Context, a ApplianceAction) (*ApplianceChangeResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.applianceActions = append(f.applianceActions, a)
+	return &ApplianceChangeResult{Changed: true, Message: "appliance " + string(a), Appliance: Appliance{Drained: a == ApplianceDrain}}, nil
 }
 
 func (f *fakeAPI) Lookup(ctx context.Context, q LookupQuery) (*LookupResult, error) {

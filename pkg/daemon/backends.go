@@ -42,7 +42,9 @@ func (o *ops) ruleInfo(rr ruleRows, conns connCounts, now, prev *sample) control
 	if snap := o.d.engine.snapshotOrNil(); snap != nil && int(rr.slot) < len(snap.Rules) && snap.Rules[rr.slot].Present {
 		table = snap.Rules[rr.slot].Table
 		info.TableSize = table.Size()
+		info.TableDigest = tableDigest(snap.Seed, &snap.Rules[rr.slot]) // digest.go
 	}
+	info.FirstChecksDone = rr.warm
 	secs := 0.0
 	if prev != nil {
 		secs = now.at.Sub(prev.at).Seconds()

@@ -56,6 +56,7 @@ type ruleRows struct {
 	cfg      *config.Rule
 	state    *failover.State
 	backends []backendRow
+	warm     bool // first round of health checks published (warmup.go)
 }
 
 type backendRow struct {
@@ -88,7 +89,7 @@ func (o *ops) rows(ctx context.Context, rule string) ([]ruleRows, []string, erro
 				rr.backends = append(rr.backends, d.row(rv.Rule, b, false))
 			}
 			if rt := d.rules[rv.Rule.Name]; rt != nil {
-				rr.slot, rr.state = rt.slot, rt.prev
+				rr.slot, rr.state, rr.warm = rt.slot, rt.prev, rt.warm.warm
 				// Backends removed by a reload, still draining.
 				gone := slices.SortedFunc(maps.Keys(rt.removed), netip.Addr.Compare)
 				for _, addr := range gone {

@@ -59,6 +59,8 @@ type daemon struct {
 	mu     sync.Mutex // guards status
 	status publishedStatus
 
+	bgp atomic.Pointer[bgpRuntime] // nil without [bgp] (bgp.go)
+
 	reloadsOK, reloadsRejected atomic.Uint64
 }
 
@@ -160,6 +162,11 @@ func (d *daemon) Run(ctx context.Context) error {
 	}
 	defer d.startControl(ctx)()
 	defer d.startMetrics()()
+	stopBGP, err := d.startBGP(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopBGP() // first of the deferred: withdraw, wait, then detach
 	d.log.Info("serving", "rules", len(d.cfg.Rules), "queues", d.engine.Queues(), "xdp_mode", d.engine.Mode().String(), "zerocopy", d.engine.ZeroCopy())
 
 	var sigs chan os.Signal
@@ -246,5 +253,5 @@ func (d *daemon) timerDue(now time.Time) bool {
 			return true
 		}
 	}
-	return false
+	return d.warmDue(now)
 }

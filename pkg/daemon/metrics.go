@@ -161,6 +161,7 @@ func (d *daemon) writeMetrics(w *metrics.Writer) {
 	w.Family("xlb_config_reloads_total", metrics.Counter, "Configuration reloads, by result (ok, rejected).")
 	w.Sample("xlb_config_reloads_total", float64(d.reloadsOK.Load()), "result", "ok")
 	w.Sample("xlb_config_reloads_total", float64(d.reloadsRejected.Load()), "result", "rejected")
+	d.writeBGPMetrics(w) // appliance.go
 }
 
 func boolValue(b bool) float64 {

@@ -31,6 +31,10 @@ type ruleStatus struct {
 	Rule     *config.Rule
 	Slot     uint16
 	Eligible int // members of the default eligible set
+	// Warm: the first round of health checks is in the published snapshot
+	// (warmup.go); Pending lists the backends without a verdict yet.
+	Warm    bool
+	Pending []netip.Addr
 }
 
 // ruleRuntime is what the control plane remembers of one rule between
@@ -39,6 +43,8 @@ type ruleRuntime struct {
 	slot    uint16
 	prev    *failover.State
 	removed map[netip.Addr]removedBackend // gone from the configuration, still draining
+	cfg     *config.Rule                  // as last published
+	warm    warmState                     // warmup.go
 }
 
 type removedBackend struct {
@@ -66,6 +72,7 @@ func (d *daemon) publish() error {
 			rt = &ruleRuntime{slot: slot, removed: map[netip.Addr]removedBackend{}}
 			d.rules[r.Name] = rt
 		}
+		warm, pending := d.warmCheck(rv, rt, now)
 		groups, backends := d.ruleInput(rv, rt)
 		st, err := failover.Compute(policyOf(r), groups, backends, rt.prev, now)
 		if err != nil {
@@ -107,7 +114,7 @@ func (d *daemon) publish() error {
 		}
 		rules[slot] = dr
 		vips = append(vips, vipsOf(r)...)
-		statuses = append(statuses, ruleStatus{Name: r.Name, VIP: r.VIP, Tier: st.Tier.String(), Reason: st.Reason, State: st, Rule: r, Slot: slot, Eligible: len(st.Eligible)})
+		statuses = append(statuses, ruleStatus{Name: r.Name, VIP: r.VIP, Tier: st.Tier.String(), Reason: st.Reason, State: st, Rule: r, Slot: slot, Eligible: len(st.Eligible), Warm: warm, Pending: pending})
 	}
 	for name := range d.rules {
 		if !keep[name] {
@@ -124,9 +131,15 @@ func (d *daemon) publish() error {
 	if err := d.engine.Publish(snap, vips); err != nil {
 		return err
 	}
+	for _, rs := range statuses {
+		rt := d.rules[rs.Name]
+		rt.cfg = rs.Rule
+		d.latchWarm(rs.Name, rt, rs.Warm, rs.Pending, now)
+	}
 	d.mu.Lock()
 	d.status = publishedStatus{Config: d.cfg.Path, Loaded: now, XDPMode: d.engine.Mode().String(), ZeroCopy: d.engine.ZeroCopy(), Queues: d.engine.Queues(), Rules: statuses}
 	d.mu.Unlock()
+	d.announce() // bgp.go: the VIPs follow the published state
 	return nil
 }
 

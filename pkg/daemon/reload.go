@@ -43,6 +43,9 @@ func (d *daemon) reload() error {
 	if cfg.Interface != d.cfg.Interface || !slices.Equal(queueList(cfg.Queues), queueList(d.cfg.Queues)) || cfg.Queues.All != d.cfg.Queues.All {
 		return fmt.Errorf("reload: interface and queues cannot change while running (restart xlb)")
 	}
+	if err := checkBGPReload(d.cfg.BGP, cfg.BGP); err != nil {
+		return err
+	}
 	st, err := config.LoadState(cfg.StateFile)
 	if err != nil {
 		return err
@@ -72,6 +75,7 @@ func (d *daemon) reload() error {
 	if err := d.checker.Set(d.healthTargets()); err != nil {
 		d.log.Error("reload health checks", "err", err)
 	}
+	d.reloadBGP(context.Background())
 	for k := range d.probes {
 		if r := cfg.Rule(k.rule); r == nil || !ruleHas(r, k.addr) {
 			delete(d.probes, k)

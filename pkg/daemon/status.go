@@ -54,6 +54,9 @@ func (o *ops) Status(ctx context.Context) (*control.Status, error) {
 			}
 		}
 	}
+	if out.Appliance, err = o.appliance(ctx); err != nil {
+		return nil, err
+	}
 	slices.SortStableFunc(out.Events, func(a, b control.RuleEvent) int { return a.At.Compare(b.At) })
 	if len(out.Events) > 20 {
 		out.Events = out.Events[len(out.Events)-20:]

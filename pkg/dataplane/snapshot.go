@@ -1,7 +1,9 @@
 package dataplane
 
 import (
+	"encoding/binary"
 	"fmt"
+	"net/netip"
 
 	"github.com/xlbnet/xlb/conntrack"
 	"github.com/xlbnet/xlb/hash"
@@ -120,6 +122,27 @@ func NewSnapshot(seed uint64, rules []Rule) (*Snapshot, error) {
 
 // Matcher returns the snapshot's rule matcher.
 func (s *Snapshot) Matcher() *Matcher { return s.matcher }
+
+// ZoneTable is one client prefix of a rule's zonal affinity and the Maglev
+// table its clients use.
+type ZoneTable struct {
+	Prefix netip.Prefix // in the IPv4-mapped form for IPv4 clients
+	Table  *hash.MaglevTable
+}
+
+// ZoneTables returns the rule's zonal tables in match order (longest prefix
+// first); nil when zonal affinity is off. For digests and tools: the packet
+// path uses the unexported form.
+func (r *Rule) ZoneTables() []ZoneTable {
+	var out []ZoneTable
+	for _, z := range r.zones {
+		var a [16]byte
+		binary.BigEndian.PutUint64(a[0:8], z.hi)
+		binary.BigEndian.PutUint64(a[8:16], z.lo)
+		out = append(out, ZoneTable{Prefix: netip.PrefixFrom(netip.AddrFrom16(a), z.bits), Table: z.table})
+	}
+	return out
+}
 
 // Stamp is what a new entry to b records: its generations, packed into
 // the entry's 32-bit backend generation.

@@ -1,0 +1,336 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/xlbnet/xlb/failover"
+	"github.com/xlbnet/xlb/pkg/bgp"
+	"github.com/xlbnet/xlb/pkg/config"
+)
+
+// bgpRuntime is the daemon's BGP side ([bgp] in xlb.toml): the speaker and
+// the announce decision per VIP. The control goroutine makes every
+// decision; the mutex lets status and metrics read them.
+type bgpRuntime struct {
+	cfg      *config.BGP
+	routerID netip.Addr
+	speaker  *bgp.Speaker
+
+	mu      sync.Mutex
+	vips    map[netip.Addr]vipDecision
+	drained bool // the appliance drain the decisions follow
+}
+
+// vipDecision is whether a VIP is announced, why, and since when.
+type vipDecision struct {
+	announced bool
+	reason    string
+	since     time.Time
+}
+
+// speakerOptions turns [bgp] into the speaker's options.
+func speakerOptions(c *config.BGP, routerID netip.Addr) bgp.Options {
+	o := bgp.Options{LocalAS: c.LocalAS, RouterID: routerID, HoldTime: c.HoldTime, Peers: bgpPeers(c), Attrs: bgpAttrs(c)}
+	return o
+}
+
+func bgpPeers(c *config.BGP) []bgp.Peer {
+	var ps []bgp.Peer
+	for _, p := range c.Peers {
+		ps = append(ps, bgp.Peer{Address: p.Address, AS: p.PeerAS, Port: p.Port, Password: p.Password, EBGPMultihop: p.EBGPMultihop, Passive: p.Passive})
+	}
+	return ps
+}
+
+func bgpAttrs(c *config.BGP) bgp.Attributes {
+	a := bgp.Attributes{MED: c.MED}
+	for _, cm := range c.Communities {
+		a.Communities = append(a.Communities, cm.Uint32())
+	}
+	for _, lc := range c.LargeCommunities {
+		a.LargeCommunities = append(a.LargeCommunities, bgp.LargeCommunity{Global: lc.Global, Local1: lc.Local1, Local2: lc.Local2})
+	}
+	return a
+}
+
+// routerIDOf is [bgp] router_id, else the interface's first IPv4 address.
+func routerIDOf(c *config.BGP, ifname string) (netip.Addr, error) {
+	if c.RouterID.IsValid() {
+		return c.RouterID, nil
+	}
+	l, err := netlink.LinkByName(ifname)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("bgp router id: %w", err)
+	}
+	addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("bgp router id: %w", err)
+	}
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && !ip.Unmap().IsLoopback() {
+			return ip.Unmap(), nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("bgp router id: %s has no IPv4 address; set bgp.router_id", ifname)
+}
+
+// startBGP starts the speaker once the data plane serves, and announces
+// what may be announced. The returned stop withdraws every VIP, waits
+// withdraw_delay (the data plane still forwards what the routers send
+// meanwhile), then closes the sessions. Without [bgp] both do nothing.
+func (d *daemon) startBGP(ctx context.Context) (stop func(), err error) {
+	if d.cfg.BGP == nil {
+		return func() {}, nil
+	}
+	if err := d.openBGP(ctx, d.cfg.BGP); err != nil {
+		return nil, err
+	}
+	d.announce()
+	return func() { d.closeBGP("shutting down", true) }, nil
+}
+
+func (d *daemon) openBGP(ctx context.Context, c *config.BGP) error {
+	rid, err := routerIDOf(c, d.cfg.Interface)
+	if err != nil {
+		return err
+	}
+	o := speakerOptions(c, rid)
+	o.Log = d.log.With("component", "bgp")
+	s, err := bgp.Start(ctx, o)
+	if err != nil {
+		return err
+	}
+	d.bgp.Store(&bgpRuntime{cfg: c, routerID: rid, speaker: s, vips: map[netip.Addr]vipDecision{}})
+	d.log.Info("bgp speaker started", "local_as", c.LocalAS, "router_id", rid, "peers", len(c.Peers), "hold_time", c.HoldTime)
+	return nil
+}
+
+// closeBGP withdraws every VIP (logged with reason), waits withdraw_delay
+// when wait is set and something was announced, and closes the sessions.
+func (d *daemon) closeBGP(reason string, wait bool) {
+	b := d.bgp.Load()
+	if b == nil {
+		return
+	}
+	announced := len(b.speaker.Announced())
+	b.mu.Lock()
+	for vip, v := range b.vips {
+		if v.announced {
+			d.log.Info("bgp withdraw", "vip", vip, "reason", reason)
+		}
+		b.vips[vip] = vipDecision{reason: reason, since: time.Now()}
+	}
+	b.mu.Unlock()
+	if err := b.speaker.WithdrawAll(); err != nil {
+		d.log.Error("bgp withdraw", "err", err)
+	}
+	if wait && announced > 0 && b.cfg.WithdrawDelay > 0 {
+		d.log.Info("bgp: every VIP withdrawn; waiting withdraw_delay before closing the sessions", "withdraw_delay", b.cfg.WithdrawDelay)
+		time.Sleep(b.cfg.WithdrawDelay)
+	}
+	b.speaker.Close()
+	d.bgp.Store(nil)
+	d.log.Info("bgp speaker stopped", "reason", reason)
+}
+
+// announce makes every VIP's announcement follow the published state and
+// the appliance drain. It runs on the control goroutine after every
+// publication and every appliance drain or undrain.
+func (d *daemon) announce() {
+	b := d.bgp.Load()
+	if b == nil {
+		return
+	}
+	rules := d.Status().Rules
+	want := map[netip.Addr]vipDecision{}
+	for _, r := range rules {
+		vip := r.VIP.Unmap()
+		if _, done := want[vip]; done {
+			continue
+		}
+		ok, why := decideVIP(rules, vip, d.state.Appliance.Drained)
+		want[vip] = vipDecision{announced: ok, reason: why}
+	}
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.drained = d.state.Appliance.Drained
+	for vip, old := range b.vips {
+		if _, still := want[vip]; !still {
+			if old.announced {
+				d.bgpChange(b, vip, false, "no rule has this VIP any more")
+			}
+			delete(b.vips, vip)
+		}
+	}
+	for vip, w := range want {
+		old, had := b.vips[vip]
+		if had && old.announced == w.announced {
+			old.reason = w.reason // the reason may change while the decision stays
+			b.vips[vip] = old
+			continue
+		}
+		if (had || w.announced) && !d.bgpChange(b, vip, w.announced, w.reason) {
+			continue // not applied: try again at the next publication
+		}
+		w.since = now
+		b.vips[vip] = w
+	}
+}
+
+// bgpChange announces or withdraws vip and logs it with its reason.
+func (d *daemon) bgpChange(b *bgpRuntime, vip netip.Addr, announce bool, reason string) bool {
+	p := bgp.HostPrefix(vip)
+	if announce {
+		if err := b.speaker.Announce(p); err != nil {
+			d.log.Error("bgp announce", "vip", vip, "err", err)
+			return false
+		}
+		d.log.Info("bgp announce", "vip", vip, "prefix", p, "reason", reason)
+		return true
+	}
+	if err := b.speaker.Withdraw(p); err != nil {
+		d.log.Error("bgp withdraw", "vip", vip, "err", err)
+		return false
+	}
+	d.log.Info("bgp withdraw", "vip", vip, "prefix", p, "reason", reason)
+	return true
+}
+
+// decideVIP says whether vip may be announced: the appliance is not
+// drained, every rule of the VIP has its first round of health checks in
+// the published snapshot (warmup.go), and at least one of them can place a
+// new flow on a usable backend. A rule in LAST_RESORT (nothing usable: new
+// flows go to backends that fail their checks) or EMPTY (drop) cannot: in a
+// fleet, appliances that see a usable backend take the traffic; when none
+// does, the VIP is withdrawn everywhere, as ExaBGP's withdraw-on-down and
+// vc5 do.
+func decideVIP(rules []ruleStatus, vip netip.Addr, drained bool) (bool, string) {
+	if drained {
+		return false, "appliance drained (xlb appliance drain)"
+	}
+	var cold, placing, stuck []string
+	for _, r := range rules {
+		if r.VIP.Unmap() != vip {
+			continue
+		}
+		if !r.Warm {
+			cold = append(cold, fmt.Sprintf("%s (%d backends without a verdict)", r.Name, len(r.Pending)))
+		}
+		if canPlace(r) {
+			placing = append(placing, fmt.Sprintf("%s: %s, %d eligible", r.Name, r.Tier, r.Eligible))
+		} else {
+			stuck = append(stuck, r.Name+": "+r.Tier)
+		}
+	}
+	switch {
+	case len(cold) > 0:
+		return false, "first round of health checks not finished: " + strings.Join(cold, ", ")
+	case len(placing) == 0:
+		return false, "no rule can place a new flow on a usable backend (" + strings.Join(stuck, ", ") + ")"
+	}
+	return true, "serving (" + strings.Join(placing, "; ") + ")"
+}
+
+func canPlace(r ruleStatus) bool {
+	if r.State == nil || r.Eligible == 0 {
+		return false
+	}
+	switch r.State.Tier {
+	case failover.TierPrimary, failover.TierFailover, failover.TierPrimaryFallback:
+		return true
+	}
+	return false
+}
+
+// checkBGPReload refuses a reload that changes what a running speaker
+// cannot change: its identity and hold time.
+func checkBGPReload(old, new *config.BGP) error {
+	if old == nil || new == nil {
+		return nil
+	}
+	var changed []string
+	if old.LocalAS != new.LocalAS {
+		changed = append(changed, "bgp.local_as")
+	}
+	if old.RouterID != new.RouterID {
+		changed = append(changed, "bgp.router_id")
+	}
+	if old.HoldTime != new.HoldTime {
+		changed = append(changed, "bgp.hold_time")
+	}
+	if len(changed) > 0 {
+		return fmt.Errorf("reload: %s cannot change while running (restart xlb)", strings.Join(changed, ", "))
+	}
+	return nil
+}
+
+// reloadBGP follows a reloaded [bgp]: a new table starts the speaker, a
+// removed one withdraws and closes it at once (the appliance keeps
+// serving), changed peers and attributes apply live.
+func (d *daemon) reloadBGP(ctx context.Context) {
+	c := d.cfg.BGP
+	b := d.bgp.Load()
+	switch {
+	case c == nil && b == nil:
+		return
+	case c == nil:
+		d.closeBGP("[bgp] removed from the configuration", false)
+		return
+	case b == nil:
+		if err := d.openBGP(ctx, c); err != nil {
+			d.log.Error("bgp: not started after reload", "err", err)
+			return
+		}
+	default:
+		if err := b.speaker.SetPeers(ctx, bgpPeers(c)); err != nil {
+			d.log.Error("bgp peers after reload", "err", err)
+		}
+		if err := b.speaker.SetAttributes(bgpAttrs(c)); err != nil {
+			d.log.Error("bgp attributes after reload", "err", err)
+		}
+		b.mu.Lock()
+		b.cfg = c
+		b.mu.Unlock()
+	}
+	d.announce()
+}
+
+// vipRow is one VIP's decision, for status and metrics.
+type vipRow struct {
+	vip netip.Addr
+	vipDecision
+}
+
+// vipRows copies the announce decisions, sorted by VIP.
+func (b *bgpRuntime) vipRows() []vipRow {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]vipRow, 0, len(b.vips))
+	for vip, v := range b.vips {
+		out = append(out, vipRow{vip, v})
+	}
+	slices.SortFunc(out, func(a, b vipRow) int { return a.vip.Compare(b.vip) })
+	return out
+}
+
+func (b *bgpRuntime) isDrained() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.drained
+}
+
+// config returns the [bgp] the speaker runs with.
+func (b *bgpRuntime) config() *config.BGP {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cfg
+}

@@ -1,0 +1,101 @@
+package daemon
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/xlbnet/xlb/failover"
+	"github.com/xlbnet/xlb/pkg/config"
+)
+
+// First round of health checks ("warm").
+//
+// A rule is warm once a snapshot was published whose failover input held a
+// health verdict (HEALTHY or UNHEALTHY, not UNKNOWN) for every backend the
+// rule checks — the verdicts as published, not merely as logged: health
+// changes are coalesced into one publication per 250 ms. A rule whose
+// health check is NONE is warm at its first publication. A rule that never
+// gets every verdict (a backend whose probes alternate pass and fail never
+// leaves UNKNOWN with thresholds ≥ 2) is warm once its warm-up deadline
+// passed: the time its slowest backend needs for a verdict (first probe
+// within one interval, then max(healthy, unhealthy threshold) probes of at
+// most 1.1 × interval + timeout each) plus a second; that is logged with
+// the backends still without a verdict.
+//
+// Warm is latched per rule for the process's life: a backend added to a
+// warm rule by a reload does not make it cold again (the fleet got the
+// same reload; withdrawing a serving VIP for it would move flows for
+// nothing). A rule added by a reload starts cold.
+//
+// Users: the BGP announcer (bgp.go) announces a VIP only when every rule of
+// it is warm, so an appliance that (re)starts computes the same tables as
+// its peers before the routers send it traffic. The start-up herd of issue
+// 12 (a rule stays on its start-up set until every backend had its first
+// check) can read the same ruleRuntime.warm / ruleStatus.Warm.
+type warmState struct {
+	since   time.Time // the rule's first computation
+	warm    bool
+	at      time.Time    // when it became warm
+	pending []netip.Addr // backends without a verdict at the last publication
+}
+
+// warmDeadline is how long a rule with check hc waits for its backends'
+// first verdicts before it is taken as warm anyway.
+func warmDeadline(hc config.HealthCheck) time.Duration {
+	if hc.Type == config.HealthNone {
+		return 0
+	}
+	n := time.Duration(max(hc.HealthyThreshold, hc.UnhealthyThreshold))
+	return hc.Interval + n*(hc.Interval*11/10+hc.Timeout) + time.Second
+}
+
+// warmCheck says whether rule rv would be warm with the verdicts the
+// publication under way uses; it changes nothing (publish latches it once
+// the snapshot is out).
+func (d *daemon) warmCheck(rv *config.RuleView, rt *ruleRuntime, now time.Time) (warm bool, pending []netip.Addr) {
+	if rt.warm.warm {
+		return true, nil
+	}
+	r := rv.Rule
+	if r.HealthCheck.Type != config.HealthNone {
+		for _, b := range rv.Backends {
+			if p, ok := d.probes[probeKey{r.Name, b.Addr}]; !ok || p.health == failover.HealthUnknown {
+				pending = append(pending, b.Addr)
+			}
+		}
+	}
+	since := rt.warm.since
+	if since.IsZero() {
+		since = now
+	}
+	return len(pending) == 0 || now.Sub(since) >= warmDeadline(r.HealthCheck), pending
+}
+
+// latchWarm records the outcome of warmCheck for a published rule.
+func (d *daemon) latchWarm(name string, rt *ruleRuntime, warm bool, pending []netip.Addr, now time.Time) {
+	w := &rt.warm
+	if w.since.IsZero() {
+		w.since = now
+	}
+	w.pending = pending
+	if warm && !w.warm {
+		w.warm, w.at = true, now
+		if len(pending) == 0 {
+			d.log.Info("rule warm: every backend's first health verdict is in the published snapshot", "rule", name, "after", now.Sub(w.since).Round(time.Millisecond))
+		} else {
+			d.log.Warn("rule warm by deadline: backends still without a health verdict count as not healthy", "rule", name, "after", now.Sub(w.since).Round(time.Millisecond), "pending", pending)
+		}
+	}
+}
+
+// warmDue reports whether a cold rule's warm-up deadline has passed (the
+// control loop then publishes, so the rule turns warm without waiting for a
+// health change).
+func (d *daemon) warmDue(now time.Time) bool {
+	for _, rt := range d.rules {
+		if !rt.warm.warm && !rt.warm.since.IsZero() && rt.cfg != nil && now.Sub(rt.warm.since) >= warmDeadline(rt.cfg.HealthCheck) {
+			return true
+		}
+	}
+	return false
+}
