@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -17,6 +18,7 @@ func labFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "prefix", Value: lab.DefaultPrefix, Usage: "prefix of every namespace the lab creates"},
 		&cli.IntFlag{Name: "backends", Value: lab.DefaultBackends, Usage: "number of backends"},
+		&cli.IntFlag{Name: "appliances", Value: 1, Usage: fmt.Sprintf("number of appliances (1..%d); more than one puts BIRD 2 on the router: eBGP to each, ECMP over them", lab.MaxAppliances)},
 		&cli.IntFlag{Name: "queues", Value: lab.DefaultQueues, Usage: "RX/TX queues of the appliance's veth"},
 		&cli.IntFlag{Name: "clients", Value: lab.DefaultClientAddrs, Usage: "client source addresses per family"},
 		&cli.IntFlag{Name: "fabric-mtu", Value: lab.DefaultFabricMTU, Usage: "MTU between router, appliance and backends"},
@@ -26,7 +28,7 @@ func labFlags() []cli.Flag {
 
 func labOptions(c *cli.Context, out func(string, ...any)) lab.Options {
 	return lab.Options{
-		Prefix: c.String("prefix"), Backends: c.Int("backends"), Queues: c.Int("queues"),
+		Prefix: c.String("prefix"), Backends: c.Int("backends"), Appliances: c.Int("appliances"), Queues: c.Int("queues"),
 		ClientAddrs: c.Int("clients"), FabricMTU: c.Int("fabric-mtu"), ClientMTU: c.Int("client-mtu"),
 		Logf: out,
 	}
@@ -126,13 +128,12 @@ func labDemo(c *cli.Context) error {
 		Drive: lab.DriveOptions{Requests: c.Int("requests")},
 		Out:   out,
 		Start: func(ctx context.Context, l *lab.Lab) (func() error, error) {
-			say("lab %s: starting xlb on %s (%s to %d backends)", l.Opts.Prefix, l.XLB.Name, encap, len(l.Backends))
-			x, err := startLabXLB(ctx, l, dir, l.DefaultRules(encap), logf)
+			xs, err := startLabFleet(ctx, l, dir, l.DefaultRules(encap), say, logf)
 			if err != nil {
 				return nil, err
 			}
 			say("lab %s: xlb serves VIPs %s and %s", l.Opts.Prefix, l.Opts.VIP4, l.Opts.VIP6)
-			return x.Stop, nil
+			return func() error { return stopLabFleet(xs) }, nil
 		},
 	})
 }
@@ -159,12 +160,11 @@ func labUp(c *cli.Context) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		x, err := startLabXLB(ctx, l, dir, l.DefaultRules(encap), func(s string) { fmt.Fprintln(c.App.ErrWriter, "xlb: "+s) })
+		xs, err := startLabFleet(ctx, l, dir, l.DefaultRules(encap), say, func(s string) { fmt.Fprintln(c.App.ErrWriter, "xlb: "+s) })
 		if err != nil {
 			return err
 		}
-		defer x.Stop()
-		say("xlb runs in %s with %s", l.XLB.Name, x.config)
+		defer stopLabFleet(xs)
 	}
 	if err := l.Describe(c.App.Writer); err != nil {
 		return err
@@ -173,4 +173,37 @@ func labUp(c *cli.Context) error {
 	<-ctx.Done()
 	say("tearing down")
 	return nil
+}
+
+// startLabFleet starts xlb on every appliance of the lab, each with its own
+// directory under dir (configuration, state file, control socket).
+func startLabFleet(ctx context.Context, l *lab.Lab, dir string, rules []lab.Rule, say func(string, ...any), logf func(string)) ([]*labXLB, error) {
+	var xs []*labXLB
+	for _, a := range l.Appliances {
+		adir := filepath.Join(dir, a.NS.Name)
+		say("lab %s: starting xlb on %s (%d rules, %d backends)", l.Opts.Prefix, a.NS.Name, len(rules), len(l.Backends))
+		var alog func(string)
+		if logf != nil {
+			alog = func(s string) { logf(a.NS.Name + ": " + s) }
+		}
+		x, err := startLabXLBOn(ctx, l, a, adir, rules, alog)
+		if err != nil {
+			stopLabFleet(xs)
+			return nil, err
+		}
+		say("xlb runs in %s with %s", a.NS.Name, x.config)
+		xs = append(xs, x)
+	}
+	return xs, nil
+}
+
+// stopLabFleet stops every daemon and returns the first error.
+func stopLabFleet(xs []*labXLB) error {
+	var first error
+	for _, x := range xs {
+		if err := x.Stop(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }

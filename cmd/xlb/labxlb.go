@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -39,6 +40,7 @@ func (b *lineBuffer) String() string {
 // labXLB is an xlb daemon running in a lab's appliance namespace.
 type labXLB struct {
 	cmd    *exec.Cmd
+	ns     string
 	dir    string
 	config string
 	log    *lineBuffer
@@ -49,21 +51,33 @@ type labXLB struct {
 // lab's xlb namespace (this same executable, under ip netns exec), and
 // waits until it serves. The daemon's log lines go to logf.
 func startLabXLB(ctx context.Context, l *lab.Lab, dir string, rules []lab.Rule, logf func(string)) (*labXLB, error) {
+	return startLabXLBOn(ctx, l, l.Appliances[0], dir, rules, logf)
+}
+
+// startLabXLBOn does startLabXLB on appliance a; each appliance needs a
+// directory of its own (state file, control socket).
+func startLabXLBOn(ctx context.Context, l *lab.Lab, a *lab.Appliance, dir string, rules []lab.Rule, logf func(string)) (*labXLB, error) {
 	cfg, err := l.WriteConfig(dir, rules)
 	if err != nil {
 		return nil, fmt.Errorf("write lab config: %w", err)
 	}
+	return runLabXLB(ctx, a.NS.Name, dir, cfg, logf)
+}
+
+// runLabXLB starts `xlb run -c cfg` in namespace ns and waits until it
+// serves.
+func runLabXLB(ctx context.Context, ns, dir, cfg string, logf func(string)) (*labXLB, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("ip", "netns", "exec", l.XLB.Name, self, "run", "-c", cfg)
+	cmd := exec.Command("ip", "netns", "exec", ns, self, "run", "-c", cfg)
 	cmd.Env = append(os.Environ(), runMainEnv+"=1")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
 	}
-	x := &labXLB{cmd: cmd, dir: dir, config: cfg, log: &lineBuffer{}, exited: make(chan error, 1)}
+	x := &labXLB{cmd: cmd, ns: ns, dir: dir, config: cfg, log: &lineBuffer{}, exited: make(chan error, 1)}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start xlb: %w", err)
 	}
@@ -118,4 +132,27 @@ func (x *labXLB) Stop() error {
 		_ = x.cmd.Process.Kill()
 		return fmt.Errorf("xlb did not stop within 15s after SIGTERM; killed:\n%s", x.log)
 	}
+}
+
+// Socket is the daemon's control socket (WriteConfig puts it in dir).
+func (x *labXLB) Socket() string { return filepath.Join(x.dir, "xlb.sock") }
+
+// Kill ends the daemon with SIGKILL (a crash: nothing withdrawn, the XDP
+// program left attached) and waits for it.
+func (x *labXLB) Kill() error {
+	if err := x.cmd.Process.Kill(); err != nil {
+		return err
+	}
+	err := <-x.exited
+	x.exited <- err
+	return nil
+}
+
+// Signal sends sig (SIGSTOP, SIGCONT) to the daemon.
+func (x *labXLB) Signal(sig os.Signal) error { return x.cmd.Process.Signal(sig) }
+
+// Restart starts the daemon again with the same configuration, in the same
+// namespace, once the previous process has exited.
+func (x *labXLB) Restart(ctx context.Context, logf func(string)) (*labXLB, error) {
+	return runLabXLB(ctx, x.ns, x.dir, x.config, logf)
 }

@@ -277,7 +277,9 @@ func (s *Speaker) onPeer(ev *apiutil.WatchEventMessage_PeerEvent, at time.Time) 
 	}
 	old := ps.state
 	ps.state, ps.since = st.SessionState, at
-	if old == gbgp.BGP_FSM_ESTABLISHED || st.DisconnectReason != api.PeerState_DISCONNECT_REASON_UNSPECIFIED {
+	// A session that went down, or a failure on the way up; leaving IDLE
+	// when the idle hold timer runs out is no error.
+	if old == gbgp.BGP_FSM_ESTABLISHED || (st.DisconnectReason != api.PeerState_DISCONNECT_REASON_UNSPECIFIED && st.DisconnectReason != api.PeerState_DISCONNECT_REASON_IDLE_TIMER_EXPIRED) {
 		if msg := disconnectText(st.DisconnectReason, st.DisconnectMessage); msg != "" {
 			ps.lastErr, ps.lastErrAt = msg, at
 		}

@@ -262,8 +262,8 @@ func readCommunities(t *table, b *BGP) {
 // family, with the session's address as next hop).
 func (l *loader) checkBGP() {
 	b := l.cfg.BGP
-	if b == nil {
-		return
+	if b == nil || len(l.is.errs) > 0 {
+		return // a peer dropped for an error would make this warning wrong
 	}
 	var peer4, peer6 bool
 	for _, p := range b.Peers {
