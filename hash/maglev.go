@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+
+	"github.com/xlbnet/xlb/pkg/prefetch"
 )
 
 // MaxTableSize bounds the Maglev table size M (4 bytes per slot twice).
@@ -246,6 +248,16 @@ func (t *MaglevTable) Lookup(h uint64) (id uint32, ok bool) {
 	}
 	s, _ := bits.Mul64(h, uint64(len(t.ids)))
 	return t.ids[s], true
+}
+
+// Prefetch starts loading the slot Lookup(h) will read, for a worker that
+// hashes a batch before it looks any of it up.
+func (t *MaglevTable) Prefetch(h uint64) {
+	if len(t.ids) == 0 {
+		return
+	}
+	s, _ := bits.Mul64(h, uint64(len(t.ids)))
+	prefetch.Of(&t.ids[s])
 }
 
 // Slot returns the slot index Lookup uses for h (for tools that explain a

@@ -7,25 +7,33 @@ import "sync/atomic"
 //
 // The worker owns it: it calls Count once per forwarded packet and Flush
 // once per batch; any goroutine may call Packets. Count touches only the
-// worker's own fields: it runs consecutive packets of one (rule, backend)
-// together (a batch of a bulk flow is one run) and Flush adds each run
-// with one atomic add to the published table, so the packet path costs a
-// compare and an increment, and no atomic per packet.
+// worker's own plain counters (an increment, and on the first packet of
+// a batch to that backend, one entry in the batch's list of touched
+// counters); Flush publishes each touched counter with one atomic store
+// of its total. So the packet path makes no atomic operation, and a batch
+// makes one per backend it sent to, however its packets interleave.
 //
-// The table is indexed by the stable rule and backend slots, so counts
-// survive snapshot swaps. It grows when a slot beyond it shows up (a new
-// rule or backend): the worker builds a larger table, copies the counts
-// and publishes it with one atomic store. That allocation happens once
-// per new slot, never per packet; readers of the old table see its counts
-// as of the switch, which the new table carries on.
+// The tables are indexed by the stable rule and backend slots, so counts
+// survive snapshot swaps. They grow when a slot beyond them shows up (a
+// new rule or backend): the worker builds larger ones, copies the counts
+// and publishes the new one with one atomic store. That allocation
+// happens once per new slot, never per packet; readers of the old table
+// see its counts as of the switch, which the new table carries on.
 type BackendStats struct {
 	table atomic.Pointer[backendCounts] // published to readers
-	own   *backendCounts                // the worker's copy of the same pointer
+	pub   *backendCounts                // the worker's copy of the same pointer
+	own   [][]ownCount                  // the worker's totals, same shape
 
-	// The current run of packets to one backend, not yet in the table.
-	rule    uint16
-	backend uint32
-	run     uint64
+	batch   uint32 // the current batch, stamped on the counters it touched
+	touched [Batch]*ownCount
+	ntouch  int
+}
+
+// ownCount is one worker-owned total and where it is published.
+type ownCount struct {
+	n     uint64
+	batch uint32 // the batch that last touched it
+	pub   *atomic.Uint64
 }
 
 // backendCounts is counts[rule slot][backend slot].
@@ -34,44 +42,49 @@ type backendCounts struct {
 }
 
 // Count records one packet sent to backend slot backend of rule slot
-// rule. Worker only; allocates nothing.
+// rule. Worker only; allocates nothing once the slot is known.
 func (s *BackendStats) Count(rule uint16, backend uint32) {
-	if s.run != 0 && rule == s.rule && backend == s.backend {
-		s.run++
-		return
+	if int(rule) >= len(s.own) || int(backend) >= len(s.own[rule]) {
+		s.grow(rule, backend)
 	}
-	s.Flush()
-	s.rule, s.backend, s.run = rule, backend, 1
+	c := &s.own[rule][backend]
+	c.n++
+	if c.batch != s.batch {
+		if s.ntouch == len(s.touched) {
+			s.Flush()
+		}
+		c.batch = s.batch
+		s.touched[s.ntouch] = c
+		s.ntouch++
+	}
 }
 
-// Flush adds the pending run to the published counts. The worker calls it
-// at the end of every batch, so readers are at most one batch behind.
+// Flush publishes the counters touched since the last Flush. The worker
+// calls it at the end of every batch, so readers are at most one batch
+// behind.
 func (s *BackendStats) Flush() {
-	if s.run == 0 {
-		return
+	for _, c := range s.touched[:s.ntouch] {
+		c.pub.Store(c.n)
 	}
-	t := s.own
-	if t == nil || int(s.rule) >= len(t.rules) || int(s.backend) >= len(t.rules[s.rule]) {
-		t = s.grow(s.rule, s.backend)
+	s.ntouch = 0
+	s.batch++
+	if s.batch == 0 {
+		s.batch = 1 // 0 is the stamp of a counter never touched
 	}
-	t.rules[s.rule][s.backend].Add(s.run)
-	s.run = 0
 }
 
-// grow publishes a table with room for (rule, backend), carrying the
+// grow publishes tables with room for (rule, backend), carrying the
 // counts over. Backend rows double so a rule that keeps gaining backends
 // regrows only logarithmically often.
-func (s *BackendStats) grow(rule uint16, backend uint32) *backendCounts {
-	old := s.own
-	n := int(rule) + 1
-	if old != nil {
-		n = max(n, len(old.rules))
-	}
-	t := &backendCounts{rules: make([][]atomic.Uint64, n)}
-	for r := range t.rules {
+func (s *BackendStats) grow(rule uint16, backend uint32) {
+	s.Flush() // the touched list points into the old rows
+	n := max(int(rule)+1, len(s.own))
+	pub := &backendCounts{rules: make([][]atomic.Uint64, n)}
+	own := make([][]ownCount, n)
+	for r := range n {
 		size := 0
-		if old != nil && r < len(old.rules) {
-			size = len(old.rules[r])
+		if r < len(s.own) {
+			size = len(s.own[r])
 		}
 		if r == int(rule) && int(backend) >= size {
 			size = max(int(backend)+1, 2*size, 8)
@@ -79,16 +92,18 @@ func (s *BackendStats) grow(rule uint16, backend uint32) *backendCounts {
 		if size == 0 {
 			continue
 		}
-		t.rules[r] = make([]atomic.Uint64, size)
-		if old != nil && r < len(old.rules) {
-			for b := range old.rules[r] {
-				t.rules[r][b].Store(old.rules[r][b].Load())
+		pub.rules[r] = make([]atomic.Uint64, size)
+		own[r] = make([]ownCount, size)
+		for b := range own[r] {
+			if r < len(s.own) && b < len(s.own[r]) {
+				own[r][b].n = s.own[r][b].n
 			}
+			own[r][b].pub = &pub.rules[r][b]
+			own[r][b].pub.Store(own[r][b].n)
 		}
 	}
-	s.own = t
-	s.table.Store(t)
-	return t
+	s.own, s.pub = own, pub
+	s.table.Store(pub)
 }
 
 // Packets returns the packets counted for (rule, backend) as of the

@@ -56,7 +56,7 @@ func BuildRule(cfg RuleConfig, st *failover.State, seed uint64, clock Clock) (Ru
 		r.Idle = conntrack.DefaultIdle
 	}
 	for p := range 256 {
-		r.Persist[p] = failover.Persists(cfg.Persistence, cfg.Mode, cfg.Affinity, uint8(p))
+		r.Persist.Set(uint8(p), failover.Persists(cfg.Persistence, cfg.Mode, cfg.Affinity, uint8(p)))
 	}
 	for _, b := range st.Backends {
 		if int(b.ID) >= len(r.Backends) {

@@ -33,18 +33,61 @@ type Decision struct {
 
 func drop(r Reason) Decision { return Decision{Verdict: Drop, Reason: r} }
 
+// path is what the second half of a decision (finish) has to do.
+type path uint8
+
+const (
+	pathDone     path = iota // decided by prepare: flow.done
+	pathFlow                 // decideFlow with the prepared key and probe
+	pathFragment             // decideFragment (fragment tracking)
+	pathICMPErr              // decideICMPError
+)
+
+// flow is one packet's decision between its two halves: prepare (rule,
+// tracking key, its conntrack Probe, and the selection hash when the
+// packet will need one) and finish (the table lookups and updates, in
+// packet order). The worker runs prepare over a whole batch and prefetches
+// what finish will read before it finishes any packet (see Worker.Step);
+// Decide runs the two back to back. Either way the key is hashed once.
+type flow struct {
+	key   hash.Key        // tracking key; zero when not trackable
+	probe conntrack.Probe // key's place in the queue's table (local)
+	hash  uint64          // selection hash, when hashed
+	done  Decision        // pathDone's decision
+	slot  uint16          // rule slot
+	path  path
+
+	trackable bool // the rule tracks this packet
+	shared    bool // in the shared PER_SESSION table, not the queue's own
+	local     bool // in the queue's own table: probe is set
+	lookup    bool // an entry, if valid, decides (false: a SYN that re-selects)
+	syn       bool // a TCP SYN without ACK
+	hashed    bool // hash holds the selection hash
+}
+
 // Decide places one parsed packet: rule match, session-affinity keys,
 // connection tracking, the eligible set's Maglev table, and the insert of a
 // new entry. It allocates nothing and takes no lock; q must be the calling
 // worker's own FlowTables and now the worker's clock reading for this batch.
 func (s *Snapshot) Decide(m *packet.Meta, q *FlowTables, now conntrack.Time) Decision {
+	var f flow
+	s.prepare(m, q, &f)
+	return s.finish(m, q, now, &f)
+}
+
+// prepare is the first half of Decide: everything that reads no
+// conntrack state. f must be zero or hold only a previous packet's flow.
+func (s *Snapshot) prepare(m *packet.Meta, q *FlowTables, f *flow) {
+	f.path = pathDone
 	if m.Proto == packet.ProtoICMP || m.Proto == packet.ProtoICMPv6 {
 		if m.Frag != packet.FragNonFirst {
 			if m.HasInner {
-				return s.decideICMPError(m, q, now)
+				f.path = pathICMPErr
+				return
 			}
 			if isEchoRequest(m) && m.Frag == packet.FragNone && s.matcher.IsVIP(&m.Dst) {
-				return Decision{Verdict: Reply}
+				f.done = Decision{Verdict: Reply}
+				return
 			}
 		}
 	}
@@ -52,16 +95,59 @@ func (s *Snapshot) Decide(m *packet.Meta, q *FlowTables, now conntrack.Time) Dec
 	mi := s.matcher.Match(&m.Dst, m.Proto, m.DstPort, hasPort)
 	if mi < 0 {
 		if m.Proto == packet.ProtoICMP || m.Proto == packet.ProtoICMPv6 {
-			return drop(ReasonICMPUnsupported)
+			f.done = drop(ReasonICMPUnsupported)
+		} else {
+			f.done = drop(ReasonNoRule)
 		}
-		return drop(ReasonNoRule)
+		return
 	}
 	slot := s.ruleOfMatch[mi]
 	r := &s.Rules[slot]
-	if r.FragmentTracking && m.Frag != packet.FragNone && q.Fragments != nil {
-		return s.decideFragment(r, slot, m, q, now)
+	if r.FragmentTracking && m.Frag != packet.FragNone && q != nil && q.Fragments != nil {
+		f.path, f.slot = pathFragment, slot
+		return
 	}
-	return s.decideFlow(r, slot, m, q, now)
+	s.prepareFlow(r, slot, m, q, f)
+}
+
+// prepareFlow builds m's tracking key under rule r and decides which
+// table holds it and whether an entry may decide: DESIGN §3 "New or
+// existing", the one place the SYN test is made. A packet that will be
+// placed by Maglev whatever the tables hold gets its selection hash now.
+// q may be nil (Explain): then nothing is located.
+func (s *Snapshot) prepareFlow(r *Rule, slot uint16, m *packet.Meta, q *FlowTables, f *flow) {
+	f.path, f.slot = pathFlow, slot
+	f.trackable = f.key.SetTracking(m, r.Affinity, r.Mode)
+	f.syn = m.Proto == packet.ProtoTCP && m.Frag != packet.FragNonFirst &&
+		m.TCPFlags&(packet.TCPFlagSYN|packet.TCPFlagACK) == packet.TCPFlagSYN
+	// A SYN re-selects under PER_CONNECTION, and under PER_SESSION with the
+	// 5-tuple affinities; otherwise it is looked up like any packet.
+	reselect := f.syn && (r.Mode == hash.PerConnection || r.Affinity == hash.AffinityNone || r.Affinity == hash.AffinityClientIPPortProto)
+	f.lookup = f.trackable && !reselect
+	// PER_SESSION 2- and 3-tuple sessions span connections that RSS spreads
+	// over queues, so they live in the shared table.
+	f.shared = f.trackable && r.Mode == hash.PerSession && f.key.Kind != hash.Tuple5 && (q == nil || q.Sessions != nil)
+	f.local = f.trackable && !f.shared && q != nil
+	if f.local {
+		f.probe = q.Conntrack.Locate(&f.key, slot)
+	}
+	f.hashed = !f.lookup
+	if f.hashed {
+		f.hash = hash.SelectionHash(m, r.Affinity, s.Seed)
+	}
+}
+
+// finish is the second half of Decide, run in packet order.
+func (s *Snapshot) finish(m *packet.Meta, q *FlowTables, now conntrack.Time, f *flow) Decision {
+	switch f.path {
+	case pathFlow:
+		return s.decideFlow(&s.Rules[f.slot], m, q, now, f, false, nil)
+	case pathFragment:
+		return s.decideFragment(&s.Rules[f.slot], f.slot, m, q, now)
+	case pathICMPErr:
+		return s.decideICMPError(m, q, now)
+	}
+	return f.done
 }
 
 // decideFragment keeps every fragment of a datagram on the backend of the
@@ -74,13 +160,16 @@ func (s *Snapshot) decideFragment(r *Rule, slot uint16, m *packet.Meta, q *FlowT
 	if v, ok := q.Fragments.Get(&fk, slot, now, 0); ok && r.valid(v, m.Proto, now) {
 		return Decision{Verdict: Tx, Rule: slot, Backend: v.Backend, Tracked: true}
 	}
+	var f flow
 	d := Decision{}
 	if m.Frag == packet.FragFirst {
 		whole := *m
 		whole.Frag = packet.FragNone
-		d = s.decideFlow(r, slot, &whole, q, now)
+		s.prepareFlow(r, slot, &whole, q, &f)
+		d = s.decideFlow(r, &whole, q, now, &f, false, nil)
 	} else {
-		d = s.decideFlow(r, slot, m, q, now)
+		s.prepareFlow(r, slot, m, q, &f)
+		d = s.decideFlow(r, m, q, now, &f, false, nil)
 	}
 	if d.Verdict == Tx {
 		q.Fragments.Set(&fk, slot, conntrack.Value{Backend: d.Backend, RuleGen: r.FlushGen, BackendGen: r.Backends[d.Backend].Stamp()}, now, FragmentTTL)
@@ -88,59 +177,56 @@ func (s *Snapshot) decideFragment(r *Rule, slot uint16, m *packet.Meta, q *FlowT
 	return d
 }
 
-// isNewConnection applies DESIGN §3 "New or existing": a TCP SYN without
-// ACK re-selects under PER_CONNECTION, and under PER_SESSION with the
-// 5-tuple affinities; otherwise it is looked up like any packet.
-func isNewConnection(r *Rule, m *packet.Meta) bool {
-	if m.Proto != packet.ProtoTCP || m.Frag == packet.FragNonFirst {
-		return false
-	}
-	if m.TCPFlags&(packet.TCPFlagSYN|packet.TCPFlagACK) != packet.TCPFlagSYN {
-		return false
-	}
-	return r.Mode == hash.PerConnection || r.Affinity == hash.AffinityNone || r.Affinity == hash.AffinityClientIPPortProto
-}
-
-func isSYN(m *packet.Meta) bool {
-	return m.Proto == packet.ProtoTCP && m.Frag != packet.FragNonFirst &&
-		m.TCPFlags&(packet.TCPFlagSYN|packet.TCPFlagACK) == packet.TCPFlagSYN
-}
-
 // decideFlow is the core: tracked entry if valid, else Maglev over the
 // eligible set, then record the choice when the flow is trackable.
-func (s *Snapshot) decideFlow(r *Rule, slot uint16, m *packet.Meta, q *FlowTables, now conntrack.Time) Decision {
-	var trk hash.Key // set in place: a 40-byte result by value costs a store-forwarding stall
-	trackable := trk.SetTracking(m, r.Affinity, r.Mode)
-	syn := isSYN(m)
-	// PER_SESSION 2- and 3-tuple sessions span connections that RSS spreads
-	// over queues, so they live in the shared table.
-	shared := trackable && r.Mode == hash.PerSession && trk.Kind != hash.Tuple5 && q.Sessions != nil
+//
+// icmpErr says m is the flow an ICMP error quotes: its entry is looked up
+// without confirming it or refreshing a shared session, and nothing is
+// created. A non-nil trace (Explain) takes the entry from its finder,
+// records each step, and changes nothing.
+func (s *Snapshot) decideFlow(r *Rule, m *packet.Meta, q *FlowTables, now conntrack.Time, f *flow, icmpErr bool, tr *trace) Decision {
+	slot := f.slot
 	var e *conntrack.Entry
-	if trackable && !isNewConnection(r, m) {
-		if shared {
-			if v, ok := q.Sessions.Get(&trk, slot, now, r.Idle); ok && r.valid(v, m.Proto, now) {
-				return Decision{Verdict: Tx, Rule: slot, Backend: v.Backend, Tracked: true}
-			}
-		} else if e = q.Conntrack.Lookup(&trk, slot, now, r.Idle, syn); e != nil {
+	switch {
+	case tr != nil:
+		if tr.entry(r, f, m.Proto, now) && f.lookup {
+			return Decision{Verdict: Tx, Rule: slot, Backend: tr.x.Entry.Backend, Tracked: true}
+		}
+	case !f.lookup:
+	case f.shared:
+		idle := r.Idle
+		if icmpErr {
+			idle = 0 // an error does not keep a session alive
+		}
+		if v, ok := q.Sessions.Get(&f.key, slot, now, idle); ok && r.valid(v, m.Proto, now) {
+			return Decision{Verdict: Tx, Rule: slot, Backend: v.Backend, Tracked: true}
+		}
+	default:
+		// An error message is no proof the flow is established, so it must
+		// not confirm an unconfirmed entry (syn = true).
+		if e = q.Conntrack.LookupAt(f.probe, &f.key, slot, now, r.Idle, f.syn || icmpErr); e != nil {
 			if v := e.Value(); r.valid(v, m.Proto, now) {
 				return Decision{Verdict: Tx, Rule: slot, Backend: v.Backend, Tracked: true}
 			}
 		}
 	}
-	h := hash.SelectionHash(m, r.Affinity, s.Seed)
+	h := f.hash
+	if !f.hashed {
+		h = hash.SelectionHash(m, r.Affinity, s.Seed)
+	}
 	id, ok := r.zoneTable(&m.Src).Lookup(h)
 	if !ok {
 		return drop(ReasonNoBackend)
 	}
-	if trackable {
+	if f.trackable && !icmpErr && tr == nil {
 		v := conntrack.Value{Backend: id, RuleGen: r.FlushGen, BackendGen: r.Backends[id].Stamp()}
 		switch {
-		case shared:
-			q.Sessions.Set(&trk, slot, v, now, r.Idle)
-		case e != nil && !syn:
+		case f.shared:
+			q.Sessions.Set(&f.key, slot, v, now, r.Idle)
+		case e != nil && !f.syn:
 			q.Conntrack.Reselect(e, v)
 		default:
-			q.Conntrack.Insert(&trk, slot, v, now, r.Idle, syn)
+			q.Conntrack.InsertAt(f.probe, &f.key, slot, v, now, r.Idle, f.syn)
 		}
 	}
 	return Decision{Verdict: Tx, Rule: slot, Backend: id, Hash: h}
@@ -149,42 +235,26 @@ func (s *Snapshot) decideFlow(r *Rule, slot uint16, m *packet.Meta, q *FlowTable
 // decideICMPError routes an ICMP or ICMPv6 error to the backend of the
 // flow it quotes, so path-MTU discovery works through the appliance. The
 // quoted packet is the backend's reply (VIP → client); reversed, it is the
-// client's flow. The error never creates or confirms an entry.
+// client's flow, which decideFlow looks up as an established segment.
+// The error never creates or confirms an entry.
 func (s *Snapshot) decideICMPError(m *packet.Meta, q *FlowTables, now conntrack.Time) Decision {
-	flow := packet.Meta{Family: m.Family}
-	flow.Src, flow.Dst = m.Inner.Dst, m.Inner.Src
-	flow.SrcPort, flow.DstPort = m.Inner.DstPort, m.Inner.SrcPort
-	flow.Proto = m.Inner.Proto
-	hasPort := flow.Proto == packet.ProtoTCP || flow.Proto == packet.ProtoUDP
-	if flow.Proto == packet.ProtoTCP {
-		flow.TCPFlags = packet.TCPFlagACK // an established segment: looked up, never new
+	flowMeta := packet.Meta{Family: m.Family}
+	flowMeta.Src, flowMeta.Dst = m.Inner.Dst, m.Inner.Src
+	flowMeta.SrcPort, flowMeta.DstPort = m.Inner.DstPort, m.Inner.SrcPort
+	flowMeta.Proto = m.Inner.Proto
+	hasPort := flowMeta.Proto == packet.ProtoTCP || flowMeta.Proto == packet.ProtoUDP
+	if flowMeta.Proto == packet.ProtoTCP {
+		flowMeta.TCPFlags = packet.TCPFlagACK // an established segment: looked up, never new
 	}
-	mi := s.matcher.Match(&flow.Dst, flow.Proto, flow.DstPort, hasPort)
+	mi := s.matcher.Match(&flowMeta.Dst, flowMeta.Proto, flowMeta.DstPort, hasPort)
 	if mi < 0 {
 		return drop(ReasonICMPNotForFlow)
 	}
 	slot := s.ruleOfMatch[mi]
 	r := &s.Rules[slot]
-	var trk hash.Key
-	if trk.SetTracking(&flow, r.Affinity, r.Mode) {
-		if r.Mode == hash.PerSession && trk.Kind != hash.Tuple5 && q.Sessions != nil {
-			if v, ok := q.Sessions.Get(&trk, slot, now, 0); ok && r.valid(v, flow.Proto, now) {
-				return Decision{Verdict: Tx, Rule: slot, Backend: v.Backend, Tracked: true}
-			}
-		} else if e := q.Conntrack.Lookup(&trk, slot, now, r.Idle, true); e != nil {
-			// syn = true: an error message is no proof the flow is
-			// established, so it must not confirm an unconfirmed entry.
-			if v := e.Value(); r.valid(v, flow.Proto, now) {
-				return Decision{Verdict: Tx, Rule: slot, Backend: v.Backend, Tracked: true}
-			}
-		}
-	}
-	h := hash.SelectionHash(&flow, r.Affinity, s.Seed)
-	id, ok := r.zoneTable(&flow.Src).Lookup(h)
-	if !ok {
-		return drop(ReasonNoBackend)
-	}
-	return Decision{Verdict: Tx, Rule: slot, Backend: id, Hash: h}
+	var f flow
+	s.prepareFlow(r, slot, &flowMeta, q, &f)
+	return s.decideFlow(r, &flowMeta, q, now, &f, true, nil)
 }
 
 func isEchoRequest(m *packet.Meta) bool {

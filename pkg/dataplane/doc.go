@@ -13,6 +13,49 @@
 //   - FlowTables is one worker's state: its conntrack.Table, touched by that
 //     worker only, and the conntrack.Shared tables (PER_SESSION sessions,
 //     fragment tracking) that all workers share.
+//   - A Worker owns its rings, its per-batch arrays (Meta, parse results,
+//     half-made decisions), its counters and its BackendStats; other
+//     goroutines only read Counters and BackendStats.Packets (atomics,
+//     published once per batch).
+//
+// # The batch (Worker.Step)
+//
+// A packet run to completion takes its cache misses one after the other:
+// the frame the kernel just wrote, the conntrack bucket's header line, the
+// matching slot line, the Maglev slot. On the appliance those are misses
+// to memory (a 2^20-flow table is 144 MiB), and in vivo they cost more
+// than everything else the worker does (issue 9: conntrack Lookup ~0.77
+// µs and Parse ~0.57 µs per packet, most of it on one load each). So Step
+// runs a batch in stages, each over all its packets, with the loads of the
+// next stage prefetched by the one before:
+//
+//	S1 prefetch each frame's header line(s)
+//	S2 packet.ParseInto into the worker's own [Batch]Meta (no copies)
+//	S3 prepare: rule, tracking key, Locate (the one bucket hash), prefetch
+//	   both bucket headers; for a packet Maglev will place whatever the
+//	   tables hold (SYN re-selection, untracked), the selection hash and a
+//	   prefetch of its Maglev slot
+//	S4 scan each packet's tags, prefetch the matching slot line
+//	S5 finish in packet order, with S3's Probe (no second hash); then S6
+//	   encapsulate and write the TX descriptors of that packet
+//
+// Deciding in packet order keeps the semantics of one packet at a time:
+// two packets of one new flow in a batch insert once and hit once, an
+// insert that evicts is seen by the later packets
+// (TestBatchEqualsOneAtATime holds the worker to Decide on a twin of the
+// tables). S5 and S6 share a loop: the backend's template is hot, and the
+// decision need not be stored. Decide itself is prepare then finish, so
+// the worker and every test of Decide run the same code. PER_SESSION
+// 2- and 3-tuple sessions (the shared table), fragments under fragment
+// tracking and ICMP errors are not prefetched: they are rare, and their
+// tables are shared or small.
+//
+// Per batch, not per packet: the snapshot pointer is loaded and tested
+// once; counters are summed in plain fields and added once; per-backend
+// counts are plain worker-owned totals published with one atomic store per
+// backend touched (BackendStats). A tracked hit computes no selection hash
+// unless its template reads one (GUE's source port, an IPv6 outer header's
+// flow label: encap.Template.UsesFlowHash).
 //
 // # Decide
 //
@@ -68,10 +111,18 @@
 //   - Table full: a SYN that finds no slot it may take is forwarded by its
 //     hash without an entry (counted by conntrack), never dropped.
 //
+// # Explain
+//
+// Explain runs decideFlow, Decide's own function, with a trace: the entry
+// comes from the caller's finder instead of the worker's tables, each step
+// is recorded, and nothing is created or confirmed. The SYN test ("New or
+// existing") is made once, in prepareFlow, for Decide and Explain alike;
+// an ICMP error's quoted flow goes through prepareFlow and decideFlow too
+// (looked up without confirming or refreshing, never created).
+//
 // # Measured
 //
-// BenchmarkDecide (hit, miss, syn) allocates nothing; see the issue notes
-// for the numbers of the latest run. On a shared, loaded VM the wall-clock
-// figures are several times the CPU time; the random-access cost of a
-// table larger than the caches dominates a hit.
+// BenchmarkDecide (hit, miss, syn) allocates nothing; bench/README.md has
+// the numbers, with BenchmarkPipeline's warm and cold cases and the
+// in-vivo profile.
 package dataplane

@@ -36,48 +36,57 @@ type Explanation struct {
 	Decision Decision // what Decide returns for this packet given the entry
 }
 
-// Explain mirrors Decide for one packet that is neither an ICMP message
-// nor a fragment (those follow other paths; Explain reports them
-// unmatched), using find instead of the worker's tables, and changes
-// nothing. Decide stays the reference: tests hold the two to the same
-// answer.
+// trace is what Explain passes down decideFlow: the entry comes from find
+// instead of the worker's tables, each step is recorded in x, and nothing
+// is changed.
+type trace struct {
+	find EntryFinder
+	x    *Explanation
+}
+
+// entry records f's tracked entry, if any, and reports whether it is
+// valid. The entry is looked for even when it cannot decide (a SYN that
+// re-selects), so the explanation shows what the SYN overrides.
+func (tr *trace) entry(r *Rule, f *flow, proto uint8, now conntrack.Time) bool {
+	x := tr.x
+	x.Tracking, x.Trackable, x.Shared, x.NewConnection = f.key, f.trackable, f.shared, f.trackable && !f.lookup
+	if f.trackable && tr.find != nil {
+		// The finder gets a copy: f must not escape to the heap (Decide
+		// shares decideFlow, and f lives on its stack).
+		k := f.key
+		x.Entry, x.EntryFound = tr.find(&k, f.slot, f.shared)
+		x.EntryValid = x.EntryFound && r.valid(x.Entry, proto, now)
+	}
+	return x.EntryValid
+}
+
+// Explain runs Decide's own decision (decideFlow) for one packet that is
+// neither an ICMP message nor a fragment (those follow other paths;
+// Explain reports them unmatched), with find in place of the worker's
+// tables and a trace of each step, and changes nothing. It also reports
+// the Maglev choice when an entry decided, for the operator's benefit.
 func (s *Snapshot) Explain(m *packet.Meta, now conntrack.Time, find EntryFinder) Explanation {
 	var x Explanation
 	if m.Frag != packet.FragNone || m.Proto == packet.ProtoICMP || m.Proto == packet.ProtoICMPv6 {
 		x.Decision = drop(ReasonNoRule)
 		return x
 	}
-	hasPort := m.Proto == packet.ProtoTCP || m.Proto == packet.ProtoUDP
-	mi := s.matcher.Match(&m.Dst, m.Proto, m.DstPort, hasPort)
-	if mi < 0 {
-		x.Decision = drop(ReasonNoRule)
+	var f flow
+	s.prepare(m, nil, &f)
+	if f.path != pathFlow {
+		x.Decision = f.done
 		return x
 	}
 	x.Matched = true
-	x.Rule = s.ruleOfMatch[mi]
+	x.Rule = f.slot
 	r := &s.Rules[x.Rule]
+	x.Decision = s.decideFlow(r, m, nil, now, &f, false, &trace{find: find, x: &x})
 
 	x.Selection.SetSelection(m, r.Affinity)
 	x.Hash = hash.Sum64(&x.Selection, s.Seed)
 	tbl := r.zoneTable(&m.Src) // the client's zone view under zonal affinity
 	x.Slot = tbl.Slot(x.Hash)
 	x.MaglevBackend, x.MaglevOK = tbl.Lookup(x.Hash)
-
-	x.Trackable = x.Tracking.SetTracking(m, r.Affinity, r.Mode)
-	x.Shared = x.Trackable && r.Mode == hash.PerSession && x.Tracking.Kind != hash.Tuple5
-	x.NewConnection = isNewConnection(r, m)
-	if x.Trackable && find != nil {
-		x.Entry, x.EntryFound = find(&x.Tracking, x.Rule, x.Shared)
-		x.EntryValid = x.EntryFound && r.valid(x.Entry, m.Proto, now)
-	}
-	switch {
-	case x.Trackable && !x.NewConnection && x.EntryValid:
-		x.Decision = Decision{Verdict: Tx, Rule: x.Rule, Backend: x.Entry.Backend, Tracked: true}
-	case x.MaglevOK:
-		x.Decision = Decision{Verdict: Tx, Rule: x.Rule, Backend: x.MaglevBackend, Hash: x.Hash}
-	default:
-		x.Decision = drop(ReasonNoBackend)
-	}
 	return x
 }
 

@@ -131,9 +131,9 @@ func newWorld(t *testing.T, spec ruleSpec) *world {
 	}
 	for p := range 256 {
 		if spec.persist != nil {
-			r.Persist[p] = spec.persist(uint8(p))
+			r.Persist.Set(uint8(p), spec.persist(uint8(p)))
 		} else {
-			r.Persist[p] = uint8(p) == packet.ProtoTCP
+			r.Persist.Set(uint8(p), uint8(p) == packet.ProtoTCP)
 		}
 	}
 	for _, name := range spec.backends {

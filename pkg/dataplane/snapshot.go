@@ -14,17 +14,15 @@ import (
 // in Rule.Backends is the rule-scoped backend slot: the ID stored in the
 // rule's Maglev table and in conntrack entries. The control plane keeps a
 // backend's slot for as long as the backend is configured (and draining),
-// so entries survive snapshot swaps.
+// so entries survive snapshot swaps. The fields a packet reads (Template,
+// Present, the generations) come first.
 type Backend struct {
-	Name    string   // the address as text: the backend's fleet-wide identity
-	Addr    [16]byte // IPv4 mapped into IPv6
-	Present bool     // the slot is in use
-
 	// Template is the precomputed encapsulation towards this backend (or
 	// the MAC rewrite for DIRECT). Nil while the backend's next hop is not
 	// resolved: the control plane keeps such a backend out of the eligible
 	// set, and a tracked flow to it is dropped (no-next-hop) until it is.
 	Template *encap.Template
+	Present  bool // the slot is in use
 
 	// The backend's generations, copied from its failover.BackendState
 	// (see the failover package's "Conntrack validity"). A conntrack entry
@@ -45,36 +43,58 @@ type Backend struct {
 	DrainGen     uint16
 	DrainFloor   uint16
 	DrainUntil   conntrack.Time
+
+	Name string   // the address as text: the backend's fleet-wide identity
+	Addr [16]byte // IPv4 mapped into IPv6
 }
 
-// Rule is one forwarding rule as the workers see it.
-type Rule struct {
-	Name    string
-	Present bool
-	Match   RuleMatch
+// ProtoSet is a set of IP protocol numbers, one bit each (32 bytes).
+type ProtoSet [4]uint64
 
-	Affinity hash.Affinity
-	Mode     hash.TrackingMode
-	Idle     conntrack.Ticks
-	// Persist[proto] says whether flows of that IP protocol stay on a
-	// backend that became unhealthy (the persistence table of DESIGN §3,
-	// evaluated for this rule's mode and affinity).
-	Persist [256]bool
+// Has reports whether p is in the set.
+func (s *ProtoSet) Has(p uint8) bool { return s[p>>6]&(1<<(p&63)) != 0 }
+
+// Set puts p in the set (in == true) or takes it out.
+func (s *ProtoSet) Set(p uint8, in bool) {
+	if in {
+		s[p>>6] |= 1 << (p & 63)
+	} else {
+		s[p>>6] &^= 1 << (p & 63)
+	}
+}
+
+// Rule is one forwarding rule as the workers see it. Its first cache line
+// holds every field a packet of the rule reads on a tracked hit or a miss
+// (TestRuleHotFields); Persist, read only when a backend's health
+// generation moved, comes next, and what only the control plane reads
+// last.
+type Rule struct {
+	// Backends holds the rule's backends by slot.
+	Backends []Backend
+	// Table is the weighted Maglev table over the eligible set; its IDs are
+	// indexes into Backends. Empty when nothing is eligible.
+	Table *hash.MaglevTable
+	// zones maps client prefixes to their zone's table (zonal affinity);
+	// nil when zonal affinity is off.
+	zones *[]zonePrefix
 	// FlushGen changes when the rule's entries must all be forgotten (a
 	// failover tier switch with connection_drain_on_failover = false).
 	FlushGen uint32
+	Idle     conntrack.Ticks
+	Affinity hash.Affinity
+	Mode     hash.TrackingMode
 	// FragmentTracking remembers each datagram's backend so all its
 	// fragments follow the first one to arrive (DESIGN §3 Fragments).
 	FragmentTracking bool
+	Present          bool
 
-	// Table is the weighted Maglev table over the eligible set; its IDs are
-	// indexes into Backends. Empty when nothing is eligible.
-	Table    *hash.MaglevTable
-	Backends []Backend
+	// Persist says whether flows of an IP protocol stay on a backend that
+	// became unhealthy (the persistence table of DESIGN §3, evaluated for
+	// this rule's mode and affinity).
+	Persist ProtoSet
 
-	// zones maps client prefixes to their zone's table (zonal affinity);
-	// empty when zonal affinity is off.
-	zones []zonePrefix
+	Name  string
+	Match RuleMatch
 }
 
 // Snapshot is everything the workers read that can change. It is built by
@@ -134,8 +154,11 @@ type ZoneTable struct {
 // first); nil when zonal affinity is off. For digests and tools: the packet
 // path uses the unexported form.
 func (r *Rule) ZoneTables() []ZoneTable {
+	if r.zones == nil {
+		return nil
+	}
 	var out []ZoneTable
-	for _, z := range r.zones {
+	for _, z := range *r.zones {
 		var a [16]byte
 		binary.BigEndian.PutUint64(a[0:8], z.hi)
 		binary.BigEndian.PutUint64(a[8:16], z.lo)
@@ -158,7 +181,7 @@ func (r *Rule) valid(v conntrack.Value, proto uint8, now conntrack.Time) bool {
 	if !b.Present {
 		return false
 	}
-	if uint16(v.BackendGen>>16) != b.UnhealthyGen && !r.Persist[proto] {
+	if uint16(v.BackendGen>>16) != b.UnhealthyGen && !r.Persist.Has(proto) {
 		return false
 	}
 	if drainGen := uint16(v.BackendGen); drainGen != b.DrainGen {

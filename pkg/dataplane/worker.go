@@ -10,6 +10,7 @@ import (
 	"github.com/xlbnet/xlb/hash"
 	"github.com/xlbnet/xlb/pkg/encap"
 	"github.com/xlbnet/xlb/pkg/packet"
+	"github.com/xlbnet/xlb/pkg/prefetch"
 	"github.com/xlbnet/xlb/ring"
 )
 
@@ -108,6 +109,12 @@ type Worker struct {
 	spare  [maxFragments - 1]uint64
 	extra  [maxFragments - 1][]byte
 	extraN [maxFragments - 1]int
+
+	// One batch's packets between the stages of Step: parsed headers,
+	// parse results and half-made decisions, in RX order.
+	metas  [Batch]packet.Meta
+	parsed [Batch]packet.Result
+	flows  [Batch]flow
 }
 
 // NewWorker returns the worker of one queue. idle is called when a loop
@@ -142,6 +149,21 @@ func (w *Worker) Run(ctx context.Context) {
 // Step runs one loop: recycle completed frames, refill the fill ring,
 // process one RX batch, publish TX, and do a bounded share of table
 // maintenance. It returns how many packets it received.
+//
+// The batch goes through stages, each over all its packets, so that the
+// cache misses of one stage's loads overlap instead of being taken one
+// packet after the other (see the package doc):
+//
+//	S1 prefetch each frame's first header line(s)
+//	S2 parse every frame into the worker's own Meta
+//	S3 match the rule, build the tracking key, hash it once (Probe) and
+//	   prefetch both bucket headers; for a packet that Maglev will place
+//	   whatever the tables hold (a SYN, an untracked flow), its selection
+//	   hash, and prefetch its Maglev slot
+//	S4 scan each packet's tags and prefetch the matching slot line
+//	S5 decide in packet order (lookups and inserts with the S3 Probe, so
+//	   two packets of one new flow in a batch behave as they would one at
+//	   a time), and S6 encapsulate and write its TX descriptors
 func (w *Worker) Step() int {
 	r := w.rings
 	r.Reclaim()
@@ -161,22 +183,15 @@ func (w *Worker) Step() int {
 		return 0
 	}
 	r.RX.Release(n)
-	snap := w.snapshot.Load()
 	ntx, ndrop := 0, 0
-	for i := range n {
-		d := w.rx[i]
-		var k int
-		if snap == nil {
-			w.counts.reasons[ReasonNoRule]++
-			k = 0
-		} else {
-			k = w.packet(snap, d, now, w.tx[ntx:])
+	if snap := w.snapshot.Load(); snap != nil {
+		ntx, ndrop = w.batch(snap, n, now)
+	} else {
+		for i := range n {
+			w.drops[i] = w.rx[i].Addr
 		}
-		if k == 0 {
-			w.drops[ndrop] = d.Addr
-			ndrop++
-		}
-		ntx += k
+		ndrop = n
+		w.counts.reasons[ReasonNoRule] += uint64(n)
 	}
 	w.counts.rx += uint64(n)
 	sent := r.TX.Submit(w.tx[:ntx])
@@ -199,26 +214,71 @@ func (w *Worker) Step() int {
 	return n
 }
 
-// packet handles one received frame and returns how many TX descriptors it
-// wrote to tx (0: the frame is dropped and goes back to the allocator).
-func (w *Worker) packet(snap *Snapshot, d ring.Desc, now conntrack.Time, tx []ring.Desc) int {
+// batch runs stages S1-S6 over the n received descriptors in w.rx and
+// returns how many TX descriptors it wrote to w.tx and how many frames it
+// put in w.drops.
+func (w *Worker) batch(snap *Snapshot, n int, now conntrack.Time) (ntx, ndrop int) {
 	r := w.rings
-	frame := r.Frame(d)
-	m, res := packet.Parse(frame)
-	if res != packet.OK {
-		w.counts.reasons[res]++
-		if res.Class() == packet.ClassPass {
-			w.counts.verdicts[Pass]++
-		} else {
-			w.counts.verdicts[Drop]++
-		}
-		return 0
+	q := &w.tables
+	ct := q.Conntrack
+	for i := range n { // S1
+		prefetchFrame(r.Frame(w.rx[i]))
 	}
-	dec := snap.Decide(&m, &w.tables, now)
+	for i := range n { // S2
+		w.parsed[i] = packet.ParseInto(r.Frame(w.rx[i]), &w.metas[i])
+	}
+	for i := range n { // S3
+		if w.parsed[i] != packet.OK {
+			continue
+		}
+		m, f := &w.metas[i], &w.flows[i]
+		snap.prepare(m, q, f)
+		if f.path != pathFlow {
+			continue
+		}
+		if f.local {
+			ct.PrefetchBuckets(f.probe)
+		}
+		if f.hashed {
+			snap.Rules[f.slot].zoneTable(&m.Src).Prefetch(f.hash)
+		}
+	}
+	for i := range n { // S4
+		if f := &w.flows[i]; w.parsed[i] == packet.OK && f.path == pathFlow && f.local && f.lookup {
+			ct.PrefetchSlot(f.probe)
+		}
+	}
+	for i := range n { // S5, S6
+		d := w.rx[i]
+		var k int
+		if res := w.parsed[i]; res != packet.OK {
+			w.counts.reasons[res]++
+			if res.Class() == packet.ClassPass {
+				w.counts.verdicts[Pass]++
+			} else {
+				w.counts.verdicts[Drop]++
+			}
+		} else {
+			k = w.forward(snap, d, &w.metas[i], snap.finish(&w.metas[i], q, now, &w.flows[i]), w.tx[ntx:])
+		}
+		if k == 0 {
+			w.drops[ndrop] = d.Addr
+			ndrop++
+		}
+		ntx += k
+	}
+	return ntx, ndrop
+}
+
+// forward carries out dec for the frame d (parsed into m) and returns how
+// many TX descriptors it wrote to tx (0: the frame is dropped and goes
+// back to the allocator).
+func (w *Worker) forward(snap *Snapshot, d ring.Desc, m *packet.Meta, dec Decision, tx []ring.Desc) int {
+	r := w.rings
 	w.counts.verdicts[dec.Verdict]++
 	switch dec.Verdict {
 	case Reply:
-		n := EchoReply(frame, &m)
+		n := EchoReply(r.Frame(d), m)
 		tx[0] = ring.Desc{Addr: d.Addr, Len: uint32(n)}
 		return 1
 	case Tx:
@@ -236,16 +296,16 @@ func (w *Worker) packet(snap *Snapshot, d ring.Desc, now conntrack.Time, tx []ri
 		return 0
 	}
 	h := dec.Hash
-	if h == 0 {
+	if dec.Tracked && t.UsesFlowHash() {
 		// A tracked flow skipped the selection hash; GUE's source port
 		// and the IPv6 flow label still need a per-flow value.
-		h = hash.SelectionHash(&m, hash.AffinityNone, snap.Seed)
+		h = hash.SelectionHash(m, hash.AffinityNone, snap.Seed)
 	}
 	chunkStart := r.UMEM.ChunkStart(d.Addr)
 	chunk := r.UMEM.Chunk(d.Addr)
 	off := int(d.Addr - chunkStart)
 	w.ipID++
-	newOff, newLen, er := t.Encap(chunk, off, int(d.Len), &m, h, w.ipID)
+	newOff, newLen, er := t.Encap(chunk, off, int(d.Len), m, h, w.ipID)
 	w.counts.encap[er]++
 	switch er {
 	case encap.OK:
@@ -257,7 +317,7 @@ func (w *Worker) packet(snap *Snapshot, d ring.Desc, now conntrack.Time, tx []ri
 		tx[0] = ring.Desc{Addr: chunkStart + uint64(newOff), Len: uint32(newLen)}
 		return 1
 	case encap.NeedFragments:
-		k := w.fragment(t, chunk, chunkStart, off, d, &m, h, tx)
+		k := w.fragment(t, chunk, chunkStart, off, d, m, h, tx)
 		if k > 0 {
 			w.Backends.Count(dec.Rule, dec.Backend)
 		}
@@ -268,6 +328,18 @@ func (w *Worker) packet(snap *Snapshot, d ring.Desc, now conntrack.Time, tx []ri
 	default:
 		w.counts.reasons[ReasonEncapFailed]++
 		return 0
+	}
+}
+
+// prefetchFrame starts loading the line(s) holding a frame's headers:
+// Ethernet, IPv4 and TCP fit the first 64 bytes; VLAN or IPv6 reach into
+// the second.
+func prefetchFrame(f []byte) {
+	if len(f) > 0 {
+		prefetch.Of(&f[0])
+		if len(f) > 64 {
+			prefetch.Of(&f[64])
+		}
 	}
 }
 

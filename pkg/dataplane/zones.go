@@ -41,12 +41,13 @@ func newZonePrefix(p netip.Prefix, t *hash.MaglevTable) zonePrefix {
 // zoneTable returns the Maglev table for a client: its zone's view when a
 // client prefix matches (longest first), else the rule's default table.
 func (r *Rule) zoneTable(src *[16]byte) *hash.MaglevTable {
-	if len(r.zones) == 0 {
+	if r.zones == nil {
 		return r.Table
 	}
+	zones := *r.zones
 	hi, lo := binary.BigEndian.Uint64(src[0:8]), binary.BigEndian.Uint64(src[8:16])
-	for i := range r.zones {
-		z := &r.zones[i]
+	for i := range zones {
+		z := &zones[i]
 		if hi&z.maskHi == z.hi && lo&z.maskLo == z.lo {
 			return z.table
 		}
@@ -58,11 +59,15 @@ func (r *Rule) zoneTable(src *[16]byte) *hash.MaglevTable {
 // the first match is the longest-prefix match. A prefix whose zone has no
 // view keeps the default table.
 func (r *Rule) setZones(prefixes []netip.Prefix, zoneOf []string, tables map[string]*hash.MaglevTable) {
-	r.zones = r.zones[:0]
+	var zones []zonePrefix
 	for i, p := range prefixes {
 		if t, ok := tables[zoneOf[i]]; ok {
-			r.zones = append(r.zones, newZonePrefix(p, t))
+			zones = append(zones, newZonePrefix(p, t))
 		}
 	}
-	slices.SortStableFunc(r.zones, func(a, b zonePrefix) int { return cmp.Compare(b.bits, a.bits) })
+	slices.SortStableFunc(zones, func(a, b zonePrefix) int { return cmp.Compare(b.bits, a.bits) })
+	r.zones = nil
+	if len(zones) > 0 {
+		r.zones = &zones
+	}
 }

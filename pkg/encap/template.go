@@ -199,3 +199,9 @@ func (t *Template) InnerMTU() int { return t.mtu - t.overhead }
 
 // Outer returns the family of the outer header (FamilyNone for Direct).
 func (t *Template) Outer() packet.Family { return t.outer }
+
+// UsesFlowHash reports whether Encap and Fragment read their flowHash: GUE
+// (the UDP source port) and an IPv6 outer header (the flow label, the
+// fragment identification). For the others any value gives the same
+// bytes, so a caller may pass 0 and skip computing the hash.
+func (t *Template) UsesFlowHash() bool { return t.kind == GUE || t.outer == packet.IPv6 }

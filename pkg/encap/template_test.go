@@ -123,3 +123,30 @@ func TestResultNames(t *testing.T) {
 		t.Errorf("names: %q %q", encap.TooBig, encap.Result(encap.NumResults))
 	}
 }
+
+// TestUsesFlowHash: the encapsulation of a packet changes with the flow
+// hash exactly when the template says it reads one.
+func TestUsesFlowHash(t *testing.T) {
+	for _, c := range perfCases() {
+		tmpl, err := encap.NewTemplate(c.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, r := packet.Parse(c.in)
+		if r != packet.OK {
+			t.Fatal(r)
+		}
+		var out [2][]byte
+		for i, h := range []uint64{0x0123456789abcdef, 0x0123456789abcdee} {
+			buf, off, n := chunk(c.in)
+			o, l, res := tmpl.Encap(buf, off, n, &m, h, 7)
+			if res != encap.OK {
+				t.Fatalf("%s: %v", c.name, res)
+			}
+			out[i] = buf[o : o+l]
+		}
+		if differ := string(out[0]) != string(out[1]); differ != tmpl.UsesFlowHash() {
+			t.Errorf("%s: output depends on the flow hash: %v; UsesFlowHash: %v", c.name, differ, tmpl.UsesFlowHash())
+		}
+	}
+}

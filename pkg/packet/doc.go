@@ -1,7 +1,8 @@
 // Package packet reads and writes the headers of one Ethernet frame in
 // place: header views over []byte, and Parse, which turns a received frame
 // into a Meta (offsets, 5-tuple, TCP flags, fragment state, the flow quoted
-// by an ICMP error) and a Result.
+// by an ICMP error) and a Result. ParseInto is the same into a Meta the
+// caller owns (the worker parses a batch into its own array).
 //
 // # Ownership and goroutines
 //

@@ -69,6 +69,12 @@ func FuzzParse(f *testing.F) {
 		if m2, res2 := packet.Parse(frame); m2 != m || res2 != res {
 			t.Fatalf("Parse is not deterministic: %v then %v", res, res2)
 		}
+		// ParseInto gives the same into a Meta that held another packet.
+		dirty := packet.Meta{L3Off: 99, HasInner: true, Frag: packet.FragNonFirst, ICMPMTU: 7}
+		dirty.Src[3] = 1
+		if res3 := packet.ParseInto(frame, &dirty); dirty != m || res3 != res {
+			t.Fatalf("ParseInto into a used Meta: %v, Parse: %v", res3, res)
+		}
 		checkInvariants(t, frame, m, res)
 	})
 }

@@ -267,7 +267,9 @@ func TestParseAllocs(t *testing.T) {
 		if allocs != 0 {
 			t.Errorf("%s: Parse allocates %v times per call, want 0", g.name, allocs)
 		}
-		_ = sink
+		if allocs := testing.AllocsPerRun(100, func() { packet.ParseInto(g.frame, &sink) }); allocs != 0 {
+			t.Errorf("%s: ParseInto allocates %v times per call, want 0", g.name, allocs)
+		}
 	}
 }
 
