@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,19 +16,55 @@ import (
 	"github.com/xlbnet/xlb/pkg/control"
 )
 
-// fakeDaemon answers the control API like a daemon with one rule.
+// fakeDaemon answers the control API like a daemon with one rule. It
+// keeps the CLI overrides of each backend as the daemon's state overlay
+// does, and shows them in its rows with source cli, so a test can check
+// what a change did to the state rather than what a message says.
 type fakeDaemon struct {
 	mu        sync.Mutex
 	changes   []control.BackendChange
 	queries   []control.ConntrackQuery
 	appliance []control.ApplianceAction
+	overrides map[string]*fakeOverride // by backend address
 }
 
+// fakeOverride is one backend's overrides; nil fields are not set.
+type fakeOverride struct {
+	role    string
+	drained bool
+	weight  *int
+}
+
+func newFakeDaemon() *fakeDaemon {
+	five := 5
+	return &fakeDaemon{overrides: map[string]*fakeOverride{"192.0.2.2": {role: "failover", drained: true, weight: &five}}}
+}
+
+// backends are the rule's rows as the rule files make them, with the
+// overrides laid over them.
 func (f *fakeDaemon) backends() []control.Backend {
-	return []control.Backend{
-		{Rule: "web", Address: "192.0.2.1", Role: "primary", RoleSource: "config", Admin: "IN_SERVICE", AdminSource: "config", Health: "HEALTHY", WeightConfigured: -1, WeightEffective: 1, Share: 0.5, Eligible: true, Tier: "PRIMARY", Connections: 12, SessionEntries: 0, Packets: 100, PacketsPerSec: 42},
-		{Rule: "web", Address: "192.0.2.2", Role: "failover", RoleSource: "cli", Admin: "DRAINED", AdminSource: "cli", Health: "HEALTHY", WeightConfigured: 5, WeightSource: "cli", Tier: "PRIMARY", Connections: -1, Packets: -1},
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	bs := []control.Backend{
+		{Rule: "web", Address: "192.0.2.1", Role: "primary", RoleSource: "config", Admin: "IN_SERVICE", AdminSource: "config", Health: "HEALTHY", WeightConfigured: -1, WeightSource: "config", WeightEffective: 1, Share: 0.5, Eligible: true, Tier: "PRIMARY", Connections: 12, SessionEntries: 0, Packets: 100, PacketsPerSec: 42},
+		{Rule: "web", Address: "192.0.2.2", Role: "primary", RoleSource: "config", Admin: "IN_SERVICE", AdminSource: "config", Health: "HEALTHY", WeightConfigured: -1, WeightSource: "config", Tier: "PRIMARY", Connections: -1, Packets: -1},
 	}
+	for i := range bs {
+		o := f.overrides[bs[i].Address]
+		if o == nil {
+			continue
+		}
+		if o.role != "" {
+			bs[i].Role, bs[i].RoleSource = o.role, "cli"
+		}
+		if o.drained {
+			bs[i].Admin, bs[i].AdminSource = "DRAINED", "cli"
+		}
+		if o.weight != nil {
+			bs[i].WeightConfigured, bs[i].WeightSource = *o.weight, "cli"
+		}
+	}
+	return bs
 }
 
 func (f *fakeDaemon) Status(context.Context) (*control.Status, error) {
@@ -45,9 +82,44 @@ func (f *fakeDaemon) Backends(_ context.Context, rule string) ([]control.Backend
 
 func (f *fakeDaemon) ChangeBackend(_ context.Context, c control.BackendChange) (*control.BackendChangeResult, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.changes = append(f.changes, c)
-	return &control.BackendChangeResult{Changed: true, Message: c.Backend + " of rule " + c.Rule + " " + string(c.Action), Backend: f.backends()[0]}, nil
+	o := f.overrides[c.Backend]
+	if o == nil {
+		o = &fakeOverride{}
+		f.overrides[c.Backend] = o
+	}
+	switch c.Action {
+	case control.ActionMark:
+		o.role = c.Role
+	case control.ActionDrain:
+		o.drained = true
+	case control.ActionUndrain:
+		o.drained = false
+	case control.ActionWeight:
+		w := *c.Weight
+		o.weight = &w
+	case control.ActionReset:
+		delete(f.overrides, c.Backend)
+	}
+	f.mu.Unlock()
+	res := &control.BackendChangeResult{Changed: true, Message: "changed"}
+	for _, b := range f.backends() {
+		if b.Address == c.Backend {
+			res.Backend = b
+		}
+	}
+	return res, nil
+}
+
+// override returns a copy of a backend's overrides (nil: none).
+func (f *fakeDaemon) override(addr string) *fakeOverride {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if o := f.overrides[addr]; o != nil {
+		c := *o
+		return &c
+	}
+	return nil
 }
 
 func (f *fakeDaemon) Reload(context.Context) (*control.ReloadResult, error) {
@@ -80,7 +152,7 @@ func fakeSocket(t *testing.T) (*fakeDaemon, string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "run", "xlb.sock")
-	f := &fakeDaemon{}
+	f := newFakeDaemon()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- control.Serve(ctx, sock, control.NewHandler(f)) }()
@@ -110,9 +182,6 @@ func TestControlCommands(t *testing.T) {
 		{[]string{"status", "-c", cfg}, []string{"TCP 203.0.113.10 80  rule web", "tier PRIMARY: 1 eligible", "-> 192.0.2.1", "primary (config)", "IN_SERVICE (config)", "50.0%", "yes, PRIMARY", "42", "DRAINED (cli)", "5 (cli)", "no-rule 10", "not applied"}},
 		{[]string{"status", "--socket", sock, "--json"}, []string{`"rx_packets": 1000`, `"role_source": "cli"`}},
 		{[]string{"backend", "list", "-c", cfg, "--rule", "web"}, []string{"RULE", "VIP", "web   203.0.113.10", "192.0.2.2"}},
-		{[]string{"backend", "mark", "-c", cfg, "--rule", "web", "--role", "failover", "192.0.2.1"}, []string{"192.0.2.1 of rule web mark"}},
-		{[]string{"backend", "weight", "-c", cfg, "--rule", "web", "192.0.2.1", "7"}, []string{"weight"}},
-		{[]string{"backend", "reset", "-c", cfg, "--rule", "web", "192.0.2.1"}, []string{"reset"}},
 		{[]string{"conntrack", "list", "-c", cfg, "--rule", "web", "--backend", "192.0.2.1"}, []string{"TCP 198.51.100.7:40000 → 203.0.113.10:80", "1 of 3 entries shown"}},
 		{[]string{"conntrack", "count", "-c", cfg}, []string{"3"}},
 		{[]string{"conntrack", "flush", "-c", cfg, "--rule", "web"}, []string{"flushed 3 entries"}},
@@ -130,9 +199,6 @@ func TestControlCommands(t *testing.T) {
 			}
 		})
 	}
-	if len(f.changes) != 3 || f.changes[0].Role != "failover" || *f.changes[1].Weight != 7 || f.changes[2].Action != "reset" {
-		t.Errorf("daemon got %+v", f.changes)
-	}
 	if q := f.queries[0]; q.Op != "list" || q.Rule != "web" || q.Backend != "192.0.2.1" || q.Limit != 1000 {
 		t.Errorf("conntrack list reached the daemon as %+v", q)
 	}
@@ -149,26 +215,108 @@ func TestControlCommands(t *testing.T) {
 	}
 }
 
+// rowOf returns the line of a backend table that lists addr.
+func rowOf(t *testing.T, out, addr string) string {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, " "+addr+" ") {
+			return l
+		}
+	}
+	t.Fatalf("no row for %s in:\n%s", addr, out)
+	return ""
+}
+
+// TestBackendChangeCommands: each change reaches the daemon as the request
+// it names, changes the backend's state there, and the CLI prints the
+// changed row; backend list then shows the change with source cli, and
+// reset takes every override away again. The other backend's overrides
+// stay.
+func TestBackendChangeCommands(t *testing.T) {
+	f, _, cfg := fakeSocket(t)
+	run := func(args ...string) string {
+		t.Helper()
+		out, errOut, err := runXLB(t, append(args[:2:2], append([]string{"-c", cfg, "--rule", "web"}, args[2:]...)...)...)
+		if err != nil {
+			t.Fatalf("%v: %v (stderr %q)", args, err, errOut)
+		}
+		return out
+	}
+	cols := func(row string, want ...string) {
+		t.Helper()
+		for _, w := range want {
+			if !strings.Contains(row, w) {
+				t.Errorf("row %q lacks %q", row, w)
+			}
+		}
+	}
+
+	row := rowOf(t, run("backend", "mark", "--role", "failover", "192.0.2.1"), "192.0.2.1")
+	cols(row, "failover (cli)", "IN_SERVICE (config)")
+	if o := f.override("192.0.2.1"); o == nil || o.role != "failover" || o.weight != nil || o.drained {
+		t.Errorf("after mark: override %+v, want role failover only", o)
+	}
+
+	row = rowOf(t, run("backend", "weight", "192.0.2.1", "7"), "192.0.2.1")
+	cols(row, "failover (cli)", "7 (cli)")
+	if o := f.override("192.0.2.1"); o == nil || o.weight == nil || *o.weight != 7 || o.role != "failover" {
+		t.Errorf("after weight: override %+v, want weight 7 and role failover", o)
+	}
+	cols(rowOf(t, run("backend", "list"), "192.0.2.1"), "failover (cli)", "7 (cli)")
+
+	row = rowOf(t, run("backend", "drain", "192.0.2.1"), "192.0.2.1")
+	cols(row, "DRAINED (cli)", "7 (cli)")
+
+	row = rowOf(t, run("backend", "reset", "192.0.2.1"), "192.0.2.1")
+	cols(row, "primary (config)", "IN_SERVICE (config)", "  -  ")
+	if o := f.override("192.0.2.1"); o != nil {
+		t.Errorf("after reset: override %+v, want none", o)
+	}
+	list := run("backend", "list")
+	cols(rowOf(t, list, "192.0.2.1"), "primary (config)", "IN_SERVICE (config)")
+	if strings.Contains(rowOf(t, list, "192.0.2.1"), "(cli)") {
+		t.Errorf("reset left a cli value: %q", rowOf(t, list, "192.0.2.1"))
+	}
+	cols(rowOf(t, list, "192.0.2.2"), "failover (cli)", "DRAINED (cli)", "5 (cli)")
+
+	var actions []control.BackendAction
+	for _, c := range f.changes {
+		actions = append(actions, c.Action)
+		if c.Rule != "web" || c.Backend != "192.0.2.1" {
+			t.Errorf("change %+v: want rule web, backend 192.0.2.1", c)
+		}
+	}
+	if want := []control.BackendAction{control.ActionMark, control.ActionWeight, control.ActionDrain, control.ActionReset}; !slices.Equal(actions, want) {
+		t.Errorf("daemon got actions %v, want %v", actions, want)
+	}
+}
+
 func TestControlUsageErrors(t *testing.T) {
 	_, _, cfg := fakeSocket(t)
-	for _, args := range [][]string{
-		{"backend", "mark", "-c", cfg, "--rule", "web", "192.0.2.1"},                    // no --role
-		{"backend", "mark", "-c", cfg, "--rule", "web", "--role", "spare", "192.0.2.1"}, // bad role
-		{"backend", "drain", "-c", cfg, "192.0.2.1"},                                    // no --rule
-		{"backend", "drain", "-c", cfg, "--rule", "web"},                                // no address
-		{"backend", "weight", "-c", cfg, "--rule", "web", "192.0.2.1", "heavy"},         // not a number
-		{"backend", "weight", "-c", cfg, "--rule", "web", "192.0.2.1", "1001"},          // out of range
-		{"conntrack", "count", "-c", cfg, "--backend", "192.0.2.1"},                     // backend without rule
-		{"lookup", "-c", cfg, "--rule", "web"},                                          // no --src
-		{"status", "-c", cfg, "extra"},                                                  // argument
-		{"simulate", "-c", cfg},                                                         // no change
-		{"simulate", "-c", cfg, "--weight", "192.0.2.1"},                                // no =N
-		{"simulate", "-c", cfg, "--role", "192.0.2.1=spare"},                            // bad role
-		{"simulate", "-c", cfg, "--remove", "backend-1"},                                // not an address
+	for _, tc := range []struct {
+		args []string
+		want string // the whole message
+	}{
+		{[]string{"backend", "mark", "-c", cfg, "--rule", "web", "192.0.2.1"}, `--role "": want primary or failover`},
+		{[]string{"backend", "mark", "-c", cfg, "--rule", "web", "--role", "spare", "192.0.2.1"}, `--role "spare": want primary or failover`},
+		{[]string{"backend", "drain", "-c", cfg, "192.0.2.1"}, "drain: --rule is required"}, // urfave/cli's FullName of a subcommand is its own name,
+		{[]string{"backend", "drain", "-c", cfg, "--rule", "web"}, "backend drain: want ADDR, got 0 argument(s)"},
+		{[]string{"backend", "weight", "-c", cfg, "--rule", "web", "192.0.2.1", "heavy"}, `backend weight: "heavy" is not a weight in 0..1000`},
+		{[]string{"backend", "weight", "-c", cfg, "--rule", "web", "192.0.2.1", "1001"}, `backend weight: "1001" is not a weight in 0..1000`},
+		{[]string{"conntrack", "count", "-c", cfg, "--backend", "192.0.2.1"}, "conntrack count: --backend needs --rule"},
+		{[]string{"conntrack", "list", "-c", cfg, "--limit", "0"}, "conntrack list: --limit 0: want at least 1"},
+		{[]string{"lookup", "-c", cfg, "--rule", "web"}, "lookup: --src is required"},
+		{[]string{"lookup", "-c", cfg, "--rule", "web", "--src", "198.51.100.7:1", "--dst-port", "70000"}, "--dst-port 70000: want 1..65535"},
+		{[]string{"status", "-c", cfg, "extra"}, `status takes no arguments, got "extra"`},
+		{[]string{"simulate", "-c", cfg}, "simulate: give a change: --remove, --add, --weight or --role"},
+		{[]string{"simulate", "-c", cfg, "--weight", "192.0.2.1"}, `--weight "192.0.2.1": want ADDR=N with N in 0..1000`},
+		{[]string{"simulate", "-c", cfg, "--role", "192.0.2.1=spare"}, `--role "192.0.2.1=spare": want ADDR=primary or ADDR=failover`},
+		{[]string{"simulate", "-c", cfg, "--remove", "backend-1"}, `--remove "backend-1": not an IP address`},
+		{[]string{"simulate", "-c", cfg, "--remove", "192.0.2.1", "--flows", "-1"}, "--flows -1: want 0 or more"},
 	} {
-		_, _, err := runXLB(t, args...)
-		if err == nil || exitCode(err) != 2 {
-			t.Errorf("%v: %v (exit %d), want a usage error", args, err, exitCode(err))
+		_, _, err := runXLB(t, tc.args...)
+		if err == nil || exitCode(err) != 2 || err.Error() != tc.want {
+			t.Errorf("%v: %v (exit %d), want the usage error %q", tc.args, err, exitCode(err), tc.want)
 		}
 	}
 	// No daemon: one clear line, exit 1.

@@ -47,10 +47,17 @@ func TestEveryCommandHasHelp(t *testing.T) {
 }
 
 func TestUnknownCommandAndFlag(t *testing.T) {
-	for _, args := range [][]string{{"bogus"}, {"validate", "--bogus"}} {
-		_, _, err := runXLB(t, args...)
-		if err == nil || exitCode(err) != 2 {
-			t.Errorf("%v: err = %v, exit %d; want a usage error (exit 2)", args, err, exitCode(err))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bogus"}, `unknown command "bogus" (see 'xlb --help')`},
+		{[]string{"validate", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"backend", "list", "--limit", "3"}, "flag provided but not defined: -limit"},
+	} {
+		_, _, err := runXLB(t, tc.args...)
+		if err == nil || exitCode(err) != 2 || err.Error() != tc.want {
+			t.Errorf("%v: err = %v, exit %d; want the usage error %q (exit 2)", tc.args, err, exitCode(err), tc.want)
 		}
 	}
 }

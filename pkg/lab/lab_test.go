@@ -272,23 +272,32 @@ func TestUpCleansUpAfterFailure(t *testing.T) {
 }
 
 func TestOptionsRejected(t *testing.T) {
-	for name, o := range map[string]lab.Options{
-		"too many backends": {Backends: 151},
-		"too many clients":  {ClientAddrs: lab.MaxClientAddrs + 1},
-		"tiny mtu":          {FabricMTU: 1000},
-		"vip in plan":       {VIP4: netip.MustParseAddr("198.18.0.50")},
-		"v6 as v4 vip":      {VIP4: netip.MustParseAddr("fd00::1")},
-		"slash in prefix":   {Prefix: "a/b"},
-		"same ports":        {HTTPPort: 8080},
+	for name, tc := range map[string]struct {
+		o    lab.Options
+		want string
+	}{
+		"too many backends": {lab.Options{Backends: 151}, "backends 151 outside 1..150"},
+		"too many clients":  {lab.Options{ClientAddrs: lab.MaxClientAddrs + 1}, fmt.Sprintf("client addresses %d outside 1..%d", lab.MaxClientAddrs+1, lab.MaxClientAddrs)},
+		"tiny mtu":          {lab.Options{FabricMTU: 1000}, "mtu 1000 outside 1280..65535 (IPv6 needs 1280)"},
+		"vip in plan":       {lab.Options{VIP4: netip.MustParseAddr("198.18.0.50")}, "vip inside the lab's own 198.18.0.0/24"},
+		"v6 as v4 vip":      {lab.Options{VIP4: netip.MustParseAddr("fd00::1")}, "vip4 must be IPv4 and vip6 IPv6"},
+		"slash in prefix":   {lab.Options{Prefix: "a/b"}, `prefix "a/b": want at most 40 characters, no slash or space`},
+		"same ports":        {lab.Options{HTTPPort: 8080}, "http and health port are both 8080"},
 	} {
+		o := tc.o
 		if o.Prefix == "" {
 			// A unique prefix: an Up accepted by mistake must neither
 			// meet nor leave behind the default lab.
 			o.Prefix = testutil.Unique("lr") + "-"
 		}
-		if l, err := lab.Up(context.Background(), o); err == nil {
+		l, err := lab.Up(context.Background(), o)
+		if err == nil {
 			l.Close()
 			t.Errorf("%s: Up accepted %+v", name, o)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", name, err, tc.want)
 		}
 	}
 }
