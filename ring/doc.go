@@ -11,7 +11,7 @@
 //	   ▲                RX ring  ◀──────────────────────────┘
 //	   │                  │ Peek → process in place → Release
 //	   │                  ▼
-//	   │   drop: FreeDescs       forward: TX.Submit ──▶ TX ring ──▶ wire
+//	   │   drop: Frames.Free     forward: TX.Submit ──▶ TX ring ──▶ wire
 //	   │                                                    │
 //	   └──Reclaim── COMPLETION ring ◀───────────────────────┘
 //
@@ -32,7 +32,8 @@
 //	Frames (free)      → Refill puts it on the fill ring (kernel's)
 //	kernel, fill/RX    → after RX.Peek+Release: the caller's
 //	the caller         → TX.Submit (kernel's until completion), or
-//	                     Frames.Free/FreeDescs (drop), or Fill.Submit (reuse)
+//	                     Frames.Free (drop; FreeDescs for whole
+//	                     descriptors), or Fill.Submit (reuse)
 //	kernel, TX         → after Completion.Peek+Release (Reclaim): Frames
 //
 // "Valid until" on a method means: slices from [UMEM.Frame] and

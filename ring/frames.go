@@ -63,8 +63,11 @@ func (f *Frames) Free(addrs []uint64) {
 	}
 }
 
-// FreeDescs returns the chunks of dropped packets to the allocator, as
-// Free does for addresses. The worker's drop path: no conversion buffer.
+// FreeDescs returns the chunks of whole descriptors to the allocator, as
+// Free does for addresses: for a caller that drops a batch as it came
+// (tests, tools). The worker's drop path is Free: it collects the
+// addresses of dropped frames (and spare fragment chunks) in its own
+// array while it decides the batch.
 func (f *Frames) FreeDescs(descs []Desc) {
 	if len(f.free)+len(descs) > f.numFrames {
 		panic("ring: Frames.FreeDescs of more chunks than the UMEM has (double free)")

@@ -149,6 +149,3 @@ func (d *daemon) Status() publishedStatus {
 	defer d.mu.Unlock()
 	return d.status
 }
-
-// engine returns the data plane.
-func (d *daemon) Engine() *engine { return d.engine }

@@ -25,6 +25,13 @@
 // its own templates) guarantees the minimum size first; a short slice
 // panics with an index error rather than reading garbage.
 //
+// Exported surface (issue 15): the views, their offset and size
+// constants and the protocol numbers stay exported even where only this
+// package reads them, as in gVisor's tcpip/header: they are the
+// protocols' named facts, one table per header, and a partly unexported
+// table would hide which offsets exist. What is not a protocol fact is
+// unexported.
+//
 // format.go names IP protocols for people (ProtoName, ParseProto: the
 // CLI's --proto and every printed flow); it is not on the packet path.
 //

@@ -8,20 +8,20 @@
 // [Run] starts one goroutine per thread. Each locks itself to an OS
 // thread, pins that thread to CPU (FirstThread+i) mod NumCPU, opens its
 // own ring.Socket on TX queue FirstThread+i (pktgen's QUEUE_MAP_CPU) and
-// owns the socket, its [Generator] and its [Sender]; nothing is shared
+// owns the socket, its [Generator] and its sender; nothing is shared
 // between threads but the context and the result slot each writes once.
 // With Config.Netns the thread enters that namespace itself and is never
 // unlocked, so the namespace dies with the thread.
 //
 // # The packet path
 //
-// [NewSender] copies the template into every free UMEM chunk once. Per
+// newSender copies the template into every free UMEM chunk once. Per
 // packet, [Generator.Next] writes only the source and destination address
 // (the low 64 bits for IPv6), the two ports, the IPv4 header checksum and
 // the L4 checksum. The checksums are finished from ones' complement sums
 // precomputed over everything that never varies (RFC 1624 style: the sum
 // of the fixed part plus the new words), so a packet costs a few stores
-// and additions whatever its size. [Sender.Send] allocates nothing
+// and additions whatever its size. sender.Send allocates nothing
 // (tested with testing.AllocsPerRun) and makes no syscall; the wake-up
 // (sendto) happens only when the kernel asks for it (ring.Rings.KickTX):
 // in copy mode it sends at most 32 frames per call on the sender's own

@@ -270,7 +270,7 @@ func TestResultLines(t *testing.T) {
 	}
 }
 
-func newFakeSender(t testing.TB, p Packet, batch int) (*ring.Fake, *Sender) {
+func newFakeSender(t testing.TB, p Packet, batch int) (*ring.Fake, *sender) {
 	t.Helper()
 	fake, err := ring.NewFake(ring.Options{NumFrames: 512, RingSize: 256})
 	if err != nil {
@@ -280,7 +280,7 @@ func newFakeSender(t testing.TB, p Packet, batch int) (*ring.Fake, *Sender) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fake, NewSender(fake.Rings(), g, batch)
+	return fake, newSender(fake.Rings(), g, batch)
 }
 
 // TestSenderOverFake: every frame the "kernel" takes is a whole valid

@@ -104,7 +104,7 @@ func thread(ctx context.Context, cfg Config, i int, ready chan<- error, start <-
 		return res, nil
 	}
 	res.Size = gen.Size()
-	s := NewSender(sock.Rings(), gen, cfg.Batch)
+	s := newSender(sock.Rings(), gen, cfg.Batch)
 	ready <- nil
 	<-start
 	if ctx.Err() != nil {
@@ -124,7 +124,7 @@ func thread(ctx context.Context, cfg Config, i int, ready chan<- error, start <-
 }
 
 // send is the thread's loop: pace, submit, kick, reclaim.
-func send(ctx context.Context, cfg Config, s *Sender, res *Result) error {
+func send(ctx context.Context, cfg Config, s *sender, res *Result) error {
 	done := ctx.Done()
 	count := cfg.Count
 	begin := time.Now()

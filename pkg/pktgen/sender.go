@@ -4,11 +4,11 @@ import (
 	"github.com/xlbnet/xlb/ring"
 )
 
-// Sender drives one queue's TX side: it takes free chunks, lets the
+// sender drives one queue's TX side: it takes free chunks, lets the
 // Generator write the varying fields into them, submits them in batches
 // and reclaims completed ones. It owns the Rings (one goroutine) and
-// allocates nothing after NewSender.
-type Sender struct {
+// allocates nothing after newSender.
+type sender struct {
 	r     *ring.Rings
 	gen   *Generator
 	addrs []uint64
@@ -18,10 +18,10 @@ type Sender struct {
 	Completed uint64 // descriptors the kernel (or Fake) has sent
 }
 
-// NewSender writes the template into every free chunk of r (fields that
+// newSender writes the template into every free chunk of r (fields that
 // never vary are written once, here) and returns the sender.
-func NewSender(r *ring.Rings, gen *Generator, batch int) *Sender {
-	s := &Sender{r: r, gen: gen, addrs: make([]uint64, max(batch, r.Frames.Len())), descs: make([]ring.Desc, batch)}
+func newSender(r *ring.Rings, gen *Generator, batch int) *sender {
+	s := &sender{r: r, gen: gen, addrs: make([]uint64, max(batch, r.Frames.Len())), descs: make([]ring.Desc, batch)}
 	n := r.Frames.Alloc(s.addrs)
 	for _, a := range s.addrs[:n] {
 		copy(r.UMEM.Chunk(a), gen.Template())
@@ -32,14 +32,14 @@ func NewSender(r *ring.Rings, gen *Generator, batch int) *Sender {
 }
 
 // Reclaim takes completed frames back and counts them.
-func (s *Sender) Reclaim() {
+func (s *sender) Reclaim() {
 	s.Completed += uint64(s.r.Reclaim())
 }
 
 // Send submits up to max packets (at most the batch size) and returns how
 // many went on the TX ring; fewer when the ring or the free chunks run
 // short. It does not wake the kernel: call Kick.
-func (s *Sender) Send(max int) int {
+func (s *sender) Send(max int) int {
 	n := min(max, len(s.descs))
 	n = s.r.TX.Reserve(n)
 	n = s.r.Frames.Alloc(s.addrs[:n])
@@ -54,7 +54,7 @@ func (s *Sender) Send(max int) int {
 }
 
 // Kick wakes the kernel if it asked (see ring.Rings.KickTX).
-func (s *Sender) Kick() error { return s.r.KickTX() }
+func (s *sender) Kick() error { return s.r.KickTX() }
 
 // Outstanding is how many submitted packets have not completed.
-func (s *Sender) Outstanding() uint64 { return s.Submitted - s.Completed }
+func (s *sender) Outstanding() uint64 { return s.Submitted - s.Completed }
