@@ -1,47 +1,18 @@
 package decap
 
-import (
-	"encoding/binary"
-	"math/bits"
-)
+import "github.com/xlbnet/xlb/pkg/packet"
 
-// IP protocol numbers of the outer headers decap receives.
+// Headers are read through pkg/packet's views (packet.IPv4Header,
+// IPv6Header, GREHeader) and its checksum; only GUE, which xlb's data
+// plane never parses, is read here.
+const gueHeaderLen = 4 // GUE variant 0 base header
+
+// IP protocol numbers of the outer headers decap receives (packet's
+// ProtoIPIP, ProtoIPv6, ProtoGRE, untyped for the socket calls).
 const (
 	protoIPIP = 4  // IPv4 inside (RFC 2003; also 4in6, RFC 2473)
 	protoIPv6 = 41 // IPv6 inside (6in4, RFC 4213; 6in6, RFC 2473)
 	protoGRE  = 47 // GRE (RFC 2784, RFC 2890)
-)
-
-// GRE protocol types (EtherType values) decap accepts.
-const (
-	greTypeIPv4 = 0x0800
-	greTypeIPv6 = 0x86DD
-)
-
-// GRE flag bits in the first 16 bits of the header (RFC 2784 §2.1, RFC 2890 §2).
-//
-//	 0                   1                   2                   3
-//	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
-//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//	|C|R|K|S|s|Recur|  Flags  | Ver |         Protocol Type         |
-//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//	|      Checksum (optional)      |       Reserved1 (Optional)    |
-//	|                         Key (optional)                        |
-//	|                 Sequence Number (Optional)                    |
-const (
-	greFlagChecksum = 0x8000
-	greFlagRouting  = 0x4000 // RFC 1701 source routing: obsolete, refused
-	greFlagKey      = 0x2000
-	greFlagSeq      = 0x1000
-	greVersionMask  = 0x0007
-	greHeaderLen    = 4
-)
-
-// Minimum header lengths.
-const (
-	ipv4MinHeaderLen = 20
-	ipv6HeaderLen    = 40
-	gueHeaderLen     = 4 // GUE variant 0 base header
 )
 
 // kind is what the bytes a reader receives start with.
@@ -90,24 +61,24 @@ func versionOf(proto uint8) uint8 {
 // decodeRaw4 strips the outer IPv4 header delivered by an IPv4 raw socket
 // and decodes what follows according to its protocol field.
 func decodeRaw4(b []byte) ([]byte, DropReason) {
-	if len(b) < ipv4MinHeaderLen {
+	if len(b) < packet.IPv4MinimumSize {
 		return nil, DropOuterTruncated
 	}
-	if b[0]>>4 != 4 {
+	ip := packet.IPv4Header(b)
+	if ip.Version() != 4 {
 		return nil, DropOuterMalformed
 	}
-	hlen := int(b[0]&0x0f) * 4
-	total := int(binary.BigEndian.Uint16(b[2:4]))
+	hlen, total := ip.HeaderLength(), int(ip.TotalLength())
 	// The kernel already validated the header; these checks keep a bug or
 	// a future kernel from turning into an out-of-range slice.
-	if hlen < ipv4MinHeaderLen || len(b) < hlen {
+	if hlen < packet.IPv4MinimumSize || len(b) < hlen {
 		return nil, DropOuterMalformed
 	}
 	if total >= hlen && total < len(b) {
 		b = b[:total]
 	}
 	payload := b[hlen:]
-	switch b[9] {
+	switch ip.Protocol() {
 	case protoIPIP:
 		return innerIP(payload, 4)
 	case protoIPv6:
@@ -119,40 +90,33 @@ func decodeRaw4(b []byte) ([]byte, DropReason) {
 }
 
 // decodeGRE strips a GRE header (base 4 bytes plus the optional checksum,
-// key and sequence words the flags announce), verifies the checksum when
-// present and returns the inner IPv4 or IPv6 packet.
+// key and sequence words the flags announce; RFC 2784, RFC 2890), verifies
+// the checksum when present and returns the inner IPv4 or IPv6 packet.
+// Version 1 (PPTP) and the obsolete routing bit (RFC 1701) are refused.
 func decodeGRE(b []byte) ([]byte, DropReason) {
-	if len(b) < greHeaderLen {
+	if len(b) < packet.GREMinimumSize {
 		return nil, DropGRETruncated
 	}
-	flags := binary.BigEndian.Uint16(b[0:2])
-	if flags&greVersionMask != 0 {
+	gre := packet.GREHeader(b)
+	flags := gre.FlagsVersion()
+	if gre.Version() != 0 {
 		return nil, DropGREVersion
 	}
-	if flags&greFlagRouting != 0 {
+	if flags&packet.GREFlagRouting != 0 {
 		return nil, DropGREFlags
 	}
-	hlen := greHeaderLen
-	if flags&greFlagChecksum != 0 {
-		hlen += 4
-	}
-	if flags&greFlagKey != 0 {
-		hlen += 4
-	}
-	if flags&greFlagSeq != 0 {
-		hlen += 4
-	}
+	hlen := gre.HeaderLength()
 	if len(b) < hlen {
 		return nil, DropGRETruncated
 	}
-	if flags&greFlagChecksum != 0 && checksum(b) != 0 {
+	if flags&packet.GREFlagChecksum != 0 && checksum(b) != 0 {
 		return nil, DropGREChecksum
 	}
 	var version uint8
-	switch binary.BigEndian.Uint16(b[2:4]) {
-	case greTypeIPv4:
+	switch gre.Protocol() {
+	case packet.EtherTypeIPv4:
 		version = 4
-	case greTypeIPv6:
+	case packet.EtherTypeIPv6:
 		version = 6
 	default:
 		return nil, DropGREProtocol
@@ -220,12 +184,12 @@ func innerIP(b []byte, version uint8) ([]byte, DropReason) {
 	}
 	switch version {
 	case 4:
-		if len(b) < ipv4MinHeaderLen {
+		if len(b) < packet.IPv4MinimumSize {
 			return nil, DropInnerTruncated
 		}
-		hlen := int(b[0]&0x0f) * 4
-		total := int(binary.BigEndian.Uint16(b[2:4]))
-		if hlen < ipv4MinHeaderLen || total < hlen {
+		ip := packet.IPv4Header(b)
+		hlen, total := ip.HeaderLength(), int(ip.TotalLength())
+		if hlen < packet.IPv4MinimumSize || total < hlen {
 			return nil, DropInnerMalformed
 		}
 		if total > len(b) {
@@ -233,11 +197,12 @@ func innerIP(b []byte, version uint8) ([]byte, DropReason) {
 		}
 		return b[:total], DropNone
 	case 6:
-		if len(b) < ipv6HeaderLen {
+		if len(b) < packet.IPv6MinimumSize {
 			return nil, DropInnerTruncated
 		}
-		total := ipv6HeaderLen + int(binary.BigEndian.Uint16(b[4:6]))
-		if total == ipv6HeaderLen && b[6] == 0 {
+		ip := packet.IPv6Header(b)
+		total := packet.IPv6MinimumSize + int(ip.PayloadLength())
+		if total == packet.IPv6MinimumSize && ip.NextHeader() == packet.IPv6ExtHopByHop {
 			// Payload length 0 with a hop-by-hop header is a jumbogram
 			// (RFC 2675), which no link here can carry.
 			return nil, DropInnerMalformed
@@ -250,42 +215,6 @@ func innerIP(b []byte, version uint8) ([]byte, DropReason) {
 	return nil, DropInnerVersion
 }
 
-// checksum returns the Internet checksum (RFC 1071) of b; it is 0 when b
-// carries a correct checksum field. It adds 64-bit big-endian words with
-// carry (one's-complement addition is the same at any word size, RFC 1071
-// §2(B)), 32 bytes per iteration, and folds to 16 bits at the end.
-func checksum(b []byte) uint16 {
-	var sum, carry uint64
-	for len(b) >= 32 {
-		sum, carry = bits.Add64(sum, binary.BigEndian.Uint64(b[0:8]), carry)
-		sum, carry = bits.Add64(sum, binary.BigEndian.Uint64(b[8:16]), carry)
-		sum, carry = bits.Add64(sum, binary.BigEndian.Uint64(b[16:24]), carry)
-		sum, carry = bits.Add64(sum, binary.BigEndian.Uint64(b[24:32]), carry)
-		b = b[32:]
-	}
-	for len(b) >= 8 {
-		sum, carry = bits.Add64(sum, binary.BigEndian.Uint64(b[0:8]), carry)
-		b = b[8:]
-	}
-	var tail uint64
-	if len(b) >= 4 {
-		tail = uint64(binary.BigEndian.Uint32(b)) << 32
-		b = b[4:]
-	}
-	if len(b) >= 2 {
-		tail |= uint64(binary.BigEndian.Uint16(b)) << 16
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		tail |= uint64(b[0]) << 8
-	}
-	sum, carry = bits.Add64(sum, tail, carry)
-	sum, carry = bits.Add64(sum, 0, carry)
-	sum += carry // end-around carry: when the add above carried out, sum is 0
-	// Fold 64 → 32 → 16 bits with end-around carry.
-	sum = sum&0xffffffff + sum>>32
-	sum = sum&0xffffffff + sum>>32
-	sum = sum&0xffff + sum>>16
-	sum = sum&0xffff + sum>>16
-	return ^uint16(sum)
-}
+// checksum returns the Internet checksum (RFC 1071) of b: 0 when b
+// carries a correct checksum field.
+func checksum(b []byte) uint16 { return ^packet.Checksum(b, 0) }

@@ -26,6 +26,7 @@ const (
 	GREMinimumSize        = 4
 
 	GREFlagChecksum uint16 = 0x8000
+	GREFlagRouting  uint16 = 0x4000 // RFC 1701 source routing, obsolete (RFC 2784 §2.1)
 	GREFlagKey      uint16 = 0x2000
 	GREFlagSequence uint16 = 0x1000
 	GREVersionMask  uint16 = 0x0007
