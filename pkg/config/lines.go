@@ -166,17 +166,7 @@ func (sc *lineScanner) document() {
 			sc.skipLine()
 			continue
 		}
-		path := table
-		for _, seg := range segs {
-			path = joinKey(path, seg)
-			sc.record(path, line)
-		}
-		sc.skipSpace()
-		if sc.peek() == '=' {
-			sc.i++
-		}
-		sc.skipSpace()
-		sc.value(path)
+		sc.keyValue(table, segs, line)
 		sc.skipLine()
 	}
 }
@@ -287,6 +277,23 @@ func (sc *lineScanner) multiline(delim string) {
 	}
 }
 
+// keyValue records the key path segs below base at line, every prefix
+// included (a.b.c = 1 also makes a and a.b), then reads the '=' and the
+// value, recording the keys of inline tables in it.
+func (sc *lineScanner) keyValue(base string, segs []string, line int) {
+	path := base
+	for _, seg := range segs {
+		path = joinKey(path, seg)
+		sc.record(path, line)
+	}
+	sc.skipSpace()
+	if sc.peek() == '=' {
+		sc.i++
+	}
+	sc.skipSpace()
+	sc.value(path)
+}
+
 // value skips one value, recording the lines of array elements and inline
 // table keys under path.
 func (sc *lineScanner) value(path string) {
@@ -339,17 +346,7 @@ func (sc *lineScanner) value(path string) {
 				sc.i++ // unexpected byte: make progress
 				continue
 			}
-			p := path
-			for _, seg := range segs {
-				p = joinKey(p, seg)
-				sc.record(p, line)
-			}
-			sc.skipSpace()
-			if sc.peek() == '=' {
-				sc.i++
-			}
-			sc.skipSpace()
-			sc.value(p)
+			sc.keyValue(path, segs, line)
 			sc.skipSpace()
 			if sc.peek() == ',' {
 				sc.i++

@@ -89,43 +89,41 @@ func (t *table) wrongType(k, want string, v any) {
 	t.errorf(k, "want %s, got %s", want, typeName(v))
 }
 
-func (t *table) str(k string, dst *string) bool {
+// typed reads key k as a T; a value of another type is reported as
+// wanting want ("a string").
+func typed[T any](t *table, k, want string) (T, bool) {
+	var x T
 	v, ok := t.get(k)
 	if !ok {
-		return false
+		return x, false
 	}
-	s, ok := v.(string)
+	x, ok = v.(T)
 	if !ok {
-		t.wrongType(k, "a string", v)
-		return false
+		t.wrongType(k, want, v)
 	}
-	*dst = s
-	return true
+	return x, ok
+}
+
+func (t *table) str(k string, dst *string) bool {
+	s, ok := typed[string](t, k, "a string")
+	if ok {
+		*dst = s
+	}
+	return ok
 }
 
 func (t *table) boolean(k string, dst *bool) bool {
-	v, ok := t.get(k)
-	if !ok {
-		return false
+	b, ok := typed[bool](t, k, "a boolean (true or false)")
+	if ok {
+		*dst = b
 	}
-	b, ok := v.(bool)
-	if !ok {
-		t.wrongType(k, "a boolean (true or false)", v)
-		return false
-	}
-	*dst = b
-	return true
+	return ok
 }
 
 // integer reads an integer within [lo, hi].
 func (t *table) integer(k string, lo, hi int64, dst *int64) bool {
-	v, ok := t.get(k)
+	n, ok := typed[int64](t, k, "an integer")
 	if !ok {
-		return false
-	}
-	n, ok := v.(int64)
-	if !ok {
-		t.wrongType(k, "an integer", v)
 		return false
 	}
 	if n < lo || n > hi {

@@ -36,18 +36,34 @@ func (d *daemon) writeMetrics(w *metrics.Writer) {
 	st := d.Status()
 	qs := d.engine.Stats()
 	q := func(i int) string { return strconv.Itoa(qs[i].Queue) }
+	// perQueue writes a family with one sample per queue.
+	perQueue := func(name string, kind metrics.Kind, help string, value func(s *queueStats) uint64) {
+		w.Family(name, kind, help)
+		for i := range qs {
+			w.Sample(name, float64(value(&qs[i])), "queue", q(i))
+		}
+	}
+	// perBackend writes a family with one sample per backend of each rule;
+	// labels are added after rule and backend.
+	perBackend := func(name string, kind metrics.Kind, help string, value func(r *ruleStatus, b *failover.BackendState) (float64, []string)) {
+		w.Family(name, kind, help)
+		for ri := range st.Rules {
+			r := &st.Rules[ri]
+			for bi := range r.State.Backends {
+				b := &r.State.Backends[bi]
+				v, labels := value(r, b)
+				w.Sample(name, v, append([]string{"rule", r.Name, "backend", b.Name}, labels...)...)
+			}
+		}
+	}
 
 	w.Family("xlb_info", metrics.Gauge, "Constant 1, labelled with how the data plane runs.")
 	w.Sample("xlb_info", 1, "xdp_mode", st.XDPMode, "zerocopy", strconv.FormatBool(st.ZeroCopy), "queues", strconv.Itoa(len(st.Queues)))
 
-	w.Family("xlb_rx_packets_total", metrics.Counter, "Frames received from the AF_XDP socket, per queue.")
-	for i := range qs {
-		w.Sample("xlb_rx_packets_total", float64(qs[i].Counters.RXPackets.Load()), "queue", q(i))
-	}
-	w.Family("xlb_tx_packets_total", metrics.Counter, "Frames handed to the TX ring (fragments and replies included), per queue.")
-	for i := range qs {
-		w.Sample("xlb_tx_packets_total", float64(qs[i].Counters.TXPackets.Load()), "queue", q(i))
-	}
+	perQueue("xlb_rx_packets_total", metrics.Counter, "Frames received from the AF_XDP socket, per queue.",
+		func(s *queueStats) uint64 { return s.Counters.RXPackets.Load() })
+	perQueue("xlb_tx_packets_total", metrics.Counter, "Frames handed to the TX ring (fragments and replies included), per queue.",
+		func(s *queueStats) uint64 { return s.Counters.TXPackets.Load() })
 	w.Family("xlb_verdict_packets_total", metrics.Counter, "Packets by verdict (drop, pass, tx, reply), per queue.")
 	for i := range qs {
 		for v := range qs[i].Counters.Verdicts {
@@ -69,23 +85,15 @@ func (d *daemon) writeMetrics(w *metrics.Writer) {
 			w.Sample("xlb_encap_results_total", float64(qs[i].Counters.Encap[r].Load()), "queue", q(i), "result", encap.Result(r).String())
 		}
 	}
-	w.Family("xlb_tracked_packets_total", metrics.Counter, "Packets placed by an existing connection-tracking entry, per queue.")
-	for i := range qs {
-		w.Sample("xlb_tracked_packets_total", float64(qs[i].Counters.TrackedHit.Load()), "queue", q(i))
-	}
-	w.Family("xlb_kernel_rx_dropped_total", metrics.Counter, "Frames the kernel dropped before the socket (XDP_STATISTICS: rx_dropped + rx_ring_full), per queue.")
-	for i := range qs {
-		w.Sample("xlb_kernel_rx_dropped_total", float64(qs[i].Kernel.RXDropped+qs[i].Kernel.RXRingFull), "queue", q(i))
-	}
+	perQueue("xlb_tracked_packets_total", metrics.Counter, "Packets placed by an existing connection-tracking entry, per queue.",
+		func(s *queueStats) uint64 { return s.Counters.TrackedHit.Load() })
+	perQueue("xlb_kernel_rx_dropped_total", metrics.Counter, "Frames the kernel dropped before the socket (XDP_STATISTICS: rx_dropped + rx_ring_full), per queue.",
+		func(s *queueStats) uint64 { return s.Kernel.RXDropped + s.Kernel.RXRingFull })
 
-	w.Family("xlb_conntrack_entries", metrics.Gauge, "Connection-tracking entries in use (expired ones until reclaimed), per queue.")
-	for i := range qs {
-		w.Sample("xlb_conntrack_entries", float64(qs[i].Conntrack.Len()), "queue", q(i))
-	}
-	w.Family("xlb_conntrack_capacity", metrics.Gauge, "Connection-tracking slots, per queue.")
-	for i := range qs {
-		w.Sample("xlb_conntrack_capacity", float64(qs[i].Conntrack.Cap()), "queue", q(i))
-	}
+	perQueue("xlb_conntrack_entries", metrics.Gauge, "Connection-tracking entries in use (expired ones until reclaimed), per queue.",
+		func(s *queueStats) uint64 { return uint64(s.Conntrack.Len()) })
+	perQueue("xlb_conntrack_capacity", metrics.Gauge, "Connection-tracking slots, per queue.",
+		func(s *queueStats) uint64 { return uint64(s.Conntrack.Cap()) })
 	type ctRow struct {
 		queue string
 		name  string
@@ -130,34 +138,24 @@ func (d *daemon) writeMetrics(w *metrics.Writer) {
 		}
 		w.Sample("xlb_rule_tier_switches_total", float64(n), "rule", r.Name)
 	}
-	w.Family("xlb_backend_healthy", metrics.Gauge, "1 when the backend's health check passes.")
-	for _, r := range st.Rules {
-		for _, b := range r.State.Backends {
-			w.Sample("xlb_backend_healthy", boolValue(b.Health == failover.HealthHealthy), "rule", r.Name, "backend", b.Name)
-		}
-	}
-	w.Family("xlb_backend_eligible", metrics.Gauge, "1 when the backend takes new connections of the rule.")
-	for _, r := range st.Rules {
-		for _, b := range r.State.Backends {
-			w.Sample("xlb_backend_eligible", boolValue(b.Eligible), "rule", r.Name, "backend", b.Name)
-		}
-	}
-	w.Family("xlb_backend_weight", metrics.Gauge, "The weight the health check reported (0 unless its state is OK).")
-	for _, r := range st.Rules {
-		for _, b := range r.State.Backends {
-			w.Sample("xlb_backend_weight", float64(b.Weight), "rule", r.Name, "backend", b.Name, "weight_state", b.WeightState.String())
-		}
-	}
-	w.Family("xlb_backend_packets_total", metrics.Counter, "Packets sent to the backend, all queues.")
-	for _, r := range st.Rules {
-		for _, b := range r.State.Backends {
+	perBackend("xlb_backend_healthy", metrics.Gauge, "1 when the backend's health check passes.",
+		func(_ *ruleStatus, b *failover.BackendState) (float64, []string) {
+			return boolValue(b.Health == failover.HealthHealthy), nil
+		})
+	perBackend("xlb_backend_eligible", metrics.Gauge, "1 when the backend takes new connections of the rule.",
+		func(_ *ruleStatus, b *failover.BackendState) (float64, []string) { return boolValue(b.Eligible), nil })
+	perBackend("xlb_backend_weight", metrics.Gauge, "The weight the health check reported (0 unless its state is OK).",
+		func(_ *ruleStatus, b *failover.BackendState) (float64, []string) {
+			return float64(b.Weight), []string{"weight_state", b.WeightState.String()}
+		})
+	perBackend("xlb_backend_packets_total", metrics.Counter, "Packets sent to the backend, all queues.",
+		func(r *ruleStatus, b *failover.BackendState) (float64, []string) {
 			var n uint64
 			for i := range qs {
 				n += qs[i].Backends.Packets(r.Slot, b.ID)
 			}
-			w.Sample("xlb_backend_packets_total", float64(n), "rule", r.Name, "backend", b.Name)
-		}
-	}
+			return float64(n), nil
+		})
 	w.Family("xlb_config_reloads_total", metrics.Counter, "Configuration reloads, by result (ok, rejected).")
 	w.Sample("xlb_config_reloads_total", float64(d.reloadsOK.Load()), "result", "ok")
 	w.Sample("xlb_config_reloads_total", float64(d.reloadsRejected.Load()), "result", "rejected")

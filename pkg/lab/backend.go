@@ -127,14 +127,17 @@ func (b *Backend) start() error {
 		return nil
 	})
 	// Register closers for whatever was opened, even on error.
-	for _, ln := range httpLns {
-		srv := &http.Server{Handler: http.HandlerFunc(b.serveHTTP), ReadHeaderTimeout: 5 * time.Second}
+	serve := func(ln net.Listener, h http.HandlerFunc) {
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 		b.lab.onClose(func() { srv.Close() })
 		if err == nil {
 			go srv.Serve(ln)
 		} else {
 			ln.Close()
 		}
+	}
+	for _, ln := range httpLns {
+		serve(ln, b.serveHTTP)
 	}
 	for _, c := range udps {
 		b.lab.onClose(func() { c.Close() })
@@ -143,13 +146,7 @@ func (b *Backend) start() error {
 		}
 	}
 	if health != nil {
-		srv := &http.Server{Handler: http.HandlerFunc(b.serveHealth), ReadHeaderTimeout: 5 * time.Second}
-		b.lab.onClose(func() { srv.Close() })
-		if err == nil {
-			go srv.Serve(health)
-		} else {
-			health.Close()
-		}
+		serve(health, b.serveHealth)
 	}
 	if err != nil {
 		return err

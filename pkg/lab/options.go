@@ -105,32 +105,25 @@ func (o *Options) setDefaults() error {
 	if strings.ContainsAny(o.Prefix, "/ \t\n") || len(o.Prefix) > 40 {
 		return fmt.Errorf("prefix %q: want at most 40 characters, no slash or space", o.Prefix)
 	}
-	if o.Backends == 0 {
-		o.Backends = DefaultBackends
-	}
-	if o.Backends < 1 || o.Backends > MaxBackends {
-		return fmt.Errorf("backends %d outside 1..%d", o.Backends, MaxBackends)
-	}
-	if o.Appliances == 0 {
-		o.Appliances = 1
-	}
-	if o.Appliances < 1 || o.Appliances > MaxAppliances {
-		return fmt.Errorf("appliances %d outside 1..%d", o.Appliances, MaxAppliances)
+	for _, c := range []struct {
+		name     string
+		v        *int
+		def, max int
+	}{
+		{"backends", &o.Backends, DefaultBackends, MaxBackends},
+		{"appliances", &o.Appliances, 1, MaxAppliances},
+		{"queues", &o.Queues, DefaultQueues, 256},
+		{"client addresses", &o.ClientAddrs, DefaultClientAddrs, MaxClientAddrs},
+	} {
+		if *c.v == 0 {
+			*c.v = c.def
+		}
+		if *c.v < 1 || *c.v > c.max {
+			return fmt.Errorf("%s %d outside 1..%d", c.name, *c.v, c.max)
+		}
 	}
 	if o.Appliances > 1 {
 		o.BGP = true
-	}
-	if o.Queues == 0 {
-		o.Queues = DefaultQueues
-	}
-	if o.Queues < 1 || o.Queues > 256 {
-		return fmt.Errorf("queues %d outside 1..256", o.Queues)
-	}
-	if o.ClientAddrs == 0 {
-		o.ClientAddrs = DefaultClientAddrs
-	}
-	if o.ClientAddrs < 1 || o.ClientAddrs > MaxClientAddrs {
-		return fmt.Errorf("client addresses %d outside 1..%d", o.ClientAddrs, MaxClientAddrs)
 	}
 	if o.FabricMTU == 0 {
 		o.FabricMTU = DefaultFabricMTU
