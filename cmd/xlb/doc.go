@@ -15,7 +15,11 @@
 //	             control API's answers; golden files in testdata/render
 //	             (go test -run TestRender -update rewrites them)
 //	simulate.go  xlb simulate (pkg/daemon.Simulate)
-//	lab.go, labxlb.go   xlb lab: the network-namespace testbed, and xlb run in it
+//	appliance.go xlb appliance drain|undrain and the appliance part of status
+//	             (drain, BGP peers, each VIP's announcement); golden file
+//	             testdata/render/appliance.golden
+//	lab.go, labxlb.go   xlb lab: the network-namespace testbed (--appliances N:
+//	             a fleet behind BIRD), and xlb run in it
 //	decap.go     xlb decap (pkg/decap)
 //	pktgen.go    xlb pktgen (pkg/pktgen)
 //

@@ -274,6 +274,47 @@ func TestFleet(t *testing.T) {
 		}
 	})
 
+	t.Run("visibility", func(t *testing.T) {
+		st := f.status(0)
+		b := st.Appliance.BGP
+		if st.Appliance.Drained || b == nil || b.LocalAS != lab.ApplianceAS || b.RouterID != a0.Addr4.String() || len(b.Peers) != 2 {
+			t.Fatalf("appliance status %+v", st.Appliance)
+		}
+		for _, p := range b.Peers {
+			want := netip.PrefixFrom(l.Opts.VIP4, 32).String()
+			if p.Address == l.Gateway6.String() {
+				want = netip.PrefixFrom(l.Opts.VIP6, 128).String()
+			}
+			if p.State != "established" || p.Since == nil || len(p.Announced) != 1 || p.Announced[0] != want {
+				t.Errorf("peer %+v, want established announcing %s", p, want)
+			}
+		}
+		for _, v := range b.VIPs {
+			if !v.Announced || !strings.HasPrefix(v.Reason, "serving") {
+				t.Errorf("vip %+v", v)
+			}
+		}
+		m := scrape(t, l)
+		for _, want := range []string{
+			fmt.Sprintf(`xlb_bgp_peer_up{peer="%s",peer_as="65000"} 1`, l.Gateway4),
+			fmt.Sprintf(`xlb_bgp_peer_up{peer="%s",peer_as="65000"} 1`, l.Gateway6),
+			fmt.Sprintf(`xlb_bgp_announced{vip="%s"} 1`, l.Opts.VIP4),
+			fmt.Sprintf(`xlb_bgp_announced{vip="%s"} 1`, l.Opts.VIP6),
+			"xlb_appliance_drained 0",
+		} {
+			if !strings.Contains(m, want) {
+				t.Errorf("metrics lack %q", want)
+			}
+		}
+		if log := f.xs[0].log.String(); !strings.Contains(log, `msg="bgp announce" vip=`+l.Opts.VIP4.String()) || !strings.Contains(log, "reason=\"serving") {
+			t.Errorf("no announce logged with its reason")
+		}
+		out, _, err := runXLB(t, "status", "--socket", f.xs[0].Socket())
+		if err != nil || !strings.Contains(out, "bgp: AS 65001") || !strings.Contains(out, "table digest ") {
+			t.Errorf("xlb status: %v\n%s", err, out)
+		}
+	})
+
 	t.Run("SIGKILL and restart", func(t *testing.T) {
 		ll := startLongLived(t, f, 200, 200*time.Millisecond)
 		n0, n1 := ll.on(a0.Addr4), ll.on(a1.Addr4)
@@ -390,6 +431,9 @@ func TestFleet(t *testing.T) {
 		st := f.status(0)
 		if v := st.Appliance.BGP.VIPs; len(v) != 2 || v[0].Announced || !strings.Contains(v[0].Reason, "no rule can place a new flow") {
 			t.Errorf("withdrawn VIPs in status: %+v", v)
+		}
+		if m := scrape(t, l); !strings.Contains(m, fmt.Sprintf(`xlb_bgp_announced{vip="%s"} 0`, l.Opts.VIP4)) {
+			t.Errorf("metrics do not show the VIP withdrawn")
 		}
 		l.Backends[1].SetHealthy(true)
 		f.waitRoute("announced again when one backend recovers", 30*time.Second, l.Opts.VIP4, f.addrs(false, 0, 1)...)

@@ -61,7 +61,9 @@ func labCommand() *cli.Command {
 		Description: "Namespaces <prefix>client (hundreds of source addresses), <prefix>router, <prefix>xlb (the\n" +
 			"appliance, one-armed) and <prefix>be0… (backends with HTTP and UDP echo servers bound to the VIPs,\n" +
 			"answering clients directly). Addresses are documentation ranges only (198.18.0.0/15,\n" +
-			"198.51.100.0/24, 203.0.113.0/24, fd00::/8).",
+			"198.51.100.0/24, 203.0.113.0/24, fd00::/8). With --appliances N (a fleet) there are N appliances\n" +
+			"(<prefix>xlb, <prefix>xlb1, …) and the router runs BIRD 2 (apt-get install bird2): eBGP to each,\n" +
+			"one ECMP route per VIP hashed on the 5-tuple; the demo prints what each appliance carried.",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "demo",

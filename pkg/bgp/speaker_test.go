@@ -266,3 +266,35 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// TestSetPeers: a reload that removes a router ends its session (the
+// router drops our route); adding it back announces what is announced.
+func TestSetPeers(t *testing.T) {
+	r := startFakeRouter(t, false)
+	s, _ := startSpeaker(t, r, Options{})
+	vip := HostPrefix(netip.MustParseAddr("203.0.113.10"))
+	if err := s.Announce(vip); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "route at the router", func() bool { _, ok := r.routes(t)[vip]; return ok })
+	peers := []Peer{{Address: netip.MustParseAddr("127.0.0.2"), AS: 65000, Port: uint16(r.port)}}
+	if err := s.SetPeers(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Peers()) != 0 {
+		t.Errorf("peers after removing all: %+v", s.Peers())
+	}
+	waitUntil(t, 10*time.Second, "route gone with the peer", func() bool { _, ok := r.routes(t)[vip]; return !ok })
+	if err := s.SetPeers(context.Background(), peers); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 20*time.Second, "route back with the peer", func() bool { _, ok := r.routes(t)[vip]; return ok })
+	// The same list again changes nothing: the session stays up.
+	since := s.Peers()[0].Since
+	if err := s.SetPeers(context.Background(), peers); err != nil {
+		t.Fatal(err)
+	}
+	if p := s.Peers()[0]; !p.Established() || !p.Since.Equal(since) {
+		t.Errorf("unchanged peer list reset the session: %+v", p)
+	}
+}

@@ -20,6 +20,9 @@
 //	clock.go     the daemon's one clock (workers' ticks, control deadlines)
 //	metrics.go   /metrics (Prometheus text format)
 //	simulate.go  Simulate: the effect of backend changes, without a daemon
+//	warmup.go    a rule's first round of health checks as published ("warm")
+//	bgp.go       [bgp]: the speaker, the announce decision per VIP, shutdown order
+//	digest.go    table_digest: a rule's tables and eligible set, for fleet checks
 //
 // The control API (control.API, served on control_socket), by concern:
 //
@@ -31,6 +34,8 @@
 //	conntrack.go /v1/conntrack list, count and flush; connections per backend
 //	lookup.go    GET /v1/lookup: the packet asked about and the answer's words
 //	rates.go     packets/s: samples of the workers' counters
+//	appliance.go POST /v1/appliance/{drain,undrain}, the appliance part of the
+//	             status (drain, peers, VIPs), the BGP metrics
 //
 // Formatting of keys and protocols lives with their types (hash.Key.String,
 // packet.ProtoName, packet.ParseProto); the command line's tables live in
@@ -134,4 +139,40 @@
 //   - A configuration enum value without a runtime value is a bug of
 //     enums.go, caught by TestEnumTables; at run time it panics rather
 //     than guess (config.Load accepts no value without a name).
+//
+// # BGP (bgp.go, warmup.go, digest.go, appliance.go)
+//
+// The speaker (pkg/bgp) starts once the first snapshot is published and
+// the control socket serves; announce runs on the control goroutine after
+// every publication and every appliance drain or undrain. A VIP is
+// announced while every rule of it is warm (warmup.go: the first verdict
+// of every checked backend in the published snapshot, or the warm-up
+// deadline) and at least one of them has tier PRIMARY, FAILOVER or
+// PRIMARY_FALLBACK with a non-empty eligible set, and the appliance is not
+// drained; otherwise it is withdrawn. Decisions where the issue was silent:
+//   - LAST_RESORT withdraws like EMPTY: the appliance sees no backend
+//     passing its checks, so appliances that see one should take the
+//     traffic; when none does, the VIP leaves the routers (vc5 and
+//     ExaBGP's withdraw-on-down do the same).
+//   - Warm is latched per rule: a backend added to a warm rule by a reload
+//     does not withdraw a serving VIP. The start-up herd (issue 12 item 1)
+//     can hold a rule on its start-up set with the same ruleRuntime.warm.
+//   - Shutdown order (SIGTERM, context end): withdraw every VIP, sleep
+//     withdraw_delay while the data plane keeps forwarding (the control
+//     loop has ended: health changes are no longer applied), close the
+//     sessions with a NOTIFICATION, then the deferred stops of the
+//     control socket, metrics, health checks and data plane run.
+//   - Reload: peers and attributes (med, communities) change live; a
+//     change of local_as, router_id or hold_time is refused (restart xlb);
+//     adding [bgp] starts the speaker, removing it withdraws and closes at
+//     once (no withdraw_delay: the appliance keeps serving).
+//   - xlb appliance drain without [bgp] is refused (409): nothing is
+//     announced, so it would withdraw nothing. The drain is saved first;
+//     the announcements follow it.
+//   - A speaker that cannot start (no IPv4 address for the router id, a
+//     passive peer's port taken) stops xlb run with the error: an
+//     appliance that cannot announce serves nobody in a fleet.
+//   - table_digest is SHA-256 over the seed, the affinity, each Maglev
+//     table slot by slot and its members (name, weight), first 16 hex
+//     digits; backends are named by address, never by the local slot.
 package daemon

@@ -97,6 +97,28 @@
 // forwarder must call StopKernelForward first (or never call
 // KernelForward).
 //
+// # A fleet (fleet.go)
+//
+// Options.Appliances = N (or BGP) builds N appliance namespaces, Prefix +
+// "xlb", "xlb1", "xlb2"…, each with eth0 at 198.18.0.2+i / fd00:18::2+i on
+// the bridge (router ports lb0, lb1, …). The router then runs BIRD 2
+// (Debian bird2; Up fails with ErrNoBIRD when it is missing) as a child of
+// the process that called Up, with BIRDConfig: AS 65000, an eBGP session
+// per appliance (AS 65001) and family, hold 3 s / keepalive 1 s, fast
+// connect and error waits, VIP host routes imported, nothing exported, and
+// one kernel protocol per family with "merge paths on", so each VIP gets
+// one route with a next hop per announcing appliance. The router hashes
+// with fib_multipath_hash_policy 3 and fields 0x37 (addresses, protocol,
+// ports): policy 1 would use the random socket hash that local TCP carries
+// over veth, so each connection would pick an appliance at random
+// (fleet-lab-facts §2). There is no static VIP route: until an appliance
+// announces, the VIPs are unreachable. WriteConfig adds the matching [bgp]
+// table (BGPConfig). RouteNexthops/WaitNexthops read the router's route,
+// CountSYNs/SYNs count new connections per appliance with nftables
+// counters on the route's next hop, ApplianceRouteGet predicts a flow's
+// appliance (ip route get … iif), Birdc and BIRDLog reach BIRD. Close
+// stops BIRD; Down also stops a BIRD left in a namespace it deletes.
+//
 // # Decisions where the design is silent
 //
 //   - One topology, not two: the DIRECT and L3 paths coexist, so one lab
