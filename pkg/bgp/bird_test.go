@@ -171,7 +171,7 @@ func TestBIRD(t *testing.T) {
 	s0b.do("announce " + vip4.String())
 	time.Sleep(500 * time.Millisecond)
 	wait("successor holds the route", l.Opts.VIP4, a0.Addr4)
-	waitFor(t, 20*time.Second, "successor's session established", func() bool {
+	waitUntil(t, 20*time.Second, "successor's session established", func() bool {
 		ps := s0b.peers()
 		return len(ps) == 2 && ps[0].Established()
 	})
@@ -180,17 +180,6 @@ func TestBIRD(t *testing.T) {
 	}
 	s0b.do("close")
 	wait("no appliance left", l.Opts.VIP4)
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 func must(s string, _ error) string { return s }

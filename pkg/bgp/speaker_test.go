@@ -298,3 +298,38 @@ func TestSetPeers(t *testing.T) {
 		t.Errorf("unchanged peer list reset the session: %+v", p)
 	}
 }
+
+// TestImportsNothing: a route the router sends is rejected; only the
+// speaker's own paths are in its table.
+func TestImportsNothing(t *testing.T) {
+	r := startFakeRouter(t, false)
+	s, _ := startSpeaker(t, r, Options{})
+	theirs := netip.MustParsePrefix("198.51.100.0/24")
+	nlri, _ := gbgp.NewIPAddrPrefix(theirs)
+	nh, _ := gbgp.NewPathAttributeNextHop(netip.MustParseAddr("127.0.0.2"))
+	if _, err := r.srv.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{{Family: gbgp.RF_IPv4_UC, Nlri: nlri, Attrs: []gbgp.PathAttributeInterface{gbgp.NewPathAttributeOrigin(0), nh}}}}); err != nil {
+		t.Fatal(err)
+	}
+	ours := HostPrefix(netip.MustParseAddr("203.0.113.10"))
+	if err := s.Announce(ours); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "our route at the router", func() bool { _, ok := r.routes(t)[ours]; return ok })
+	list := func(table api.TableType, name string) []string {
+		var got []string
+		err := s.srv.ListPath(apiutil.ListPathRequest{TableType: table, Name: name, Family: gbgp.RF_IPv4_UC, EnableFiltered: true}, func(n gbgp.NLRI, ps []*apiutil.Path) {
+			for _, p := range ps {
+				got = append(got, fmt.Sprintf("%s filtered=%v", n, p.Filtered))
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	// The router's route did arrive (adj-rib-in), and was not imported.
+	waitUntil(t, 10*time.Second, "the router's route received", func() bool { return len(list(api.TableType_TABLE_TYPE_ADJ_IN, "127.0.0.2")) == 1 })
+	if got := list(api.TableType_TABLE_TYPE_GLOBAL, ""); len(got) != 1 || !strings.HasPrefix(got[0], ours.String()) {
+		t.Errorf("speaker's table %v, want only %s", got, ours)
+	}
+}
