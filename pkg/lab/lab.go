@@ -388,9 +388,11 @@ func (l *Lab) setupBackends() error {
 			fmt.Sprintf("addr add %s dev %s nodad", pfx(b.Link6, FabricNet6), BackendInterface),
 			"link set " + BackendInterface + " up",
 			"addr add " + b.Tunnel4.String() + "/32 dev lo",
-			"addr add " + b.Tunnel6.String() + "/128 dev lo",
+			// nodad: even on lo a new IPv6 address is tentative until the
+			// DAD work runs, and a server binding it at once fails under load.
+			"addr add " + b.Tunnel6.String() + "/128 dev lo nodad",
 			"addr add " + o.VIP4.String() + "/32 dev lo",
-			"addr add " + o.VIP6.String() + "/128 dev lo",
+			"addr add " + o.VIP6.String() + "/128 dev lo nodad",
 			"route add default via " + l.Gateway4.String(),
 			"route add ::/0 via " + l.Gateway6.String(),
 		})
