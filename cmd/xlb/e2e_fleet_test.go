@@ -19,6 +19,7 @@ import (
 
 	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/lab"
+	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
 // fleet is a two-appliance lab with xlb running on both.
@@ -508,4 +509,31 @@ peer_as = 65000
 			}
 		}
 	}
+}
+
+// TestLabDemoFleet runs `xlb lab demo --appliances 2`: it prints the
+// connections per appliance (both carried some) and per backend, and
+// leaves nothing behind.
+func TestLabDemoFleet(t *testing.T) {
+	testutil.RequireRoot(t)
+	prefix := testutil.Unique("dm") + "-"
+	out, errOut, err := runXLB(t, "lab", "demo", "--appliances", "2", "--prefix", prefix, "--requests", "400", "--backends", "2", "--clients", "100")
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out, errOut)
+	}
+	if left := lab.Namespaces(prefix); len(left) != 0 {
+		lab.Down(prefix)
+		t.Errorf("demo left %v", left)
+	}
+	shares := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 4 && (f[0] == prefix+"xlb" || f[0] == prefix+"xlb1") && strings.HasSuffix(f[3], "%") && f[2] != "0" {
+			shares[f[0]] = true
+		}
+	}
+	if len(shares) != 2 || !strings.Contains(out, "appliance") || !strings.Contains(out, "backend") || !strings.Contains(out, "400 requests") {
+		t.Errorf("demo output lacks the shares per appliance and backend:\n%s", out)
+	}
+	t.Logf("xlb lab demo --appliances 2:\n%s", out)
 }
