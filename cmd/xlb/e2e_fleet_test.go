@@ -448,6 +448,40 @@ func TestFleet(t *testing.T) {
 		}
 	})
 
+	t.Run("reload", func(t *testing.T) {
+		// A reload changes the attributes live: appliance 0 with a higher
+		// MED loses the router's best-path comparison (same neighbour AS),
+		// so its next hop leaves the ECMP route; back to MED 0, it returns.
+		x := f.xs[0]
+		orig, err := os.ReadFile(x.config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rewrite := func(old, new string) {
+			t.Helper()
+			if err := os.WriteFile(x.config, []byte(strings.Replace(string(orig), old, new, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := x.Reload(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rewrite(`withdraw_delay = "1s"`, "withdraw_delay = \"1s\"\nmed = 5")
+		f.waitRoute("appliance 0 with MED 5 is not merged", 10*time.Second, l.Opts.VIP4, a1.Addr4)
+		rewrite("xlb.toml", "xlb.toml")
+		f.waitRoute("appliance 0 with MED 0 merged again", 10*time.Second, l.Opts.VIP4, f.addrs(false, 0, 1)...)
+		// The speaker's identity cannot change while running: refused, the
+		// sessions stay.
+		rewrite(fmt.Sprintf("local_as = %d", lab.ApplianceAS), "local_as = 65002")
+		waitLog(t, x, "bgp.local_as cannot change while running (restart xlb)")
+		if err := os.WriteFile(x.config, orig, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if hops, _ := l.RouteNexthops(l.Opts.VIP4); len(hops) != 2 {
+			t.Errorf("after a refused reload the route has %v", hops)
+		}
+	})
+
 	t.Run("SIGTERM withdraws first", func(t *testing.T) {
 		x := f.xs[1]
 		start := time.Now()

@@ -271,7 +271,7 @@ func (s *Speaker) onPeer(ev *apiutil.WatchEventMessage_PeerEvent, at time.Time) 
 	st := ev.Peer.State
 	s.mu.Lock()
 	ps := s.peers[st.NeighborAddress]
-	if ps == nil || ps.state == st.SessionState {
+	if ps == nil || ps.state == st.SessionState || s.stopped {
 		s.mu.Unlock()
 		return
 	}
