@@ -89,7 +89,9 @@ func statusCommand() *cli.Command {
 		Description: "Prints the appliance (configuration, XDP mode, queues, packet counters, drops by reason) and,\n" +
 			"per rule, its eligible tier and every backend: role and admin state with their source (config or\n" +
 			"cli), health, weight configured and effective, Maglev share, tracked connections and packets/s.\n" +
-			"Recent tier switches and state overrides that match nothing are listed at the end.",
+			"Recent tier switches and state overrides that match nothing are listed at the end. With [bgp]:\n" +
+			"the appliance's drain, each BGP peer (state, uptime, announced prefixes, last error), each VIP's\n" +
+			"announcement and its reason, and per rule a table digest (equal on appliances that place flows alike).",
 		Flags: append(socketFlags(), jsonFlag()),
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c); err != nil {
