@@ -161,6 +161,26 @@
 // miss 44-64, insert into a full table (evicting) 113-218, Sweep of 256
 // slots 516-640.
 //
+// # Arenas that outlive the process
+//
+// NewInArena and NewSharedInArena put a table's buckets in a sealed memfd
+// mapped shared (arena.go), behind a one-page header: magic, kind, a
+// CRC-32 of the bucket type's shape (every field's name, offset, size and
+// kind, so a build with another layout is recognised, not misread),
+// bucket size and count, max entries, seed, the clock base (the
+// CLOCK_MONOTONIC value of conntrack time 0, see MonotonicClock: stored
+// deadlines only mean something on the clock that wrote them), interface
+// and queue, a clean flag with the count of slots in use, and a CRC-32C
+// of all that. A successor process maps the same memfd (AdoptTable,
+// AdoptShared): its entries, deadlines and seed are the predecessor's.
+// The owner calls MarkStopped once its worker has stopped between two
+// batches; the next owner's Resume takes the count from a clean header,
+// or recounts after a crash, and Scrub/Repair drop entries the carried
+// registry does not know (and unlock Shared buckets a dead writer held).
+// An arena of another layout is refused with ErrArenaLayout: the caller
+// starts that table cold and says why. A heap table (New, NewShared) has
+// no header and cannot be handed over.
+//
 // # Decisions where DESIGN is silent
 //
 //   - The bucket hash uses the table's own seed, not the fleet-wide

@@ -53,6 +53,7 @@ type Shared struct {
 	nBuckets uint64
 	seed     uint64
 	secrets  secrets // the bucket hash's words, derived from seed
+	arena    *Arena  // the memfd behind buckets (arena.go); nil on the Go heap
 }
 
 // NewShared returns a Shared table with room for maxEntries entries
@@ -62,7 +63,12 @@ func NewShared(maxEntries int, seed uint64) (*Shared, error) {
 		return nil, fmt.Errorf("new shared conntrack table: %w: %d (want 1..%d)", ErrMaxEntries, maxEntries, maxTableEntries)
 	}
 	nb := (maxEntries + SharedWays - 1) / SharedWays
-	return &Shared{buckets: make([]sharedBucket, nb), nBuckets: uint64(nb), seed: seed, secrets: newSecrets(seed)}, nil
+	return newShared(make([]sharedBucket, nb), seed), nil
+}
+
+// newShared returns a Shared table over buckets (from the heap or an Arena).
+func newShared(buckets []sharedBucket, seed uint64) *Shared {
+	return &Shared{buckets: buckets, nBuckets: uint64(len(buckets)), seed: seed, secrets: newSecrets(seed)}
 }
 
 // Cap returns the number of slots.

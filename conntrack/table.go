@@ -131,6 +131,8 @@ type Table struct {
 	published atomic.Int64            // n as of the last Serve or Sweep
 	mail      atomic.Pointer[request] // pending Control request
 	control   Control
+
+	arena *Arena // the memfd behind buckets (arena.go); nil on the Go heap
 }
 
 // ErrMaxEntries says the requested table size is unusable.
@@ -149,20 +151,21 @@ func New(maxEntries int, seed uint64) (*Table, error) {
 		return nil, fmt.Errorf("new conntrack table: %w: %d (want 1..%d)", ErrMaxEntries, maxEntries, maxTableEntries)
 	}
 	nb := (maxEntries + Ways - 1) / Ways
-	t := &Table{
-		buckets:  make([]bucket, nb),
-		nBuckets: uint64(nb),
-		seed:     seed,
-		secrets:  newSecrets(seed),
-	}
+	t := newTable(make([]bucket, nb), seed)
 	// Touch every page of the arena now: a fresh allocation is mapped on
 	// first access, and a page fault on the packet path (an insert, the
 	// sweep reaching a new page) costs microseconds.
 	for i := 0; i < nb; i += pageBuckets {
 		t.buckets[i].flags[0] = 0
 	}
-	t.control.t = t
 	return t, nil
+}
+
+// newTable returns a Table over buckets (from the heap or an Arena).
+func newTable(buckets []bucket, seed uint64) *Table {
+	t := &Table{buckets: buckets, nBuckets: uint64(len(buckets)), seed: seed, secrets: newSecrets(seed)}
+	t.control.t = t
+	return t
 }
 
 // Cap returns the number of slots.
