@@ -257,6 +257,8 @@ func TestValidation(t *testing.T) {
 			[]string{`rules.d/b.toml:3: ports: ALL overlaps rule "a" (rules.d/a.toml) on 203.0.113.10 TCP (port 1)`}},
 		{"table size not prime", map[string]string{"xlb.toml": mainOK + lines(`maglev_table_size = 65536`), "rules.d/web.toml": webRule},
 			[]string{"xlb.toml:3: maglev_table_size: 65536 is not prime (try 65537)"}},
+		{"pin_dir relative", map[string]string{"xlb.toml": mainOK + lines(`pin_dir = "bpf/xlb"`), "rules.d/web.toml": webRule},
+			[]string{`xlb.toml:3: pin_dir: "bpf/xlb" is not an absolute path (a directory on a bpf filesystem)`}},
 		{"table size too small", map[string]string{"xlb.toml": mainOK + lines(`maglev_table_size = 199`), "rules.d/web.toml": webRule},
 			[]string{`xlb.toml:3: maglev_table_size: 199 is smaller than 100 × 2 backends of rule "web" (200); use a prime ≥ 200, e.g. 211`}},
 		{"default table size too small", map[string]string{"rules.d/web.toml": head + groups("primary", 50, 0) + groups("failover", 50, 50)},
@@ -434,7 +436,7 @@ func TestDefaults(t *testing.T) {
 		Path: cfg.Path, Dir: dir, Interface: "eth0", Queues: Queues{All: true},
 		XDPMode: XDPAuto, BindMode: BindAuto, HashSeed: 0x5eed, MaglevTableSize: 65537,
 		RulesDir: filepath.Join(dir, "rules.d"), StateFile: "/var/lib/xlb/state.toml",
-		ControlSocket: "/run/xlb/xlb.sock", MetricsListen: "127.0.0.1:9641",
+		ControlSocket: "/run/xlb/xlb.sock", MetricsListen: "127.0.0.1:9641", PinDir: "/sys/fs/bpf/xlb",
 		Conntrack: Conntrack{MaxEntries: 1048576},
 		Rules: []Rule{{
 			File: "rules.d/web.toml", Name: "web",

@@ -122,6 +122,7 @@ func readMain(t *table, cfg *Config) {
 		cfg.MetricsListen = listen
 	}
 
+	readPinDir(t, cfg)
 	ct := t.sub("conntrack")
 	ct.intField("max_entries", MinMaxEntries, MaxMaxEntries, &cfg.Conntrack.MaxEntries)
 	ct.done()

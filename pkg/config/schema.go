@@ -23,6 +23,7 @@ type Config struct {
 	StateFile       string // resolved against Dir
 	ControlSocket   string // resolved against Dir
 	MetricsListen   string // host:port; "" disables the metrics endpoint
+	PinDir          string // where the XDP link and maps are pinned (restart.go)
 	Conntrack       Conntrack
 	BGP             *BGP // [bgp] (bgp.go); nil when absent: nothing is announced
 
@@ -202,6 +203,7 @@ func Default() Config {
 		StateFile:       DefaultStateFile,
 		ControlSocket:   DefaultControlSocket,
 		MetricsListen:   DefaultMetricsListen,
+		PinDir:          DefaultPinDir,
 		Conntrack:       Conntrack{MaxEntries: DefaultMaxEntries},
 	}
 }
