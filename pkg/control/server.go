@@ -100,6 +100,7 @@ func NewHandler(api API) http.Handler {
 		}
 		reply(w)(api.Lookup(r.Context(), q))
 	})
+	registerLifecycle(mux, api)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		// Also a known path with the wrong method: the mux prefers this
 		// catch-all to its own plain-text 405.
@@ -347,26 +348,7 @@ func Serve(ctx context.Context, path string, h http.Handler) error {
 		return err
 	}
 	defer os.Remove(path)
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case err := <-done:
-		return fmt.Errorf("control socket %s: %w", path, err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
-	}
-	<-done
-	return nil
+	return ServeListener(ctx, ln, h)
 }
 
 // Listen prepares the control socket as Serve does and returns its
