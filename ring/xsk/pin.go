@@ -334,8 +334,14 @@ func (p *Program) swapIn(ifindex int) (AttachMode, error) {
 	if ifindex != p.ifindex {
 		return 0, fmt.Errorf("attach xdp to ifindex %d: the pinned link is attached to ifindex %d", ifindex, p.ifindex)
 	}
-	if err := p.link.Update(p.objs.XlbRedirect); err != nil {
-		return 0, fmt.Errorf("swap xdp program into the pinned link: %w", err)
+	// A link that already runs this very program (a restart of the same
+	// build: the kernel's tag hashes the instructions, map references
+	// masked) keeps it; an update would only cost time (milliseconds:
+	// generic XDP waits for an RCU grace period), in a hand-over's pause.
+	if same, err := p.linkRunsOurs(); err != nil || !same {
+		if err := p.link.Update(p.objs.XlbRedirect); err != nil {
+			return 0, fmt.Errorf("swap xdp program into the pinned link: %w", err)
+		}
 	}
 	p.swap = false
 	if p.stale != nil {
@@ -352,6 +358,29 @@ func (p *Program) swapIn(ifindex int) (AttachMode, error) {
 	}
 	p.mode = mode
 	return mode, nil
+}
+
+// linkRunsOurs reports whether the pinned link runs a program with the
+// same tag as this one.
+func (p *Program) linkRunsOurs() (bool, error) {
+	info, err := p.link.Info()
+	if err != nil {
+		return false, err
+	}
+	running, err := ebpf.NewProgramFromID(info.Program)
+	if err != nil {
+		return false, err
+	}
+	defer running.Close()
+	ri, err := running.Info()
+	if err != nil {
+		return false, err
+	}
+	oi, err := p.objs.XlbRedirect.Info()
+	if err != nil {
+		return false, err
+	}
+	return ri.Tag == oi.Tag && p.stale == nil, nil
 }
 
 // pinAll pins a freshly attached link and the maps. The caller holds p.mu.

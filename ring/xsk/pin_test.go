@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/xlbnet/xlb/pkg/netns"
@@ -263,22 +264,13 @@ func TestPinnedRestart(t *testing.T) {
 	if c, err := p2.NoSocket(0); err != nil || c.Dropped == 0 {
 		t.Errorf("no-socket counts %+v, %v; want drops counted", c, err)
 	}
+	before := linkProgram(t, dir)
 	if mode := v.attach(t, p2); mode != AttachNative {
 		t.Errorf("mode after swap %s, want native", mode)
 	}
-	var info *link.Info
-	l, err := link.LoadPinnedLink(filepath.Join(dir, pinLink), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err = l.Info()
-	l.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pinfo, _ := p2.objs.XlbRedirect.Info()
-	if id, _ := pinfo.ID(); info.Program != id {
-		t.Errorf("pinned link runs program %d, want the second owner's %d", info.Program, id)
+	// The same build: the link keeps the program it runs (same tag).
+	if after := linkProgram(t, dir); after != before {
+		t.Errorf("a restart of the same build swapped program %d for %d", before, after)
 	}
 	// A pass action (queue not served) hands the packet to the kernel,
 	// which resets.
@@ -296,6 +288,82 @@ func TestPinnedRestart(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("pin directory after Close: %v, want gone", err)
+	}
+}
+
+// linkProgram returns the id of the program dir's pinned link runs.
+func linkProgram(t *testing.T, dir string) ebpf.ProgramID {
+	t.Helper()
+	l, err := link.LoadPinnedLink(filepath.Join(dir, pinLink), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	info, err := l.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Program
+}
+
+// TestPinnedUpgradeSwaps: a successor whose program differs (another
+// build) swaps it into the pinned link, keeping the maps.
+func TestPinnedUpgradeSwaps(t *testing.T) {
+	testutil.RequireRoot(t)
+	root := pinRoot(t)
+	v := newVethNS(t)
+	var dir string
+	if err := v.lb.Do(func() (err error) {
+		dir, err = PinDir(root, "x0")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureBPFFS(dir); err != nil {
+		t.Fatal(err)
+	}
+	// The "old build": one more instruction up front (r0 = 0), so its
+	// tag differs; same maps.
+	spec, err := loadXsk()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := spec.Programs["xlb_redirect"]
+	first := ps.Instructions[0]
+	ps.Instructions = append(asm.Instructions{asm.Mov.Imm(asm.R0, 0).WithMetadata(first.Metadata)}, ps.Instructions...)
+	ps.Instructions[1] = ps.Instructions[1].WithMetadata(asm.Metadata{})
+	var old xskObjects
+	if err := spec.LoadAndAssign(&old, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	var l link.Link
+	if err := v.lb.Do(func() (err error) {
+		l, err = link.AttachXDP(link.XDPOptions{Program: old.XlbRedirect, Interface: v.ifindex})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Pin(filepath.Join(dir, pinLink)); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	for name, m := range map[string]*ebpf.Map{"xlb_vips": old.XlbVips, "xlb_vip_addrs": old.XlbVipAddrs, "xlb_xsks": old.XlbXsks, "xlb_ctl": old.XlbCtl, "xlb_nosock": old.XlbNosock} {
+		if err := m.Pin(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldID := linkProgram(t, dir)
+	p, _ := v.openPinned(t, root)
+	defer p.Close()
+	if r := p.Reused(); !r.Link || !r.Maps {
+		t.Fatalf("reused %+v, want link and maps", r)
+	}
+	v.attach(t, p)
+	pi, _ := p.objs.XlbRedirect.Info()
+	id, _ := pi.ID()
+	if got := linkProgram(t, dir); got == oldID || got != id {
+		t.Errorf("after the upgrade the link runs program %d (old %d, new %d)", got, oldID, id)
 	}
 }
 
