@@ -14,6 +14,8 @@
 //	render.go    every table those commands and simulate print, from the
 //	             control API's answers; golden files in testdata/render
 //	             (go test -run TestRender -update rewrites them)
+//	restart.go   xlb restart, upgrade and stop (stop removes a crashed
+//	             daemon's pins itself)
 //	simulate.go  xlb simulate (pkg/daemon.Simulate)
 //	appliance.go xlb appliance drain|undrain and the appliance part of status
 //	             (drain, BGP peers, each VIP's announcement); golden file

@@ -40,9 +40,12 @@ func runCommand() *cli.Command {
 		Usage:     "run the appliance: attach to the interface and forward VIP traffic",
 		ArgsUsage: " ",
 		Description: "Loads the configuration (a bad one is refused before anything is attached), attaches the XDP\n" +
-			"program, binds an AF_XDP socket per queue and forwards until SIGTERM or SIGINT, then detaches.\n" +
-			"SIGHUP re-reads the configuration and the state file; a configuration with errors is rejected\n" +
-			"whole and the running one keeps serving. Needs root (CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW).",
+			"program (pinned under pin_dir, so it outlives the process), binds an AF_XDP socket per queue and\n" +
+			"forwards until SIGTERM or SIGINT (or xlb stop), then detaches and removes the pins. A program\n" +
+			"left pinned by a daemon that died is taken over (it dropped VIP packets meanwhile, never reset\n" +
+			"them). SIGHUP re-reads the configuration and the state file; a configuration with errors is\n" +
+			"rejected whole and the running one keeps serving. SIGUSR2 hands everything to a new process of\n" +
+			"the same executable (as xlb restart). Needs root (CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW).",
 		Flags: append([]cli.Flag{configFlag()}, logFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -55,7 +58,10 @@ func runCommand() *cli.Command {
 			if os.Geteuid() != 0 {
 				log.Warn("not running as root: attaching XDP and binding AF_XDP sockets will likely fail")
 			}
-			return daemon.Run(context.Background(), daemon.Options{ConfigPath: c.String("config"), Log: log, Signals: true})
+			return daemon.Run(context.Background(), daemon.Options{
+				ConfigPath: c.String("config"), Log: log, Signals: true,
+				SuccessorArgs: []string{"--log-format", c.String("log-format"), "--log-level", c.String("log-level")},
+			})
 		},
 	}
 }

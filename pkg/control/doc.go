@@ -34,6 +34,8 @@
 //	GET  /v1/conntrack/count[?rule=R[&backend=B]]      → ConntrackResult (count)
 //	POST /v1/conntrack/flush  {rule?, backend?}                            → ConntrackResult (removed)
 //	GET  /v1/lookup?rule=R&src=ADDR[:PORT][&dst=VIP][&proto=P][&dst_port=N][&syn=true] → LookupResult
+//	POST /v1/restart  {config, binary?}                                    → RestartResult (lifecycle.go)
+//	POST /v1/stop     {}                                                   → StopResult
 //
 // The JSON field names are the struct tags of the types in api.go. A
 // backend change is acknowledged (200) only after it is saved in

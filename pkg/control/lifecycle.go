@@ -40,12 +40,13 @@ func (r RestartRequest) Check() error {
 // RestartResult describes a completed hand-over. The daemon that answers
 // exits right after; the successor serves the same socket.
 type RestartResult struct {
-	PID          int      `json:"pid"`           // the successor
-	Build        string   `json:"build"`         // its build (a digest of its executable)
-	StateVersion int      `json:"state_version"` // of the state document it took (0: none)
-	Queues       int      `json:"queues"`        // sockets handed over
-	PauseMS      float64  `json:"pause_ms"`      // workers stopped → successor serving
-	Notes        []string `json:"notes,omitempty"`
+	PID          int       `json:"pid"`           // the successor
+	Build        string    `json:"build"`         // its build (a digest of its executable)
+	StateVersion int       `json:"state_version"` // of the state document it took (0: none)
+	Queues       int       `json:"queues"`        // sockets handed over
+	PauseMS      float64   `json:"pause_ms"`      // workers stopped → successor serving
+	CutoverAt    time.Time `json:"cutover_at"`    // when the workers stopped
+	Notes        []string  `json:"notes,omitempty"`
 }
 
 // StopRequest asks the daemon to stop for good: detach the program,

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"net/netip"
+	"os"
 	"slices"
 	"sync"
 
@@ -27,17 +28,28 @@ func (d *daemon) controlHandler() http.Handler {
 	return control.NewHandler(&ops{d: d})
 }
 
-// startControl serves the control API on the configured socket until the
-// returned stop is called (Run defers it, so the socket goes away before
-// the data plane does). A socket that cannot be served is logged, not
-// fatal: the appliance forwards without its CLI.
+// startControl serves the control API on the configured socket (or the
+// listener a predecessor handed over) until the returned stop is called
+// (serve defers it, so the socket goes away before the data plane does;
+// after a hand-over it stays, served by the successor). A socket that
+// cannot be served is logged, not fatal: the appliance forwards without
+// its CLI.
 func (d *daemon) startControl(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	path := d.cfg.ControlSocket
+	if d.controlLn == nil {
+		ln, err := control.Listen(path)
+		if err != nil {
+			d.log.Error("control socket: the CLI cannot reach this daemon", "socket", path, "err", err)
+			cancel()
+			return func() {}
+		}
+		d.controlLn = ln
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := control.Serve(ctx, path, d.controlHandler()); err != nil {
+		if err := control.ServeListener(ctx, d.controlLn, d.controlHandler()); err != nil {
 			d.log.Error("control socket: the CLI cannot reach this daemon", "socket", path, "err", err)
 		}
 	}()
@@ -45,6 +57,9 @@ func (d *daemon) startControl(ctx context.Context) (stop func()) {
 	return func() {
 		cancel()
 		<-done
+		if d.exit != exitHandedOver {
+			os.Remove(path)
+		}
 	}
 }
 

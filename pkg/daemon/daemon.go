@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/xlbnet/xlb/pkg/config"
+	"github.com/xlbnet/xlb/pkg/handover"
 	"github.com/xlbnet/xlb/pkg/health"
 	"github.com/xlbnet/xlb/pkg/neigh"
 )
@@ -23,10 +25,23 @@ import (
 type Options struct {
 	ConfigPath string
 	Log        *slog.Logger
-	// Signals makes Run handle SIGHUP (reload) and SIGTERM/SIGINT (stop);
-	// tests leave it off and cancel the context instead.
+	// Signals makes Run handle SIGHUP (reload), SIGUSR2 (restart: hand
+	// over to a successor) and SIGTERM/SIGINT (stop); tests leave it off
+	// and cancel the context instead.
 	Signals bool
+	// SuccessorArgs are the arguments a successor gets after
+	// `run -c CONFIG` (the log flags).
+	SuccessorArgs []string
 }
+
+// exitMode is how a daemon's Run ends.
+type exitMode uint8
+
+const (
+	exitNone       exitMode = iota // running
+	exitStop                       // detach, unpin, close: the appliance stops
+	exitHandedOver                 // a successor serves: close fds, detach nothing
+)
 
 // daemon is a running appliance: the data plane (engine) and the control
 // plane that feeds it. All control-plane state is owned by the goroutine
@@ -61,6 +76,11 @@ type daemon struct {
 
 	bgp atomic.Pointer[bgpRuntime] // nil without [bgp] (bgp.go)
 
+	seed      uint64       // conntrack bucket seed
+	exit      exitMode     // set on the control goroutine; Run returns when it is set
+	controlLn net.Listener // the control socket's listener (handed over on restart)
+	metricsLn net.Listener // the metrics endpoint's listener
+
 	reloadsOK, reloadsRejected atomic.Uint64
 }
 
@@ -68,6 +88,16 @@ type daemon struct {
 // ends (or SIGTERM with Options.Signals). A configuration error is
 // returned before anything is attached.
 func Run(ctx context.Context, opts Options) error {
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	s, err := handover.Inherited(successorTimeouts)
+	if err != nil {
+		return fmt.Errorf("hand-over: %w", err)
+	}
+	if s != nil {
+		return runSuccessor(ctx, opts, s)
+	}
 	d, err := newDaemon(opts)
 	if err != nil {
 		return err
@@ -128,38 +158,50 @@ func randomSeed() uint64 {
 	return binary.LittleEndian.Uint64(b[:])
 }
 
-// Run starts the data plane and runs the control loop.
-func (d *daemon) Run(ctx context.Context) error {
-	var err error
-	d.engine, err = startEngine(engineConfig{
+// engineConfig is the data plane's configuration.
+func (d *daemon) engineConfig() engineConfig {
+	return engineConfig{
 		Interface:  d.cfg.Interface,
 		Queues:     queueList(d.cfg.Queues),
 		XDPMode:    attachModes.of(d.cfg.XDPMode),
 		Bind:       bindModes.of(d.cfg.BindMode),
 		MaxEntries: d.cfg.Conntrack.MaxEntries,
-		Seed:       randomSeed(),
+		Seed:       d.seed,
 		Clock:      d.clock,
+		ClockBase:  d.clock.Base(),
+		PinDir:     d.cfg.PinDir,
 		Log:        d.log,
-	})
+	}
+}
+
+// Run starts the data plane and runs the control loop.
+func (d *daemon) Run(ctx context.Context) error {
+	var err error
+	d.seed = randomSeed()
+	d.engine, err = startEngine(d.engineConfig())
 	if err != nil {
 		return fmt.Errorf("start data plane: %w", err)
 	}
-	defer func() {
-		if err := d.engine.Close(); err != nil {
-			d.log.Error("stop data plane", "err", err)
-		}
-		d.log.Info("stopped: xdp program detached, sockets closed")
-	}()
 	d.resolver = neigh.New(nil)
 	d.checker = health.New(health.Options{OnChange: d.onHealth})
-	defer d.checker.Stop()
 	if err := d.checker.Set(d.healthTargets()); err != nil {
+		d.exit = exitStop
+		d.finish()
 		return fmt.Errorf("start health checks: %w", err)
 	}
 	d.resolveAll(ctx)
 	if err := d.publish(); err != nil {
+		d.exit = exitStop
+		d.finish()
 		return err
 	}
+	return d.serve(ctx)
+}
+
+// serve serves the control socket and metrics and runs the control loop
+// until the daemon stops or hands over, then finishes accordingly.
+func (d *daemon) serve(ctx context.Context) error {
+	defer d.finish()
 	defer d.startControl(ctx)()
 	defer d.startMetrics()()
 	stopBGP, err := d.startBGP(ctx)
@@ -172,7 +214,7 @@ func (d *daemon) Run(ctx context.Context) error {
 	var sigs chan os.Signal
 	if d.opts.Signals {
 		sigs = make(chan os.Signal, 4)
-		signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+		signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR2)
 		defer signal.Stop(sigs)
 	}
 	tick := time.NewTicker(time.Second)
@@ -180,19 +222,22 @@ func (d *daemon) Run(ctx context.Context) error {
 	lastResolve := time.Now()
 	var lastHealthPublish time.Time
 	var healthDue <-chan time.Time
-	for {
+	for d.exit == exitNone {
 		select {
 		case <-ctx.Done():
-			return nil
+			d.exit = exitStop
 		case s := <-sigs:
-			if s == syscall.SIGHUP {
+			switch s {
+			case syscall.SIGHUP:
 				if err := d.Reload(); err != nil {
 					d.log.Error("reload rejected; the running configuration keeps serving", "err", err)
 				}
-				continue
+			case syscall.SIGUSR2:
+				d.restartOnSignal()
+			default:
+				d.log.Info("stopping", "signal", s.String())
+				d.exit = exitStop
 			}
-			d.log.Info("stopping", "signal", s.String())
-			return nil
 		case f := <-d.requests:
 			f()
 		case <-d.healthPoke:
@@ -231,6 +276,27 @@ func (d *daemon) Run(ctx context.Context) error {
 			}
 		}
 	}
+	return nil
+}
+
+// finish ends the daemon as d.exit says: after a hand-over only this
+// process's fds are closed; otherwise the program is detached and its
+// pins removed.
+func (d *daemon) finish() {
+	if d.checker != nil {
+		d.checker.Stop()
+	}
+	if d.exit == exitHandedOver {
+		if err := d.engine.release(); err != nil {
+			d.log.Error("release data plane", "err", err)
+		}
+		d.log.Info("exited: the successor serves; nothing detached")
+		return
+	}
+	if err := d.engine.Close(); err != nil {
+		d.log.Error("stop data plane", "err", err)
+	}
+	d.log.Info("stopped: xdp program detached and unpinned, sockets closed")
 }
 
 // do runs f on the control goroutine and waits for it.

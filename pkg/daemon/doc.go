@@ -74,8 +74,9 @@
 // # Decisions where the design is silent
 //
 //   - Slots: rule slots (by rule name) and backend slots (by rule and
-//     address) are handed out once per process and never reused, so a
-//     conntrack entry can never name another rule or backend than its own.
+//     address) are handed out once and never reused (a restart or upgrade
+//     carries the registry to the successor), so a conntrack entry can
+//     never name another rule or backend than its own.
 //   - A backend whose next hop (MAC) is unresolved counts as UNKNOWN health
 //     for the eligible-set engine: it cannot receive anything, and its
 //     flows fall under the persistence rules like those of any backend
@@ -94,6 +95,70 @@
 //     the backend, else the interface's first global address of the family.
 //   - Health checks of type NONE make every backend healthy; other checks
 //     start UNKNOWN (not healthy) until the first verdict, as GCP does.
+//
+// # Restart, upgrade, stop: the paths and what they lose
+//
+// The XDP program's link and maps are pinned (pin_dir, ring/xsk), the
+// UMEM and the conntrack arenas are memfds (ring, conntrack), and the
+// daemon's clock counts CLOCK_MONOTONIC from a base it can hand on, so
+// nothing a flow depends on belongs to one process.
+//
+//   - xlb restart -c FILE (POST /v1/restart; SIGUSR2 uses the running
+//     configuration) and xlb upgrade --binary PATH: handOver starts the
+//     successor (/proc/self/exe, or PATH) with `run -c FILE` and a
+//     pkg/handover connection, offers the state document (version 1: slot
+//     registry, each rule's failover.State with its generations and drain
+//     deadlines via MarshalCarry, backends removed by reloads, health
+//     verdicts, next hops, the clock base, reload counters) and the files
+//     (per queue the AF_XDP socket, the UMEM memfd and the conntrack
+//     arena; the session and fragment arenas; the control and metrics
+//     listeners). The successor loads FILE, maps everything, restores the
+//     state, starts its probers and computes its snapshot while this
+//     daemon forwards; its VIP set is held back. Any error (an invalid
+//     FILE, another interface or queue set, a missing pin) is sent back as
+//     the reason, the successor exits, and this daemon serves on untouched
+//     (the request fails with the reason: `xlb restart` exits 1). Then the
+//     workers stop between two batches (quiesce), their free frame lists
+//     go over (CUTOVER), the successor takes the rings (ring.Socket.
+//     TakeOver), swaps its program into the pinned link when it differs
+//     (an upgrade; a restart of the same build keeps the running one, tags
+//     equal), resumes the tables, starts its workers and says DONE; this
+//     daemon answers the request and exits, detaching nothing. The pause
+//     (measured: 10-30 ms here, up to 100 ms on a starved machine) is
+//     buffered by the RX rings: 2048 slots, 100 ms at 20 kpps per queue.
+//     A successor that fails right after the cut-over, before touching the
+//     rings, says so and this daemon resumes its workers; one that dies or
+//     goes silent there is killed and this daemon opens new sockets
+//     (rebuild: VIP packets are dropped by the program meanwhile, the
+//     conntrack tables are kept).
+//   - A changed layout on upgrade: XDP maps of another layout get new maps
+//     with the VIP set copied (ring/xsk); a conntrack arena of another
+//     bucket layout starts empty, and the hand-over's answer and the log
+//     say which (Notes) — those flows fall back to Maglev. An unknown state
+//     document version is refused (the successor gives up): without the
+//     registry the arenas' slots mean nothing.
+//   - kill -9 (or any crash) and `xlb run`: the pinned program stays
+//     attached and drops the served queues' VIP packets (xlb_ctl: a client
+//     retransmits instead of getting the kernel's reset); the next daemon
+//     reuses the link and maps (its log says reused_link=true), binds new
+//     sockets and starts with empty conntrack tables (the memfds died with
+//     the process; only systemd's fd store would keep them), so flows
+//     placed under an older backend set may move.
+//   - xlb stop (POST /v1/stop) and SIGTERM/SIGINT or the end of Run's
+//     context: detach, unpin, close: VIP packets go to the kernel again.
+//     With no daemon, `xlb stop` removes the pins itself.
+//
+// Decisions where the issue is silent: BPF objects travel through their
+// pins, not over the socket (the pins serve a crash too); the successor
+// serves the control and metrics sockets from the inherited listeners
+// only after the cut-over (the listening socket never closes, so no
+// request is refused); a successor whose configuration changes
+// conntrack.max_entries keeps the arenas' sizes until the next cold start;
+// workers run at nice -10 (CAP_SYS_NICE), since a worker starved longer
+// than the ring's depth loses packets, a hand-over's pause included;
+// counters (metrics) start again from zero in the successor, as after any
+// restart of a Prometheus target, except the kernel's socket counters,
+// which belong to the sockets.
 //
 // # The control API
 //

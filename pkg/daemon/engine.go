@@ -34,14 +34,22 @@ type engineConfig struct {
 	Seed                            uint64 // conntrack bucket seed (random per appliance)
 	Clock                           conntrack.Clock
 	Log                             *slog.Logger
+	// PinDir is the pin root (config pin_dir): the program's link and
+	// maps are pinned in PinDir/<interface> (xsk.PinDir) and outlive the
+	// daemon. "" loads an unpinned program, detached when the daemon ends.
+	PinDir string
+	// ClockBase is the CLOCK_MONOTONIC value of Clock's zero, recorded in
+	// the conntrack arenas' headers.
+	ClockBase int64
 }
 
 // queue is one served queue: its socket, tables and worker.
 type queue struct {
-	id     int
-	sock   *ring.Socket
-	table  *conntrack.Table
-	worker *dataplane.Worker
+	id      int
+	sock    *ring.Socket
+	table   *conntrack.Table
+	worker  *dataplane.Worker
+	adopted bool // table handed over by a predecessor, to Resume at the cut-over
 }
 
 // engine is the data plane: the XDP program attached to the interface,
@@ -58,8 +66,14 @@ type engine struct {
 	frags    *conntrack.Shared
 	zeroCopy bool
 
-	cancel context.CancelFunc
+	cancel context.CancelFunc // stops the running workers; nil when none run
 	wg     sync.WaitGroup
+	closed bool
+
+	// A successor prepares with the VIP set of its snapshot held back
+	// until its workers run (engine_handover.go).
+	holdVIPs bool
+	heldVIPs []xsk.VIP
 }
 
 // startEngine loads and attaches the XDP program, opens a socket per queue
@@ -101,13 +115,14 @@ func startEngine(cfg engineConfig) (_ *engine, err error) {
 	if cfg.FragmentEntries == 0 {
 		cfg.FragmentEntries = max(cfg.MaxEntries/16, 1024)
 	}
-	if e.sessions, err = conntrack.NewShared(cfg.SessionEntries, cfg.Seed^0x5e55); err != nil {
+	shared := conntrack.ArenaInfo{ClockBase: cfg.ClockBase, Ifindex: e.ifindex}
+	if e.sessions, err = conntrack.NewSharedInArena(cfg.SessionEntries, cfg.Seed^0x5e55, shared); err != nil {
 		return nil, err
 	}
-	if e.frags, err = conntrack.NewShared(cfg.FragmentEntries, cfg.Seed^0xf4a6); err != nil {
+	if e.frags, err = conntrack.NewSharedInArena(cfg.FragmentEntries, cfg.Seed^0xf4a6, shared); err != nil {
 		return nil, err
 	}
-	if e.prog, err = xsk.Load(); err != nil {
+	if e.prog, err = e.openProgram(); err != nil {
 		return nil, err
 	}
 	if e.mode, err = e.prog.Attach(e.ifindex, cfg.XDPMode); err != nil {
@@ -122,17 +137,55 @@ func startEngine(cfg engineConfig) (_ *engine, err error) {
 		}
 		q := &queue{id: id, sock: sock}
 		e.queues = append(e.queues, q)
-		if q.table, err = conntrack.New(per, cfg.Seed+uint64(id)); err != nil {
+		if q.table, err = conntrack.NewInArena(per, cfg.Seed+uint64(id), conntrack.ArenaInfo{ClockBase: cfg.ClockBase, Ifindex: e.ifindex, Queue: id}); err != nil {
 			return nil, fmt.Errorf("queue %d: %w", id, err)
 		}
-		tables := dataplane.FlowTables{Conntrack: q.table, Sessions: e.sessions, Fragments: e.frags}
-		q.worker = dataplane.NewWorker(sock.Rings(), &e.snapshot, tables, cfg.Clock, func() { sock.Poll(1) })
+		e.newWorker(q)
 		if err := e.prog.Register(id, sock.FD()); err != nil {
+			return nil, fmt.Errorf("queue %d: %w", id, err)
+		}
+		// From now on a VIP packet of this queue that finds no socket
+		// (between two owners) is dropped, not handed to the kernel.
+		if err := e.prog.SetNoSocketDrop(id, true); err != nil {
 			return nil, fmt.Errorf("queue %d: %w", id, err)
 		}
 		e.zeroCopy = sock.ZeroCopy()
 		cfg.Log.Info("queue bound", "queue", id, "zerocopy", sock.ZeroCopy(), "conntrack_entries", q.table.Cap())
 	}
+	e.startWorkers()
+	return e, nil
+}
+
+// openProgram loads the XDP program: over the pins of the interface when
+// the engine pins, reusing a pinned link and maps a previous daemon left
+// (after a crash: the program kept dropping VIP packets meanwhile).
+func (e *engine) openProgram() (*xsk.Program, error) {
+	if e.cfg.PinDir == "" {
+		return xsk.Load()
+	}
+	dir, err := xsk.PinDir(e.cfg.PinDir, e.cfg.Interface)
+	if err != nil {
+		return nil, err
+	}
+	p, err := xsk.OpenPinned(dir, e.ifindex)
+	if err != nil {
+		return nil, err
+	}
+	r := p.Reused()
+	e.cfg.Log.Info("xdp pins", "dir", dir, "reused_link", r.Link, "reused_maps", r.Maps, "note", r.Reason)
+	return p, nil
+}
+
+// newWorker (re)creates q's worker over its socket and tables.
+func (e *engine) newWorker(q *queue) {
+	tables := dataplane.FlowTables{Conntrack: q.table, Sessions: e.sessions, Fragments: e.frags}
+	sock := q.sock
+	q.worker = dataplane.NewWorker(sock.Rings(), &e.snapshot, tables, e.cfg.Clock, func() { sock.Poll(1) })
+}
+
+// startWorkers starts one goroutine per queue, each locked to its OS
+// thread and pinned to a CPU.
+func (e *engine) startWorkers() {
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	cpus := runtime.NumCPU()
@@ -147,12 +200,30 @@ func startEngine(cfg engineConfig) (_ *engine, err error) {
 			var set unix.CPUSet
 			set.Set(i % cpus)
 			if err := unix.SchedSetaffinity(0, &set); err != nil {
-				cfg.Log.Warn("pin worker to cpu", "queue", q.id, "err", err)
+				e.cfg.Log.Warn("pin worker to cpu", "queue", q.id, "err", err)
+			}
+			// A worker sleeps in poll when idle; when packets come it must
+			// not wait behind background work for its CPU: a stall longer
+			// than the RX ring's depth loses packets (and a hand-over's
+			// pause is only buffered by that depth). CAP_SYS_NICE.
+			if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), workerNice); err != nil {
+				e.cfg.Log.Warn("raise worker priority", "queue", q.id, "err", err)
 			}
 			q.worker.Run(ctx)
 		}()
 	}
-	return e, nil
+}
+
+// workerNice is the nice value of the worker threads.
+const workerNice = -10
+
+// stopWorkers stops every worker at its next batch boundary and waits.
+func (e *engine) stopWorkers() {
+	if e.cancel != nil {
+		e.cancel()
+		e.cancel = nil
+	}
+	e.wg.Wait()
 }
 
 // Mode is the XDP attach mode the interface got.
@@ -175,6 +246,10 @@ func (e *engine) Queues() []int {
 // VIPs before the workers could need them and forgets old ones after.
 func (e *engine) Publish(s *dataplane.Snapshot, vips []xsk.VIP) error {
 	e.snapshot.Store(s)
+	if e.holdVIPs {
+		e.heldVIPs = vips
+		return nil
+	}
 	if err := e.prog.ReplaceVIPs(vips); err != nil {
 		return fmt.Errorf("publish vip set: %w", err)
 	}
@@ -206,12 +281,15 @@ func (e *engine) Stats() []queueStats {
 // Shared returns the shared session and fragment tables.
 func (e *engine) Shared() (sessions, fragments *conntrack.Shared) { return e.sessions, e.frags }
 
-// Close stops the workers, detaches the program and closes the sockets.
+// Close stops the workers, detaches the program, removes its pins and
+// closes the sockets and arenas: the end of the appliance (xlb stop).
+// Closing a closed engine does nothing.
 func (e *engine) Close() error {
-	if e.cancel != nil {
-		e.cancel()
+	if e.closed {
+		return nil
 	}
-	e.wg.Wait()
+	e.closed = true
+	e.stopWorkers()
 	var errs []error
 	if e.prog != nil {
 		for _, q := range e.queues {
@@ -219,9 +297,24 @@ func (e *engine) Close() error {
 		}
 		errs = append(errs, e.prog.Close())
 	}
+	return errors.Join(append(errs, e.closeQueues())...)
+}
+
+// closeQueues closes the sockets and every conntrack arena (this
+// process's mappings and fds; a successor's copies live on).
+func (e *engine) closeQueues() error {
+	var errs []error
 	for _, q := range e.queues {
 		if q.sock != nil {
 			errs = append(errs, q.sock.Close())
+		}
+		if q.table != nil && q.table.Arena() != nil {
+			errs = append(errs, q.table.Arena().Close())
+		}
+	}
+	for _, s := range []*conntrack.Shared{e.sessions, e.frags} {
+		if s != nil && s.Arena() != nil {
+			errs = append(errs, s.Arena().Close())
 		}
 	}
 	return errors.Join(errs...)

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"strconv"
 	"time"
 
@@ -19,13 +21,16 @@ func (d *daemon) startMetrics() func() {
 	if addr == "" {
 		return func() {}
 	}
-	stop, err := metrics.Serve(addr, metrics.Handler(d.writeMetrics))
-	if err != nil {
-		d.log.Error("metrics endpoint not served", "err", err)
-		return func() {}
+	if d.metricsLn == nil {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			d.log.Error("metrics endpoint not served", "err", fmt.Errorf("metrics listen %s: %w", addr, err))
+			return func() {}
+		}
+		d.metricsLn = ln
 	}
 	d.log.Info("metrics", "listen", addr)
-	return stop
+	return metrics.ServeListener(d.metricsLn, metrics.Handler(d.writeMetrics))
 }
 
 // writeMetrics writes the appliance's metrics (Prometheus text format).

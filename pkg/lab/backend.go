@@ -117,6 +117,9 @@ func (b *Backend) start() error {
 			if err != nil {
 				return fmt.Errorf("listen udp: %w", err)
 			}
+			// Room for a stream of tens of kpps while the echo goroutine
+			// waits for a core (capped by net.core.rmem_max).
+			c.SetReadBuffer(4 << 20)
 			udps = append(udps, c)
 		}
 		var err error

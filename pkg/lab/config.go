@@ -65,6 +65,10 @@ metrics_listen = "127.0.0.1:9641" # loopback of the xlb namespace: no clash betw
 [conntrack]
 max_entries = 262144
 `, l.Opts.Prefix, XLBInterface, filepath.Join(dir, "state.toml"), filepath.Join(dir, "xlb.sock"))
+	if l.Opts.XLBPinDir != "" {
+		// A top-level key: before the [conntrack] table.
+		main = strings.Replace(main, "[conntrack]\n", fmt.Sprintf("pin_dir = %q\n[conntrack]\n", l.Opts.XLBPinDir), 1)
+	}
 	if l.Opts.BGP {
 		main += l.BGPConfig()
 	}

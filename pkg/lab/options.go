@@ -94,6 +94,10 @@ type Options struct {
 	KeepOffloads bool
 	// NoDecap skips running pkg/decap on the backends (DIRECT-only labs).
 	NoDecap bool
+	// XLBPinDir is pin_dir of the configuration WriteConfig writes (""
+	// leaves xlb's default). A bpf filesystem mounted outside /sys is seen
+	// by every `ip netns exec`, which mounts a /sys of its own.
+	XLBPinDir string
 	// Logf, if set, receives one line per setup step.
 	Logf func(format string, args ...any)
 }

@@ -119,9 +119,15 @@ func Serve(addr string, h http.Handler) (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics listen %s: %w", addr, err)
 	}
+	return ServeListener(ln, h), nil
+}
+
+// ServeListener serves h on ln (a listener the caller opened, or one a
+// predecessor process handed over) until stop is called.
+func ServeListener(ln net.Listener, h http.Handler) (stop func()) {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
-	return func() { srv.Close() }, nil
+	return func() { srv.Close() }
 }
 
 // SortedKeys returns the keys of m in order, for stable output.

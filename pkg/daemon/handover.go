@@ -1,0 +1,316 @@
+package daemon
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xlbnet/xlb/failover"
+	"github.com/xlbnet/xlb/pkg/control"
+	"github.com/xlbnet/xlb/pkg/handover"
+	"github.com/xlbnet/xlb/pkg/neigh"
+)
+
+// stateVersion is the version of the state document this build writes;
+// stateVersions the ones it reads.
+const stateVersion = 1
+
+var stateVersions = []int{1}
+
+// stateDoc is the control plane's memory, handed to a successor: what it
+// needs so that every conntrack entry in the arenas keeps its meaning
+// (the slots it names, the generations it was stamped with, the clock its
+// deadlines count on) and so that no backend changes eligibility because
+// a process changed (health verdicts, next hops, drain deadlines).
+type stateDoc struct {
+	Version   int                          `json:"version"`
+	Build     string                       `json:"build"`
+	ClockBase int64                        `json:"clock_base"` // CLOCK_MONOTONIC ns of conntrack time 0
+	Seed      uint64                       `json:"conntrack_seed"`
+	Engine    engineState                  `json:"engine"`
+	Rules     map[string]uint16            `json:"rule_slots"`
+	Backends  map[string]map[string]uint32 `json:"backend_slots"` // rule → address → slot
+	Runtime   []ruleState                  `json:"rules"`
+	Probes    []probeState                 `json:"probes"`
+	NextHops  []nexthopState               `json:"next_hops"`
+	Reloads   [2]uint64                    `json:"reloads"` // ok, rejected
+}
+
+type ruleState struct {
+	Name    string          `json:"name"`
+	Slot    uint16          `json:"slot"`
+	Prev    json.RawMessage `json:"failover,omitempty"` // failover.State.MarshalCarry
+	Removed []removedState  `json:"removed,omitempty"`
+}
+
+type removedState struct {
+	Addr  netip.Addr `json:"addr"`
+	At    time.Time  `json:"at"`
+	Group string     `json:"group"`
+}
+
+type probeState struct {
+	Rule        string               `json:"rule"`
+	Addr        netip.Addr           `json:"addr"`
+	Health      failover.Health      `json:"health"`
+	Weight      uint32               `json:"weight"`
+	WeightState failover.WeightState `json:"weight_state"`
+	LastError   string               `json:"last_error,omitempty"`
+	Since       time.Time            `json:"since"`
+}
+
+type nexthopState struct {
+	Addr   netip.Addr    `json:"addr"`
+	Direct bool          `json:"direct"`
+	NH     neigh.NextHop `json:"nh"`
+	Err    string        `json:"err,omitempty"`
+}
+
+// Names of the listeners handed over besides the engine's files.
+const (
+	controlFile = "control"
+	metricsFile = "metrics"
+)
+
+// stateDocument writes the control plane's state (control goroutine).
+func (d *daemon) stateDocument() ([]byte, error) {
+	doc := stateDoc{
+		Version: stateVersion, Build: buildID(), ClockBase: d.clock.Base(), Seed: d.seed,
+		Engine: d.engine.handoverState(), Rules: d.reg.rules, Backends: map[string]map[string]uint32{},
+		Reloads: [2]uint64{d.reloadsOK.Load(), d.reloadsRejected.Load()},
+	}
+	for rule, m := range d.reg.backends {
+		bs := map[string]uint32{}
+		for a, s := range m {
+			bs[a.String()] = s
+		}
+		doc.Backends[rule] = bs
+	}
+	for name, rt := range d.rules {
+		rs := ruleState{Name: name, Slot: rt.slot}
+		if rt.prev != nil {
+			b, err := rt.prev.MarshalCarry()
+			if err != nil {
+				return nil, err
+			}
+			rs.Prev = b
+		}
+		for a, r := range rt.removed {
+			rs.Removed = append(rs.Removed, removedState{Addr: a, At: r.at, Group: r.group})
+		}
+		doc.Runtime = append(doc.Runtime, rs)
+	}
+	for k, p := range d.probes {
+		doc.Probes = append(doc.Probes, probeState{Rule: k.rule, Addr: k.addr, Health: p.health, Weight: p.weight, WeightState: p.weightState, LastError: p.lastError, Since: p.since})
+	}
+	for k, nh := range d.nexthops {
+		s := nexthopState{Addr: k.addr, Direct: k.direct, NH: nh.nh}
+		if nh.err != nil {
+			s.Err = nh.err.Error()
+		}
+		doc.NextHops = append(doc.NextHops, s)
+	}
+	return json.Marshal(doc)
+}
+
+// restoreState takes the control plane's state from a predecessor's
+// document (before the first publish).
+func (d *daemon) restoreState(doc *stateDoc) error {
+	d.reg = newRegistry()
+	for name, s := range doc.Rules {
+		d.reg.rules[name] = s
+		d.reg.backends[name] = map[netip.Addr]uint32{}
+	}
+	for rule, m := range doc.Backends {
+		if d.reg.backends[rule] == nil {
+			return fmt.Errorf("state document: backend slots of rule %q, which has no slot", rule)
+		}
+		for a, s := range m {
+			addr, err := netip.ParseAddr(a)
+			if err != nil {
+				return fmt.Errorf("state document: backend slot of %q: %w", a, err)
+			}
+			d.reg.backends[rule][addr] = s
+		}
+	}
+	for _, rs := range doc.Runtime {
+		rt := &ruleRuntime{slot: rs.Slot, removed: map[netip.Addr]removedBackend{}}
+		if len(rs.Prev) > 0 {
+			st, err := failover.UnmarshalCarry(rs.Prev)
+			if err != nil {
+				return fmt.Errorf("state document: rule %s: %w", rs.Name, err)
+			}
+			rt.prev = st
+		}
+		for _, r := range rs.Removed {
+			rt.removed[r.Addr] = removedBackend{at: r.At, group: r.Group}
+		}
+		d.rules[rs.Name] = rt
+	}
+	for _, p := range doc.Probes {
+		d.probes[probeKey{p.Rule, p.Addr}] = probe{health: p.Health, weight: p.Weight, weightState: p.WeightState, lastError: p.LastError, since: p.Since}
+	}
+	for _, s := range doc.NextHops {
+		nh := nexthop{nh: s.NH}
+		if s.Err != "" {
+			nh.err = errors.New(s.Err)
+		}
+		d.nexthops[nhKey{s.Addr, s.Direct}] = nh
+	}
+	d.reloadsOK.Store(doc.Reloads[0])
+	d.reloadsRejected.Store(doc.Reloads[1])
+	return nil
+}
+
+// cutoverBody is what the predecessor's stopped workers hand over.
+type cutoverBody struct {
+	Free map[int][]uint64 `json:"free"` // queue → free UMEM chunks
+}
+
+// handOver starts a successor and hands everything to it (control
+// goroutine). On success the daemon must exit without detaching
+// (d.exit is set); on any failure before the cut-over, or a refusal right
+// after it, it serves on as if nothing happened.
+func (d *daemon) handOver(req control.RestartRequest) (*control.RestartResult, error) {
+	path := req.Binary
+	if path == "" {
+		// The running executable itself, even if its file was replaced.
+		path = "/proc/self/exe"
+	}
+	args := append([]string{"run", "-c", req.Config}, d.opts.SuccessorArgs...)
+	d.log.Info("hand-over: starting the successor", "binary", path, "config", req.Config)
+	p, hello, err := handover.Start(handover.Options{Path: path, Args: args, Env: os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr})
+	if err != nil {
+		return nil, fmt.Errorf("restart: %w", err)
+	}
+	fail := func(err error) (*control.RestartResult, error) {
+		p.Abandon()
+		d.log.Error("hand-over failed; this daemon keeps serving", "err", err)
+		return nil, control.Errorf(409, "restart: %v (this daemon keeps serving)", err)
+	}
+	version := handover.ChooseState(stateVersions, hello.States)
+	var doc []byte
+	reason := ""
+	if version == stateVersion {
+		if doc, err = d.stateDocument(); err != nil {
+			return fail(err)
+		}
+	} else {
+		reason = fmt.Sprintf("the successor reads state versions %v, this daemon writes %d", hello.States, stateVersion)
+	}
+	files := d.engine.handoverFiles()
+	for _, l := range []struct {
+		name string
+		ln   net.Listener
+	}{{controlFile, d.controlLn}, {metricsFile, d.metricsLn}} {
+		if l.ln == nil {
+			continue
+		}
+		fd, err := listenerFD(l.ln)
+		if err != nil {
+			d.log.Warn("hand-over: the successor opens its own listener", "listener", l.name, "err", err)
+			continue
+		}
+		defer unix.Close(fd)
+		files = append(files, handover.File{Name: l.name, FD: fd})
+	}
+	if err := p.Offer(version, doc, reason, files); err != nil {
+		return fail(err)
+	}
+	if err := p.WaitReady(); err != nil {
+		return fail(err)
+	}
+	begin := time.Now()
+	free := d.engine.quiesce()
+	if err := p.Cutover(cutoverBody{Free: free}); err != nil {
+		if handover.IsRefused(err) {
+			d.engine.resume()
+			return fail(err)
+		}
+		// The successor may have started driving the rings: it is killed
+		// and this daemon serves again on new sockets.
+		p.Abandon()
+		d.log.Error("hand-over: the successor vanished after the cut-over; rebuilding the sockets", "err", err)
+		if rerr := d.engine.rebuild(); rerr != nil {
+			d.log.Error("rebuild after a failed hand-over; stopping", "err", rerr)
+			d.exit = exitStop
+			return nil, control.Errorf(500, "restart: %v; rebuilding the sockets failed too: %v", err, rerr)
+		}
+		return nil, control.Errorf(500, "restart: %v (this daemon serves again, on new sockets)", err)
+	}
+	pause := time.Since(begin)
+	p.Close()
+	d.exit = exitHandedOver
+	res := &control.RestartResult{PID: hello.PID, Build: hello.Build, StateVersion: version, Queues: len(free), PauseMS: float64(pause.Microseconds()) / 1000, CutoverAt: begin}
+	d.log.Info("hand-over done: the successor serves; exiting without detaching", "pid", hello.PID, "build", hello.Build, "pause", pause.String())
+	return res, nil
+}
+
+// listenerFD returns a duplicate of ln's socket. A unix listener is told
+// not to remove its path when it closes: the successor serves it. (Not
+// through File and Fd: Fd puts the socket, which the duplicate shares
+// with ln, in blocking mode, and a blocking accept would keep this
+// process's server from shutting down, and take one of the successor's
+// connections.)
+func listenerFD(ln net.Listener) (int, error) {
+	if ul, ok := ln.(*net.UnixListener); ok {
+		ul.SetUnlinkOnClose(false)
+	}
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return -1, fmt.Errorf("listener %T cannot be handed over", ln)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	nfd, derr := -1, error(nil)
+	if err := rc.Control(func(fd uintptr) {
+		nfd, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return -1, err
+	}
+	return nfd, derr
+}
+
+// buildID identifies the running build: the Go build ID the linker
+// writes into the executable's .note.go.buildid note (a hash of its
+// inputs: two builds that differ in any way differ here), read without
+// hashing the file, which would cost the successor CPU while its
+// predecessor forwards.
+func buildID() string {
+	f, err := elf.Open("/proc/self/exe")
+	if err != nil {
+		return "unknown"
+	}
+	defer f.Close()
+	sec := f.Section(".note.go.buildid")
+	if sec == nil {
+		return "unknown"
+	}
+	note, err := sec.Data()
+	// An ELF note: namesz, descsz, type (4 bytes each), "Go\x00\x00", desc.
+	if err != nil || len(note) < 16 {
+		return "unknown"
+	}
+	descsz := binary.LittleEndian.Uint32(note[4:])
+	if 16+int(descsz) > len(note) {
+		return "unknown"
+	}
+	id := string(note[16 : 16+descsz])
+	// action ID/…/content ID: the last part names the content.
+	if i := strings.LastIndexByte(id, '/'); i >= 0 {
+		id = id[i+1:]
+	}
+	return id
+}

@@ -1,0 +1,138 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/xlbnet/xlb/pkg/config"
+	"github.com/xlbnet/xlb/pkg/handover"
+	"github.com/xlbnet/xlb/pkg/health"
+	"github.com/xlbnet/xlb/pkg/neigh"
+)
+
+// runSuccessor is Run for a process started by a running daemon to take
+// its place (handover.Inherited found the connection). It prepares while
+// the predecessor keeps forwarding, and gives up (ABORT with the reason,
+// exit with the error) on anything that goes wrong before the cut-over.
+func runSuccessor(ctx context.Context, opts Options, s *handover.Successor) error {
+	defer s.Close()
+	if err := s.Hello(handover.Hello{Build: buildID(), States: stateVersions}); err != nil {
+		return fmt.Errorf("hand-over: %w", err)
+	}
+	offer, err := s.ReceiveOffer()
+	if err != nil {
+		return fmt.Errorf("hand-over: %w", err)
+	}
+	defer offer.Close()
+	d, err := prepareSuccessor(opts, offer)
+	if err != nil {
+		reason := err.Error()
+		var cerr *config.Error
+		if errors.As(err, &cerr) {
+			reason = "invalid configuration: " + strings.ReplaceAll(reason, "\n", "; ")
+		}
+		if aerr := s.Abort(reason); aerr != nil {
+			opts.Log.Error("hand-over: tell the running daemon", "err", aerr)
+		}
+		return fmt.Errorf("hand-over: gave up before the cut-over: %w", err)
+	}
+	if err := s.Ready(); err != nil {
+		d.engine.release()
+		return fmt.Errorf("hand-over: %w", err)
+	}
+	var body cutoverBody
+	if err := s.WaitCutover(&body); err != nil {
+		d.engine.release()
+		return fmt.Errorf("hand-over: %w", err)
+	}
+	if err := d.engine.takeOver(body.Free); err != nil {
+		s.Failed(err.Error())
+		d.engine.release()
+		return fmt.Errorf("hand-over: cut-over: %w", err)
+	}
+	d.engine.begin()
+	if err := s.Done(); err != nil {
+		d.log.Warn("hand-over: tell the predecessor it is done", "err", err)
+	}
+	// Publish again for the status (attach mode, zero-copy) now known.
+	if err := d.publish(); err != nil {
+		d.log.Error("recompute after the hand-over", "err", err)
+	}
+	d.log.Info("hand-over: serving in place of the previous daemon", "queues", d.engine.Queues())
+	return d.serve(ctx)
+}
+
+// prepareSuccessor loads the configuration, maps everything handed over,
+// restores the control plane's state and computes the first snapshot,
+// holding its VIP set back: nothing in force changes.
+func prepareSuccessor(opts Options, offer *handover.Offer) (_ *daemon, err error) {
+	if offer.StateVersion != stateVersion {
+		return nil, fmt.Errorf("no state document this build reads (%s)", offer.Reason)
+	}
+	var doc stateDoc
+	if err := json.Unmarshal(offer.State, &doc); err != nil {
+		return nil, fmt.Errorf("state document: %w", err)
+	}
+	d, err := newDaemon(opts)
+	if err != nil {
+		return nil, err
+	}
+	d.clock = newClockAt(doc.ClockBase)
+	d.seed = doc.Seed
+	if err := d.restoreState(&doc); err != nil {
+		return nil, err
+	}
+	var notes []string
+	cfg := d.engineConfig()
+	d.engine, err = adoptEngine(cfg, doc.Engine, offer, &notes)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			d.engine.release()
+			if d.checker != nil {
+				d.checker.Stop()
+			}
+		}
+	}()
+	for _, n := range notes {
+		d.log.Warn("hand-over", "note", n)
+	}
+	d.controlLn = inheritedListener(offer, controlFile, d)
+	d.metricsLn = inheritedListener(offer, metricsFile, d)
+	d.resolver = neigh.New(nil)
+	d.checker = health.New(health.Options{OnChange: d.onHealth})
+	if err := d.checker.Set(d.healthTargets()); err != nil {
+		return nil, fmt.Errorf("start health checks: %w", err)
+	}
+	if err := d.publish(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// inheritedListener takes a listener the predecessor handed over, or nil.
+func inheritedListener(offer *handover.Offer, name string, d *daemon) net.Listener {
+	fd, ok := offer.Take(name)
+	if !ok {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		d.log.Warn("hand-over: listener not usable; opening a new one", "listener", name, "err", err)
+		return nil
+	}
+	return ln
+}
+
+// successorTimeouts bound the successor's side of the conversation.
+var successorTimeouts = handover.Timeouts{Step: 5 * time.Second, Prepare: 60 * time.Second}
