@@ -622,3 +622,92 @@ func TestEndToEndCrash(t *testing.T) {
 	}
 	t.Logf("xlb stop without a daemon: %s %s", strings.TrimSpace(errOut), strings.TrimSpace(out))
 }
+
+// TestEndToEndRestartBGP: with graceful restart, a restart hands the BGP
+// sessions over without a withdraw: the router's route to the VIP never
+// loses the appliance, connections stay, and the successor's speaker
+// refreshes the routes (none left stale). xlb stop withdraws.
+func TestEndToEndRestartBGP(t *testing.T) {
+	l := labWith(t, lab.Options{Backends: 3, BGP: true, XLBPinDir: bpffsDir(t), XLBGracefulRestart: 30 * time.Second})
+	rules := l.DefaultRules("IPIP")[:1]
+	rules[0].Health = healthNone
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	x, err := startLabXLB(ctx, l, dir, rules, func(s string) { t.Log(s) })
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stopDaemon(t, l, x) }()
+	a0 := l.Appliances[0].Addr4
+	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	_, err = l.WaitNexthops(ctx, l.Opts.VIP4, []netip.Addr{a0})
+	cancel()
+	if err != nil {
+		t.Fatalf("the VIP is not announced: %v\n%s", err, l.BIRDLog())
+	}
+	var ws []*watched
+	for _, src := range l.ClientAddrs4[:50] {
+		k := openKeepAlive(t, l, src)
+		rep, err := k.ask()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, &watched{k: k, home: rep.Backend})
+	}
+	stopWatch := watchAll(ws)
+	// Watch the router's route every 20 ms through the hand-over.
+	var gone atomic.Int64
+	var lastBad atomic.Value
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if nh, err := l.RouteNexthops(l.Opts.VIP4); err != nil || len(nh) != 1 || nh[0] != a0 {
+				gone.Add(1)
+				lastBad.Store(fmt.Sprintf("%v %v", nh, err))
+			}
+		}
+	}()
+	res, err := restartXLB(t, x, "restart")
+	if err != nil {
+		t.Fatalf("xlb restart: %v\n%s", err, x.log)
+	}
+	t.Logf("xlb restart: pid %d, pause %.2f ms", res.PID, res.PauseMS)
+	// The successor's own IPv4 session (the second "established" for the
+	// router's address in the log) and BIRD's route no longer stale.
+	v4up := "established\" component=bgp peer=" + l.Gateway4.String() + " "
+	waitFor(t, 30*time.Second, "the successor's sessions established and the route fresh", func() (bool, string) {
+		out, _ := l.Birdc("show route", l.Opts.VIP4.String()+"/32", "all")
+		n := strings.Count(x.log.String(), v4up)
+		return n >= 2 && strings.Contains(out, a0.String()) && !strings.Contains(out, "stale"), fmt.Sprintf("%d sessions up; %q", n, out)
+	})
+	time.Sleep(time.Second)
+	close(done)
+	wg.Wait()
+	stopWatch()
+	if n := gone.Load(); n > 0 {
+		t.Errorf("the router's route to the VIP lost the appliance %d times during the hand-over (last: %v)\n%s", n, lastBad.Load(), l.BIRDLog())
+	}
+	broken, moved, asks, detail := tally(ws)
+	t.Logf("after the hand-over: %d broken, %d moved of %d (%d requests)%s", broken, moved, len(ws), asks, detail)
+	if broken+moved > 0 {
+		t.Errorf("%d connections broken and %d moved", broken, moved)
+	}
+	if !strings.Contains(x.log.String(), "bgp speaker detached for the successor") {
+		t.Errorf("the predecessor did not detach its speaker:\n%s", x.log)
+	}
+	stopDaemon(t, l, x)
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := l.WaitNexthops(ctx, l.Opts.VIP4, nil); err != nil {
+		t.Errorf("after xlb stop the VIP is still routed to the appliance: %v", err)
+	}
+}

@@ -18,6 +18,10 @@ type BGP struct {
 	RouterID      netip.Addr
 	HoldTime      time.Duration // whole seconds; keepalive = HoldTime / 3
 	WithdrawDelay time.Duration // on shutdown: withdraw, wait this long, then close the sessions
+	// GracefulRestart is the restart time offered to the routers (RFC
+	// 4724); 0 offers none. With it a restart or upgrade keeps the routes
+	// (restart.go in pkg/daemon).
+	GracefulRestart time.Duration
 	// Communities and LargeCommunities are attached to every announcement,
 	// in file order; MED likewise. Every appliance of a fleet must announce
 	// the same attributes, or the routers do not merge the paths.
@@ -100,6 +104,7 @@ func readBGP(t *table, cfg *Config) {
 		bt.errorf("hold_time", "%s is not a whole number of seconds (BGP carries seconds)", b.HoldTime)
 	}
 	bt.duration("withdraw_delay", 0, MaxBGPWithdrawDelay, &b.WithdrawDelay)
+	readGracefulRestart(bt, &b)
 	readCommunities(bt, &b)
 	var med int64
 	if bt.integer("med", 0, math.MaxUint32, &med) {

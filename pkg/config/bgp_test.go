@@ -52,6 +52,7 @@ func TestBGPDefaultsAndFull(t *testing.T) {
 		`router_id = "192.0.2.2"`,
 		`hold_time = "9s"`,
 		`withdraw_delay = "0s"`,
+		`graceful_restart = "30s"`,
 		`communities = ["65000:80", "4200000001:1:2"]`,
 		`med = 10`,
 		`[[bgp.peer]]`,
@@ -69,7 +70,7 @@ func TestBGPDefaultsAndFull(t *testing.T) {
 	if errs != nil || len(ws) != 0 {
 		t.Fatal(errs, ws)
 	}
-	want = &BGP{LocalAS: 4200000001, RouterID: netip.MustParseAddr("192.0.2.2"), HoldTime: 9 * time.Second,
+	want = &BGP{LocalAS: 4200000001, RouterID: netip.MustParseAddr("192.0.2.2"), HoldTime: 9 * time.Second, GracefulRestart: 30 * time.Second,
 		Communities: []Community{{65000, 80}}, LargeCommunities: []LargeCommunity{{4200000001, 1, 2}}, MED: 10,
 		Peers: []BGPPeer{
 			{Address: netip.MustParseAddr("192.0.2.1"), PeerAS: 65000, Port: 1179, Password: "secret", EBGPMultihop: 2, Passive: true},
@@ -121,6 +122,10 @@ func TestBGPErrors(t *testing.T) {
 			[]string{"xlb.toml:5: bgp.hold_time: 1s is outside [3s, 3600s]"}},
 		{"hold time fraction", strings.Replace(bgpMain(), "local_as = 65001", "local_as = 65001\nhold_time = \"3500ms\"", 1),
 			[]string{"xlb.toml:5: bgp.hold_time: 3.5s is not a whole number of seconds (BGP carries seconds)"}},
+		{"graceful restart fraction", strings.Replace(bgpMain(), "local_as = 65001", "local_as = 65001\ngraceful_restart = \"2500ms\"", 1),
+			[]string{"xlb.toml:5: bgp.graceful_restart: 2.5s is not a whole number of seconds (BGP carries seconds)"}},
+		{"graceful restart too long", strings.Replace(bgpMain(), "local_as = 65001", "local_as = 65001\ngraceful_restart = \"2h\"", 1),
+			[]string{"xlb.toml:5: bgp.graceful_restart: 2h is outside [0s, 4095s]"}},
 		{"router id v6", strings.Replace(bgpMain(), "local_as = 65001", "local_as = 65001\nrouter_id = \"2001:db8::2\"", 1),
 			[]string{`xlb.toml:5: bgp.router_id: "2001:db8::2" is not an IPv4 address (the BGP identifier is written as one)`}},
 		{"bad community", strings.Replace(bgpMain(), "local_as = 65001", "local_as = 65001\ncommunities = [\"65000:80\", \"70000:1\", \"a\", 5]", 1),

@@ -38,7 +38,7 @@ type vipDecision struct {
 
 // speakerOptions turns [bgp] into the speaker's options.
 func speakerOptions(c *config.BGP, routerID netip.Addr) bgp.Options {
-	o := bgp.Options{LocalAS: c.LocalAS, RouterID: routerID, HoldTime: c.HoldTime, Peers: bgpPeers(c), Attrs: bgpAttrs(c)}
+	o := bgp.Options{LocalAS: c.LocalAS, RouterID: routerID, HoldTime: c.HoldTime, Peers: bgpPeers(c), Attrs: bgpAttrs(c), GracefulRestart: c.GracefulRestart}
 	return o
 }
 
@@ -139,6 +139,24 @@ func (d *daemon) closeBGP(reason string, wait bool) {
 	b.speaker.Close()
 	d.bgp.Store(nil)
 	d.log.Info("bgp speaker stopped", "reason", reason)
+}
+
+// detachBGP stops the speaker without withdrawing anything, for a
+// hand-over: with graceful restart negotiated the routers keep the routes
+// (stale) until the successor's speaker announces them again; without it
+// they drop them when the sessions close and take them back when the
+// successor announces, which moves flows meanwhile.
+func (d *daemon) detachBGP() {
+	b := d.bgp.Load()
+	if b == nil {
+		return
+	}
+	if b.cfg.GracefulRestart == 0 {
+		d.log.Warn("bgp: handing over without graceful restart (bgp.graceful_restart = 0s): the routers drop this appliance's routes until the successor announces them")
+	}
+	b.speaker.Detach()
+	d.bgp.Store(nil)
+	d.log.Info("bgp speaker detached for the successor", "graceful_restart", b.cfg.GracefulRestart)
 }
 
 // announce makes every VIP's announcement follow the published state and
@@ -266,6 +284,9 @@ func checkBGPReload(old, new *config.BGP) error {
 	}
 	if old.HoldTime != new.HoldTime {
 		changed = append(changed, "bgp.hold_time")
+	}
+	if old.GracefulRestart != new.GracefulRestart {
+		changed = append(changed, "bgp.graceful_restart")
 	}
 	if len(changed) > 0 {
 		return fmt.Errorf("reload: %s cannot change while running (restart xlb)", strings.Join(changed, ", "))

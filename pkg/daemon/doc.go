@@ -147,6 +147,23 @@
 //   - xlb stop (POST /v1/stop) and SIGTERM/SIGINT or the end of Run's
 //     context: detach, unpin, close: VIP packets go to the kernel again.
 //     With no daemon, `xlb stop` removes the pins itself.
+//   - BGP (issue 11 item 4): a hand-over must not withdraw, or the routers
+//     would move flows to appliances without this conntrack table. The
+//     predecessor Detaches its speaker right after the cut-over (no
+//     withdraw, no NOTIFICATION); the successor, whose rules arrive warm
+//     with their verdicts, starts its speaker with the same identity as
+//     soon as it serves and announces at once. With [bgp] graceful_restart
+//     (RFC 4724) the routers keep the routes, stale, meanwhile (measured:
+//     the successor's session is up 1.6 s after the cut-over, the route
+//     never left the router: TestEndToEndRestartBGP). Graceful restart is
+//     off by default because it has a price after a crash: the routes stay
+//     up to graceful_restart while the pinned program drops the VIP
+//     packets, where without it they go as soon as the sessions drop
+//     (issue 10's fleet detects a killed appliance in well under a
+//     second). Without it a hand-over costs the routes from the cut-over
+//     until the successor announces (about 2 s). The way with neither
+//     price — a speaker process of its own that outlives the daemon and
+//     withdraws when the daemon dies without handing over — is not built.
 //
 // Decisions where the issue is silent: BPF objects travel through their
 // pins, not over the socket (the pins serve a crash too); the successor

@@ -49,6 +49,7 @@ type stateDoc struct {
 type ruleState struct {
 	Name    string          `json:"name"`
 	Slot    uint16          `json:"slot"`
+	Warm    bool            `json:"warm"`               // every backend had its first health verdict (warmup.go)
 	Prev    json.RawMessage `json:"failover,omitempty"` // failover.State.MarshalCarry
 	Removed []removedState  `json:"removed,omitempty"`
 }
@@ -97,7 +98,7 @@ func (d *daemon) stateDocument() ([]byte, error) {
 		doc.Backends[rule] = bs
 	}
 	for name, rt := range d.rules {
-		rs := ruleState{Name: name, Slot: rt.slot}
+		rs := ruleState{Name: name, Slot: rt.slot, Warm: rt.warm.warm}
 		if rt.prev != nil {
 			b, err := rt.prev.MarshalCarry()
 			if err != nil {
@@ -145,6 +146,11 @@ func (d *daemon) restoreState(doc *stateDoc) error {
 	}
 	for _, rs := range doc.Runtime {
 		rt := &ruleRuntime{slot: rs.Slot, removed: map[netip.Addr]removedBackend{}}
+		// A warm rule stays warm: its verdicts come along, and the
+		// successor announces its VIPs as soon as it serves.
+		if rs.Warm {
+			rt.warm.warm, rt.warm.at = true, time.Now()
+		}
 		if len(rs.Prev) > 0 {
 			st, err := failover.UnmarshalCarry(rs.Prev)
 			if err != nil {
@@ -251,6 +257,9 @@ func (d *daemon) handOver(req control.RestartRequest) (*control.RestartResult, e
 	pause := time.Since(begin)
 	p.Close()
 	d.exit = exitHandedOver
+	// The successor starts its own speaker once it serves: this one goes
+	// first, without a withdraw (bgp.go).
+	d.detachBGP()
 	res := &control.RestartResult{PID: hello.PID, Build: hello.Build, StateVersion: version, Queues: len(free), PauseMS: float64(pause.Microseconds()) / 1000, CutoverAt: begin}
 	d.log.Info("hand-over done: the successor serves; exiting without detaching", "pid", hello.PID, "build", hello.Build, "pause", pause.String())
 	return res, nil

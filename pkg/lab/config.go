@@ -93,17 +93,21 @@ max_entries = 262144
 // hold time, no withdraw delay beyond a short one (tests stop appliances
 // often). The router id defaults to the appliance's own address.
 func (l *Lab) BGPConfig() string {
+	gr := ""
+	if l.Opts.XLBGracefulRestart > 0 {
+		gr = fmt.Sprintf("graceful_restart = %q\n", l.Opts.XLBGracefulRestart.String())
+	}
 	return fmt.Sprintf(`[bgp]
 local_as = %d
 hold_time = "3s"
 withdraw_delay = "1s"
-[[bgp.peer]]
+%s[[bgp.peer]]
 address = %q
 peer_as = %d
 [[bgp.peer]]
 address = %q
 peer_as = %d
-`, ApplianceAS, l.Gateway4, RouterAS, l.Gateway6, RouterAS)
+`, ApplianceAS, gr, l.Gateway4, RouterAS, l.Gateway6, RouterAS)
 }
 
 func (l *Lab) ruleText(r Rule) (string, error) {

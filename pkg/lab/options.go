@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 )
 
 // Defaults.
@@ -98,6 +99,9 @@ type Options struct {
 	// leaves xlb's default). A bpf filesystem mounted outside /sys is seen
 	// by every `ip netns exec`, which mounts a /sys of its own.
 	XLBPinDir string
+	// XLBGracefulRestart is [bgp] graceful_restart of that configuration
+	// (0 leaves it out: xlb's default, none).
+	XLBGracefulRestart time.Duration
 	// Logf, if set, receives one line per setup step.
 	Logf func(format string, args ...any)
 }
