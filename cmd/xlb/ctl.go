@@ -190,12 +190,14 @@ func backendCommand() *cli.Command {
 							return printJSON(c.App.Writer, bs)
 						}
 						vips := map[string]string{}
+						var rates control.RateInterval
 						if st, err := cl.Status(ctx); err == nil {
 							for _, r := range st.Rules {
 								vips[r.Name] = r.VIP
 							}
+							rates = st.Rates
 						}
-						printBackendList(c.App.Writer, bs, vips, time.Now())
+						printBackendList(c.App.Writer, bs, vips, rates, time.Now())
 						return nil
 					})
 				},

@@ -38,7 +38,9 @@ func printStatus(w io.Writer, st *control.Status, now time.Time) {
 	fmt.Fprintf(w, "xlb: %s, published %s, %s, queues %s\n", st.Config, st.Loaded.In(now.Location()).Format(time.DateTime), mode, joinInts(st.Queues))
 	rate := "-"
 	if st.Rates.Seconds > 0 {
-		rate = fmt.Sprintf("%.0f/s", st.Counters.RXPerSec)
+		rate = fmt.Sprintf("%.0f/s over the last %s", st.Counters.RXPerSec, windowName(st.Rates))
+	} else if st.Rates.WindowSeconds > 0 {
+		rate = fmt.Sprintf("rates after the first %s window", windowName(st.Rates))
 	}
 	fmt.Fprintf(w, "packets: rx %d (%s), tx %d, placed by a tracked entry %d, kernel rx drops %d; conntrack %d entries\n",
 		st.Counters.RX, rate, st.Counters.TX, st.Counters.Tracked, st.Counters.KernelRXD, st.Conntrack)
@@ -61,7 +63,7 @@ func printStatus(w io.Writer, st *control.Status, now time.Time) {
 			}
 			fmt.Fprintf(w, "  table digest %s%s\n", r.TableDigest, pending)
 		}
-		printBackends(w, r.Backends, now)
+		printBackendTable(w, r.Backends, nil, st.Rates, now)
 	}
 	if len(st.Events) > 0 {
 		fmt.Fprintln(w, "\nrecent events:")
@@ -84,26 +86,31 @@ func printStatus(w io.Writer, st *control.Status, now time.Time) {
 	}
 }
 
-// printBackends prints the ipvsadm-style backend table of one rule.
-func printBackends(w io.Writer, bs []control.Backend, now time.Time) {
-	printBackendTable(w, bs, nil, now)
+// windowName is the rate estimator's window as the tables print it ("2s").
+func windowName(r control.RateInterval) string {
+	return (time.Duration(r.WindowSeconds * float64(time.Second))).Round(time.Millisecond).String()
 }
 
 // printBackendList prints `xlb backend list`: backends of any number of
 // rules, with the rule's name and VIP (vips maps rule names to VIPs; a
-// rule it lacks gets an empty VIP column).
-func printBackendList(w io.Writer, bs []control.Backend, vips map[string]string, now time.Time) {
+// rule it lacks gets an empty VIP column). rates says the window of the
+// packets/s column.
+func printBackendList(w io.Writer, bs []control.Backend, vips map[string]string, rates control.RateInterval, now time.Time) {
 	if vips == nil {
 		vips = map[string]string{}
 	}
-	printBackendTable(w, bs, vips, now)
+	printBackendTable(w, bs, vips, rates, now)
 }
 
-// printBackendTable adds the RULE and VIP columns when vips is not nil.
-func printBackendTable(w io.Writer, bs []control.Backend, vips map[string]string, now time.Time) {
+// printBackendTable prints the ipvsadm-style backend table, with the RULE
+// and VIP columns when vips is not nil.
+func printBackendTable(w io.Writer, bs []control.Backend, vips map[string]string, rates control.RateInterval, now time.Time) {
 	withRule := vips != nil
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := "  -> BACKEND\tROLE\tADMIN\tHEALTH\tWEIGHT CFG\tEFF\tSHARE\tELIGIBLE\tCONNS\tPKTS/S"
+	if rates.WindowSeconds > 0 {
+		head += " (" + windowName(rates) + ")"
+	}
 	if withRule {
 		head = "RULE\tVIP\t" + strings.TrimPrefix(head, "  -> ")
 	}
@@ -149,7 +156,7 @@ func printBackendTable(w io.Writer, bs []control.Backend, vips map[string]string
 func printBackendChange(w io.Writer, res *control.BackendChangeResult, now time.Time) {
 	fmt.Fprintln(w, res.Message)
 	if res.Backend.Address != "" {
-		printBackends(w, []control.Backend{res.Backend}, now)
+		printBackendTable(w, []control.Backend{res.Backend}, nil, control.RateInterval{}, now)
 	}
 }
 

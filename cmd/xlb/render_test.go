@@ -44,7 +44,7 @@ func renderStatus() *control.Status {
 	return &control.Status{
 		Config: "/etc/xlb/xlb.toml", Loaded: time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC), XDPMode: "native", ZeroCopy: true, Queues: []int{0, 1, 3},
 		Conntrack: 15, Counters: control.Counters{RX: 1000, TX: 990, Tracked: 700, Drops: map[string]uint64{"no-rule": 10, "malformed": 2}, RXPerSec: 123.6, KernelRXD: 4},
-		Rates: control.RateInterval{Seconds: 0.5},
+		Rates: control.RateInterval{Seconds: 2.004, WindowSeconds: 2},
 		Rules: []control.Rule{
 			{Name: "web", VIP: "203.0.113.10", Protocol: "TCP", Ports: "80,443", Affinity: "NONE", Tracking: "PER_CONNECTION", Policy: "MAGLEV", Encap: "IPIP",
 				Tier: "PRIMARY", Reason: "2 of 3 primaries usable", Eligible: 1, Backends: bs[:3], TableDigest: "9f86d081884c7d65", FirstChecksDone: true},
@@ -87,7 +87,7 @@ func renderAppliance(drained bool) control.Appliance {
 // TestRender compares every renderer's output with its golden file.
 func TestRender(t *testing.T) {
 	quiet := *renderStatus()
-	quiet.ZeroCopy, quiet.Rates, quiet.Counters.Drops, quiet.Events, quiet.Stale = false, control.RateInterval{}, nil, nil, nil
+	quiet.ZeroCopy, quiet.Rates, quiet.Counters.Drops, quiet.Events, quiet.Stale = false, control.RateInterval{WindowSeconds: 2}, nil, nil, nil
 	quiet.Rules = nil
 	quiet.Appliance = control.Appliance{} // no [bgp], not drained: no appliance lines
 	for _, tc := range []struct {
@@ -98,7 +98,7 @@ func TestRender(t *testing.T) {
 		{"status-quiet", func(w *bytes.Buffer) { printStatus(w, &quiet, renderNow) }},
 		{"backend-list", func(w *bytes.Buffer) {
 			// dns's VIP is unknown (the status request failed for it).
-			printBackendList(w, renderBackends(), map[string]string{"web": "203.0.113.10"}, renderNow)
+			printBackendList(w, renderBackends(), map[string]string{"web": "203.0.113.10"}, control.RateInterval{Seconds: 2.004, WindowSeconds: 2}, renderNow)
 		}},
 		{"backend-change", func(w *bytes.Buffer) {
 			printBackendChange(w, &control.BackendChangeResult{Changed: true, Message: "192.0.2.2 of rule web drained: no new connections; tracked ones are honoured for 1m30s", Backend: renderBackends()[1]}, renderNow)

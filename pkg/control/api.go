@@ -58,10 +58,15 @@ type Status struct {
 	Appliance Appliance    `json:"appliance"` // appliance.go
 }
 
-// RateInterval says over which interval the packets-per-second figures
-// were measured; Seconds is 0 when no rate is known.
+// RateInterval says over which window the per-second figures were
+// measured. The daemon samples its counters every WindowSeconds (2, as
+// ipvsadm's estimator) and a rate is the difference of the two latest
+// samples: Seconds is their measured distance, At the later one. Seconds
+// is 0 (and every rate 0) until the first window has ended.
 type RateInterval struct {
-	Seconds float64 `json:"seconds"`
+	Seconds       float64   `json:"seconds"`
+	WindowSeconds float64   `json:"window_seconds"`
+	At            time.Time `json:"at,omitzero"`
 }
 
 // Counters are appliance-wide packet counters summed over queues.

@@ -18,16 +18,18 @@ func (o *ops) Backends(ctx context.Context, rule string) ([]control.Backend, err
 	if err != nil {
 		return nil, err
 	}
-	now, prev := o.rates(ctx)
+	live, rates := o.d.takeSample(), o.d.rates.latest()
 	conns := o.countConnections(ctx)
 	var out []control.Backend
 	for _, rr := range rules {
-		out = append(out, o.ruleInfo(rr, conns, now, prev).Backends...)
+		out = append(out, o.ruleInfo(rr, conns, live, rates).Backends...)
 	}
 	return out, nil
 }
 
-func (o *ops) ruleInfo(rr ruleRows, conns connCounts, now, prev *sample) control.Rule {
+// ruleInfo builds a rule's status row: packet totals from live (a sample
+// taken for this request), packets/s from the estimator's last window.
+func (o *ops) ruleInfo(rr ruleRows, conns connCounts, live *sample, rates rateWindow) control.Rule {
 	r := rr.cfg
 	info := control.Rule{
 		Name: r.Name, VIP: r.VIP.String(), Protocol: r.Protocol.String(), Ports: r.Ports.String(),
@@ -45,10 +47,6 @@ func (o *ops) ruleInfo(rr ruleRows, conns connCounts, now, prev *sample) control
 		info.TableDigest = tableDigest(snap.Seed, &snap.Rules[rr.slot]) // digest.go
 	}
 	info.FirstChecksDone = rr.warm
-	secs := 0.0
-	if prev != nil {
-		secs = now.at.Sub(prev.at).Seconds()
-	}
 	for _, br := range rr.backends {
 		b := br.view
 		row := control.Backend{
@@ -96,12 +94,10 @@ func (o *ops) ruleInfo(rr ruleRows, conns connCounts, now, prev *sample) control
 			k := [2]uint32{uint32(rr.slot), br.slot}
 			row.Connections, row.SessionEntries = conns.queue[k], conns.shared[k]
 		}
-		if br.present && now != nil && now.backend != nil {
+		if br.present && live != nil && live.backend != nil {
 			k := [2]uint32{uint32(rr.slot), br.slot}
-			row.Packets = int64(now.backend[k])
-			if prev != nil && prev.backend != nil {
-				row.PacketsPerSec = perSecond(now.backend[k], prev.backend[k], secs)
-			}
+			row.Packets = int64(live.backend[k])
+			row.PacketsPerSec = rates.of(func(s *sample) uint64 { return s.backend[k] })
 		}
 		info.Backends = append(info.Backends, row)
 	}

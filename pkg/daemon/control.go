@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"slices"
-	"sync"
 
 	"github.com/xlbnet/xlb/failover"
 	"github.com/xlbnet/xlb/pkg/config"
@@ -18,9 +17,6 @@ import (
 // ops is the control API of one daemon.
 type ops struct {
 	d *daemon
-
-	mu   sync.Mutex // guards last
-	last *sample
 }
 
 // controlHandler returns the HTTP handler of the control API.

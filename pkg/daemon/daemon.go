@@ -81,6 +81,8 @@ type daemon struct {
 	controlLn net.Listener // the control socket's listener (handed over on restart)
 	metricsLn net.Listener // the metrics endpoint's listener
 
+	rates *estimator // packets/s over a fixed window (rates.go)
+
 	reloadsOK, reloadsRejected atomic.Uint64
 }
 
@@ -129,6 +131,7 @@ func newDaemon(opts Options) (*daemon, error) {
 		requests:      make(chan func()),
 		pendingProbes: map[probeKey]probe{}, healthPoke: make(chan struct{}, 1),
 	}
+	d.rates = newEstimator(estimatorWindow, d.takeSample)
 	d.view = config.Apply(cfg, st)
 	for _, s := range d.view.Stale {
 		d.log.Warn("state overlay", "issue", s.String())
@@ -204,6 +207,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	defer d.finish()
 	defer d.startControl(ctx)()
 	defer d.startMetrics()()
+	defer d.startRates()()
 	stopBGP, err := d.startBGP(ctx)
 	if err != nil {
 		return err

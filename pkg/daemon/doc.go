@@ -33,7 +33,8 @@
 //	backends.go  GET /v1/backends and POST /v1/backend/{action}: rows and changes
 //	conntrack.go /v1/conntrack list, count and flush; connections per backend
 //	lookup.go    GET /v1/lookup: the packet asked about and the answer's words
-//	rates.go     packets/s: samples of the workers' counters
+//	rates.go     the rate estimator (fixed 2 s window, its own goroutine):
+//	             every per-second figure the daemon shows
 //	appliance.go POST /v1/appliance/{drain,undrain}, the appliance part of the
 //	             status (drain, peers, VIPs), the BGP metrics
 //
@@ -55,6 +56,9 @@
 //     requests from other goroutines (do).
 //   - Health probers (pkg/health) run on their own goroutines and park
 //     their changes for the control goroutine.
+//   - The rate estimator (rates.go) samples the workers' atomic counters
+//     every 2 s on its own goroutine; requests read its two latest samples
+//     under its mutex.
 //
 // # From configuration to packets
 //
@@ -207,11 +211,16 @@
 //     queue (conntrack.Control offers per-filter Count only, one table walk
 //     per backend) plus one walk of the shared session table; the walks are
 //     spread over the workers' batches by the conntrack mailbox.
-//   - Packets/s per backend are the difference of two samples of the
-//     workers' per-backend counters: the previous request's sample when it
-//     is 0.5-60 s old, otherwise two samples 0.5 s apart (the first status
-//     after a pause takes half a second longer). The workers count per
-//     backend in dataplane.BackendStats, at most one batch behind.
+//   - Every rate (packets/s of the appliance, of each queue and backend)
+//     comes from one estimator with a fixed 2 s window, as ipvsadm's
+//     (rates.go): a goroutine of its own samples the workers' counters
+//     every 2 s and a rate is the difference of the two latest samples, so
+//     it is at most one window old, 0 one window after traffic stopped,
+//     and a request never waits for it. Status says the window
+//     (rates.window_seconds) and the measured distance (rates.seconds).
+//     Totals (packets since start) are read at the request. The workers
+//     count per backend in dataplane.BackendStats, at most one batch
+//     behind. New counters that need a rate go in rates.go's sample.
 //   - lookup answers for an established packet (ACK) by default, --syn for
 //     a connection's first SYN. It searches every queue's table for the
 //     tracking key (the queue a flow lands on is the NIC's RSS choice,

@@ -16,16 +16,15 @@ func (o *ops) Status(ctx context.Context) (*control.Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	now, prev := o.rates(ctx)
+	live, rates := o.d.takeSample(), o.d.rates.latest()
 	conns := o.countConnections(ctx)
 	out := &control.Status{
 		Config: st.Config, Loaded: st.Loaded, XDPMode: st.XDPMode, ZeroCopy: st.ZeroCopy,
 		Queues: st.Queues, Stale: stale, Rules: []control.Rule{},
 	}
-	secs := 0.0
-	if prev != nil {
-		secs = now.at.Sub(prev.at).Seconds()
-		out.Rates.Seconds = secs
+	out.Rates = control.RateInterval{Seconds: rates.seconds(), WindowSeconds: rates.nominal.Seconds()}
+	if rates.ok() {
+		out.Rates.At = rates.cur.at
 	}
 	if e := o.d.engine; e != nil {
 		out.Counters.Drops = map[string]uint64{}
@@ -42,12 +41,10 @@ func (o *ops) Status(ctx context.Context) (*control.Status, error) {
 				}
 			}
 		}
-		if prev != nil {
-			out.Counters.RXPerSec = perSecond(now.rx, prev.rx, secs)
-		}
+		out.Counters.RXPerSec = rates.of(func(s *sample) uint64 { return s.rx })
 	}
 	for _, rr := range rules {
-		out.Rules = append(out.Rules, o.ruleInfo(rr, conns, now, prev))
+		out.Rules = append(out.Rules, o.ruleInfo(rr, conns, live, rates))
 		if rr.state != nil {
 			for _, ev := range rr.state.History {
 				out.Events = append(out.Events, control.RuleEvent{Rule: rr.name, At: ev.At, Kind: ev.Kind.String(), From: tierName(ev.From, ev.Kind), To: tierName(ev.To, ev.Kind), Group: ev.Group, Reason: ev.Reason})

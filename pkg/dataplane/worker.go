@@ -27,11 +27,15 @@ const maxFragments = 8
 // packets in a busy one: one header line (8 slots) per 4 packets, in
 // arena order. At 1 Mpps on one queue that is a full pass over a 1 Mi-slot
 // table every half second. serveBudget is how many slots a pending CLI
-// request walks per loop.
+// request walks per busy loop, idleServeBudget per loop that received
+// nothing: an idle worker sleeps up to 1 ms between loops, so at 256 slots
+// a walk of a 512 Ki-slot table took two seconds (issue 12 item 19); at
+// 16 Ki it takes 32 idle loops, each scanning ~2 Ki header lines.
 const (
 	sweepIdleBuckets      = 32
 	packetsPerSweptBucket = 4
 	serveBudget           = 256
+	idleServeBudget       = 16 << 10
 )
 
 // Counters are one worker's counters. The worker adds to them once per
@@ -178,7 +182,7 @@ func (w *Worker) Step() int {
 		if err := r.KickTX(); err != nil {
 			w.Counters.KickErrors.Add(1)
 		}
-		w.tables.Conntrack.Serve(now, serveBudget)
+		w.tables.Conntrack.Serve(now, idleServeBudget)
 		w.tables.Conntrack.Sweep(now, sweepIdleBuckets)
 		return 0
 	}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/xlbnet/xlb/pkg/control"
+	"github.com/xlbnet/xlb/pkg/lab"
+	"github.com/xlbnet/xlb/pkg/testutil"
+)
+
+// Lab tests of what a new operator ran into (issue 12), one lab each
+// where the items share one.
+
+// quickest returns the shortest of n back-to-back calls of f.
+func quickest(t *testing.T, n int, what string, f func() error) time.Duration {
+	t.Helper()
+	best := time.Hour
+	for range n {
+		start := time.Now()
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		best = min(best, time.Since(start))
+	}
+	return best
+}
+
+// TestStatusRatesAndLatency: rates come from the daemon's 2 s estimator
+// and say so (item 5): 0 one window after traffic stopped, whatever the
+// time since the previous call; and the read commands answer at once
+// (item 19: status slept 500 ms, backend list and conntrack count walked
+// the tables 256 slots per idle millisecond).
+func TestStatusRatesAndLatency(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := labWith(t, lab.Options{Backends: 2, ClientAddrs: 100})
+	rules := l.DefaultRules("IPIP")[:1]
+	rules[0].Health = healthNone
+	_, sock := startOps(t, l, t.TempDir(), rules)
+	cl := control.NewClient(sock)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// Traffic for a few windows; a status during it sees a rate.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			l.Drive(ctx, lab.DriveOptions{Requests: 100, Family: 4, Concurrency: 8})
+		}
+	}()
+	waitFor(t, 20*time.Second, "a packet rate during traffic", func() (bool, string) {
+		st, err := cl.Status(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.Counters.RXPerSec > 0 && st.Rates.WindowSeconds == 2 && st.Rates.Seconds > 1.5 && st.Rates.Seconds < 3,
+			fmt.Sprintf("%+v rx %.0f/s", st.Rates, st.Counters.RXPerSec)
+	})
+	close(stop)
+	<-done
+	stopped := time.Now()
+	out, _, err := xlbCtl(t, sock, 1, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("status at the end of the traffic:\n%s", out)
+
+	// Two windows and a bit later the rate is 0: the previous call was
+	// during the traffic, which an average since the previous call would
+	// still count.
+	time.Sleep(time.Until(stopped.Add(5 * time.Second)))
+	st, err := cl.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Counters.RXPerSec != 0 || st.Rates.WindowSeconds != 2 {
+		t.Errorf("5 s after traffic stopped: rx %v/s over %+v; want 0/s over a 2 s window", st.Counters.RXPerSec, st.Rates)
+	}
+	for _, r := range st.Rules {
+		for _, b := range r.Backends {
+			if b.PacketsPerSec != 0 || b.Packets <= 0 {
+				t.Errorf("5 s after traffic stopped: backend %s %v packets, %v/s; want packets and 0/s", b.Address, b.Packets, b.PacketsPerSec)
+			}
+		}
+	}
+	out, _, _ = xlbCtl(t, sock, 1, "status")
+	t.Logf("status 5 s later:\n%s", out)
+
+	// Read commands: the quickest of five back-to-back calls (a loaded
+	// machine may slow one) is well under 100 ms.
+	for _, c := range []struct {
+		what string
+		f    func() error
+	}{
+		{"status", func() error { _, err := cl.Status(ctx); return err }},
+		{"backend list", func() error { _, err := cl.Backends(ctx, ""); return err }},
+		{"conntrack count", func() error {
+			_, err := cl.Conntrack(ctx, control.ConntrackQuery{Op: control.ConntrackCount})
+			return err
+		}},
+	} {
+		d := quickest(t, 5, c.what, c.f)
+		t.Logf("%s: %v", c.what, d)
+		if d > 100*time.Millisecond {
+			t.Errorf("%s took %v at best of 5; want well under 100 ms", c.what, d)
+		}
+	}
+}
