@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -106,6 +107,11 @@ func readMain(t *table, cfg *Config) {
 			*k.dst = s
 		}
 	}
+	if t.str("control_socket_group", &cfg.ControlSocketGroup) && cfg.ControlSocketGroup != "" {
+		if !groupExists(cfg.ControlSocketGroup) {
+			t.errorf("control_socket_group", "no group %q on this machine (groupadd %s, or a numeric id)", cfg.ControlSocketGroup, cfg.ControlSocketGroup)
+		}
+	}
 	cfg.RulesDir = resolve(cfg.Dir, cfg.RulesDir)
 	cfg.StateFile = resolve(cfg.Dir, cfg.StateFile)
 	cfg.ControlSocket = resolve(cfg.Dir, cfg.ControlSocket)
@@ -128,6 +134,16 @@ func readMain(t *table, cfg *Config) {
 	ct.done()
 	readBGP(t, cfg)
 	t.done()
+}
+
+// groupExists reports whether group, a name or a numeric id, can be given
+// to a file: any non-negative number can, a name must be known.
+func groupExists(group string) bool {
+	if n, err := strconv.Atoi(group); err == nil {
+		return n >= 0
+	}
+	_, err := user.LookupGroup(group)
+	return err == nil
 }
 
 func validIfName(s string) bool {

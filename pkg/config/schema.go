@@ -22,10 +22,13 @@ type Config struct {
 	RulesDir        string // resolved against Dir
 	StateFile       string // resolved against Dir
 	ControlSocket   string // resolved against Dir
-	MetricsListen   string // host:port; "" disables the metrics endpoint
-	PinDir          string // where the XDP link and maps are pinned (restart.go)
-	Conntrack       Conntrack
-	BGP             *BGP // [bgp] (bgp.go); nil when absent: nothing is announced
+	// ControlSocketGroup may read through the control socket ("" = root
+	// only); a name or a numeric id.
+	ControlSocketGroup string
+	MetricsListen      string // host:port; "" disables the metrics endpoint
+	PinDir             string // where the XDP link and maps are pinned (restart.go)
+	Conntrack          Conntrack
+	BGP                *BGP // [bgp] (bgp.go); nil when absent: nothing is announced
 
 	Rules []Rule // sorted by file name
 }

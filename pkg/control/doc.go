@@ -20,6 +20,19 @@
 // socket is never removed), makes the socket 0600 so only root can drive
 // the appliance, and removes it when it returns.
 //
+// # Access levels (peer.go)
+//
+// As HAProxy's stats socket levels: ServeGroup shares the socket with a
+// group (control_socket_group: owned by it, mode 0660), whose members may
+// read; the http.Server asks the kernel who connected (SO_PEERCRED, once
+// per connection) and puts the Peer (pid, uid, gid, level) in the
+// request's context (PeerFrom). Root, or the user the daemon runs as, is
+// admin and may do everything; anyone else who could connect is
+// read-only: every GET is open to them (status, backends, conntrack list
+// and count, lookup), every other method is refused with 403 naming the
+// peer. A request whose credentials are unknown may change nothing. The
+// daemon logs the peer of every change.
+//
 // # Endpoints
 //
 //	GET  /v1/status                        → Status (appliance, counters, rules with their backends, events)
@@ -50,7 +63,7 @@
 // with issues only where there is a list (a rejected reload). Statuses:
 // 400 a request the server cannot parse (bad JSON, unknown fields or
 // query parameters, a value out of range) or one naming a rule or backend
-// that does not exist; 404 an unknown path or method, and an unknown
+// that does not exist; 403 a change asked by a read-only peer; 404 an unknown path or method, and an unknown
 // backend action; 422 a reload rejected by validation (the running
 // configuration keeps serving); 500 anything else, including a panic in
 // a handler, which never takes the daemon down. The Client returns these

@@ -24,6 +24,7 @@ func FuzzHandler(f *testing.F) {
 		if err != nil {
 			return // not a request net/http would hand to a handler
 		}
+		req = req.WithContext(WithPeer(req.Context(), Peer{Level: LevelAdmin}))
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		if w.Code == http.StatusOK {

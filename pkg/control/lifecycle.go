@@ -112,6 +112,7 @@ func ServeListener(ctx context.Context, ln net.Listener, h http.Handler) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ConnContext:       peerContext, // peer.go: who may change what
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()

@@ -106,7 +106,7 @@ func NewHandler(api API) http.Handler {
 		// catch-all to its own plain-text 405.
 		writeError(w, Errorf(http.StatusNotFound, "no endpoint %s %s", r.Method, r.URL.Path))
 	})
-	return guard(mux)
+	return guard(authorize(mux))
 }
 
 // guard turns a panic into a 500 with an Error body, so a client always
@@ -343,11 +343,23 @@ func (l LookupQuery) Check() error {
 // socket changes the appliance's forwarding), and removes it on return.
 // It returns nil when ctx ends and the error otherwise.
 func Serve(ctx context.Context, path string, h http.Handler) error {
+	return ServeGroup(ctx, path, "", h)
+}
+
+// ServeGroup is Serve with the socket shared with group for read-only
+// access (ShareWithGroup); "" keeps it root only.
+func ServeGroup(ctx context.Context, path, group string, h http.Handler) error {
 	ln, err := Listen(path)
 	if err != nil {
 		return err
 	}
 	defer os.Remove(path)
+	if group != "" {
+		if err := ShareWithGroup(path, group); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	return ServeListener(ctx, ln, h)
 }
 

@@ -47,7 +47,7 @@ func (o *ops) ChangeAppliance(ctx context.Context, a control.ApplianceAction) (*
 				cerr = fmt.Errorf("appliance %s not applied: %w", a, err)
 				return
 			}
-			d.log.Info("appliance changed by the CLI", "action", string(a))
+			d.log.Info("appliance changed by the CLI", "action", string(a), "by", control.PeerFrom(ctx).String())
 			d.announce()
 		}
 		res.Appliance = d.applianceStatus()

@@ -165,7 +165,7 @@ func (o *ops) ChangeBackend(ctx context.Context, c control.BackendChange) (*cont
 			cerr = fmt.Errorf("%s saved but not published: %w", c.Action, err)
 			return
 		}
-		d.log.Info("backend changed by the CLI", "action", c.Action, "rule", c.Rule, "backend", addr.String())
+		d.log.Info("backend changed by the CLI", "action", c.Action, "rule", c.Rule, "backend", addr.String(), "by", control.PeerFrom(ctx).String())
 	})
 	if err != nil {
 		return nil, err

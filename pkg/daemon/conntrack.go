@@ -99,7 +99,7 @@ func (o *ops) Conntrack(ctx context.Context, q control.ConntrackQuery) (*control
 			}
 		}
 		res.Count += sessions.Flush(f)
-		o.d.log.Info("conntrack flushed by the CLI", "rule", q.Rule, "backend", q.Backend, "entries", res.Count)
+		o.d.log.Info("conntrack flushed by the CLI", "rule", q.Rule, "backend", q.Backend, "entries", res.Count, "by", control.PeerFrom(ctx).String())
 	case control.ConntrackList:
 		limit := q.Limit
 		if limit == 0 {

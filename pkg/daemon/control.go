@@ -42,6 +42,10 @@ func (d *daemon) startControl(ctx context.Context) (stop func()) {
 		}
 		d.controlLn = ln
 	}
+	// Also for a handed-over socket: the configuration may have changed.
+	if err := control.ShareWithGroup(path, d.cfg.ControlSocketGroup); err != nil {
+		d.log.Error("control socket: read-only group not applied", "socket", path, "err", err)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -49,7 +53,7 @@ func (d *daemon) startControl(ctx context.Context) (stop func()) {
 			d.log.Error("control socket: the CLI cannot reach this daemon", "socket", path, "err", err)
 		}
 	}()
-	d.log.Info("control socket", "path", path)
+	d.log.Info("control socket", "path", path, "read_only_group", d.cfg.ControlSocketGroup)
 	return func() {
 		cancel()
 		<-done
@@ -140,6 +144,7 @@ func (d *daemon) row(r *config.Rule, b config.BackendView, removed bool) backend
 func (o *ops) Reload(ctx context.Context) (*control.ReloadResult, error) {
 	var rerr error
 	var res control.ReloadResult
+	o.d.log.Info("reload asked through the control socket", "by", control.PeerFrom(ctx).String())
 	err := o.d.do(ctx, func() {
 		rerr = o.d.Reload()
 		res.Config, res.Rules = o.d.cfg.Path, len(o.d.cfg.Rules)
