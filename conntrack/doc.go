@@ -134,32 +134,12 @@
 // dst, proto, IP ID) for a fragment table; fragment entries are not
 // refreshed (TTL from the first fragment; callers use e.g. 5 s).
 //
-// Shared vs github.com/dgraph-io/ristretto/v2 (v2.4.2), BenchmarkShared,
-// 2 goroutines, 64 Ki entries holding 32 Ki random keys, shared 2-core
-// machine under heavy load (load average 12), CPU ns per operation, three
-// runs:
-//
-//	          xlb Shared          ristretto
-//	get       125-325, 0 alloc    560-700, 0 alloc
-//	set       310-350, 0 alloc    1090-1560, 1 alloc (128 B)
-//	90/10     280-400, 0 alloc    590-650, 13 B/op
-//	miss/get  ≤ 3e-6 (contention)  0 in these runs
-//
-// Shared wins on every operation and allocates nothing, so xlb uses it.
-// Ristretto also identifies entries by a 64-bit hash only (the benchmark
-// stores the full key in the value to stay exact), applies Sets
-// asynchronously, and keeps its own wall clock for TTLs, so a fake clock
-// cannot drive it.
-//
-// # Per-queue numbers
-//
-// BenchmarkConntrack on the same machine, CPU ns per operation (wall
-// ns/op there includes waiting for a core), 0 allocations each; the
-// calibration hash.Sum64 costs 16-19 ns there, about 4× its cost on a
-// quiet core: lookup (4096 active flows) 48-100, lookup over all flows
-// of 64 Ki slots 136-212 and of 1 Mi slots (64 MiB) 400-480 (memory-bound),
-// miss 44-64, insert into a full table (evicting) 113-218, Sweep of 256
-// slots 516-640.
+// Shared was chosen over github.com/dgraph-io/ristretto/v2 on measurement
+// (BenchmarkShared: faster on every operation, no allocation); ristretto
+// also identifies entries by a 64-bit hash only, applies Sets
+// asynchronously and keeps its own wall clock, so a fake clock cannot
+// drive it. The numbers, and BenchmarkConntrack's, are in bench/README.md
+// ("Component benchmarks"), where they are refreshed.
 //
 // # Arenas that outlive the process
 //

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/xlbnet/xlb/hash"
+	"github.com/xlbnet/xlb/pkg/prefetch"
 )
 
 // Ways is the number of slots in one bucket of a per-queue Table.
@@ -390,7 +391,17 @@ func (t *Table) Sweep(now Time, budget int) int {
 	nb := len(t.buckets)
 	budget = min(budget, nb)
 	removed := 0
+	// The headers are in arena order but cold (a pass over a large table
+	// takes seconds): ask for all of them before reading the first, so
+	// their misses overlap.
 	c := t.cursor
+	for range budget {
+		prefetch.Of(&t.buckets[c].header)
+		if c++; c == nb {
+			c = 0
+		}
+	}
+	c = t.cursor
 	for range budget {
 		b := &t.buckets[c]
 		for i := range Ways {
