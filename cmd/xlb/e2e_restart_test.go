@@ -77,7 +77,8 @@ func watchAll(ws []*watched) (stop func()) {
 			}
 		}()
 	}
-	return func() { close(done); wg.Wait() }
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
 }
 
 // tally counts broken and moved connections and describes the first few.

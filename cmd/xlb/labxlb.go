@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -67,12 +68,36 @@ func startLabXLBOn(ctx context.Context, l *lab.Lab, a *lab.Appliance, dir string
 // runLabXLB starts `xlb run -c cfg` in namespace ns and waits until it
 // serves.
 func runLabXLB(ctx context.Context, ns, dir, cfg string, logf func(string)) (*labXLB, error) {
+	return runLabXLBWith(ctx, ns, dir, cfg, logf, labStart{})
+}
+
+// labStart is what a service manager adds to a start (the tests of the
+// systemd paths): environment, fds from 3 on, and LISTEN_PID set to the
+// daemon's own pid.
+type labStart struct {
+	Env       []string
+	Files     []*os.File
+	ListenPID bool
+}
+
+func runLabXLBWith(ctx context.Context, ns, dir, cfg string, logf func(string), o labStart) (*labXLB, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("ip", "netns", "exec", ns, self, "run", "-c", cfg)
-	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	argv := []string{"netns", "exec", ns}
+	if o.ListenPID {
+		// The shell's pid is the daemon's after exec, as systemd sets it.
+		argv = append(argv, "sh", "-c", `LISTEN_PID=$$ exec "$0" "$@"`)
+	}
+	cmd := exec.Command("ip", append(argv, self, "run", "-c", cfg)...)
+	// A service manager's variables of this process are not the lab
+	// daemon's (a test run under systemd must not reach its manager).
+	env := slices.DeleteFunc(os.Environ(), func(v string) bool {
+		return strings.HasPrefix(v, "NOTIFY_SOCKET=") || strings.HasPrefix(v, "LISTEN_")
+	})
+	cmd.Env = append(append(env, runMainEnv+"=1"), o.Env...)
+	cmd.ExtraFiles = o.Files
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err

@@ -41,6 +41,7 @@ const (
 	exitNone       exitMode = iota // running
 	exitStop                       // detach, unpin, close: the appliance stops
 	exitHandedOver                 // a successor serves: close fds, detach nothing
+	exitStored                     // SIGTERM under systemd: everything to the fd store, detach nothing
 )
 
 // daemon is a running appliance: the data plane (engine) and the control
@@ -80,6 +81,7 @@ type daemon struct {
 	exit      exitMode     // set on the control goroutine; Run returns when it is set
 	controlLn net.Listener // the control socket's listener (handed over on restart)
 	metricsLn net.Listener // the metrics endpoint's listener
+	store     *fromStore   // what systemd's fd store passed at start (systemd.go)
 
 	rates *estimator // packets/s over a fixed window (rates.go)
 
@@ -102,6 +104,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	d, err := newDaemon(opts)
 	if err != nil {
+		return err
+	}
+	if d.store, err = loadStore(d.log); err != nil {
 		return err
 	}
 	return d.Run(ctx)
@@ -181,10 +186,20 @@ func (d *daemon) engineConfig() engineConfig {
 func (d *daemon) Run(ctx context.Context) error {
 	var err error
 	d.seed = randomSeed()
-	d.engine, err = startEngine(d.engineConfig())
-	if err != nil {
-		return fmt.Errorf("start data plane: %w", err)
+	if err := d.startFromStore(); err != nil {
+		return err
 	}
+	if d.engine == nil {
+		cfg := d.engineConfig()
+		if d.storeDoc() != nil { // after a crash under systemd
+			cfg.Arenas, cfg.Keep = d.store.take, d.registryKeep()
+		}
+		if d.engine, err = startEngine(cfg); err != nil {
+			return fmt.Errorf("start data plane: %w", err)
+		}
+	}
+	d.store.close()
+	d.storeArenas()
 	d.resolver = neigh.New(nil)
 	d.checker = health.New(health.Options{OnChange: d.onHealth})
 	if err := d.checker.Set(d.healthTargets()); err != nil {
@@ -214,6 +229,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	}
 	defer stopBGP() // first of the deferred: withdraw, wait, then detach
 	d.log.Info("serving", "rules", len(d.cfg.Rules), "queues", d.engine.Queues(), "xdp_mode", d.engine.Mode().String(), "zerocopy", d.engine.ZeroCopy())
+	d.notify("READY=1\nSTATUS=serving")
 
 	var sigs chan os.Signal
 	if d.opts.Signals {
@@ -238,6 +254,12 @@ func (d *daemon) serve(ctx context.Context) error {
 				}
 			case syscall.SIGUSR2:
 				d.restartOnSignal()
+			case syscall.SIGTERM:
+				d.log.Info("stopping", "signal", s.String())
+				d.exit = exitStop
+				if underSystemd() {
+					d.exit = exitStored // systemctl stop or restart: keep it all
+				}
 			default:
 				d.log.Info("stopping", "signal", s.String())
 				d.exit = exitStop
@@ -290,13 +312,23 @@ func (d *daemon) finish() {
 	if d.checker != nil {
 		d.checker.Stop()
 	}
-	if d.exit == exitHandedOver {
+	switch d.exit {
+	case exitHandedOver:
 		if err := d.engine.release(); err != nil {
 			d.log.Error("release data plane", "err", err)
 		}
 		d.log.Info("exited: the successor serves; nothing detached")
 		return
+	case exitStored:
+		d.notify("STOPPING=1")
+		d.storeForRestart()
+		if err := d.engine.release(); err != nil {
+			d.log.Error("release data plane", "err", err)
+		}
+		return
 	}
+	d.notify("STOPPING=1")
+	d.clearStore()
 	if err := d.engine.Close(); err != nil {
 		d.log.Error("stop data plane", "err", err)
 	}

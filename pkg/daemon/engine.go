@@ -41,6 +41,11 @@ type engineConfig struct {
 	// ClockBase is the CLOCK_MONOTONIC value of Clock's zero, recorded in
 	// the conntrack arenas' headers.
 	ClockBase int64
+	// Arenas, when set, offers conntrack arenas a previous process left
+	// (systemd's fd store after a crash): adopted, recounted and scrubbed
+	// with Keep (entries naming unknown slots go) before a worker runs.
+	Arenas func(name string) (int, bool)
+	Keep   func(rule uint16, backend uint32) bool
 }
 
 // queue is one served queue: its socket, tables and worker.
@@ -116,10 +121,10 @@ func startEngine(cfg engineConfig) (_ *engine, err error) {
 		cfg.FragmentEntries = max(cfg.MaxEntries/16, 1024)
 	}
 	shared := conntrack.ArenaInfo{ClockBase: cfg.ClockBase, Ifindex: e.ifindex}
-	if e.sessions, err = conntrack.NewSharedInArena(cfg.SessionEntries, cfg.Seed^0x5e55, shared); err != nil {
+	if e.sessions, err = e.sharedTable(sessionsFile, cfg.SessionEntries, cfg.Seed^0x5e55, shared); err != nil {
 		return nil, err
 	}
-	if e.frags, err = conntrack.NewSharedInArena(cfg.FragmentEntries, cfg.Seed^0xf4a6, shared); err != nil {
+	if e.frags, err = e.sharedTable(fragmentsFile, cfg.FragmentEntries, cfg.Seed^0xf4a6, shared); err != nil {
 		return nil, err
 	}
 	if e.prog, err = e.openProgram(); err != nil {
@@ -131,13 +136,13 @@ func startEngine(cfg engineConfig) (_ *engine, err error) {
 	cfg.Log.Info("xdp program attached", "interface", cfg.Interface, "mode", e.mode.String())
 	per := cfg.MaxEntries / len(qs)
 	for _, id := range qs {
-		sock, err := ring.Open(ring.Options{Ifindex: e.ifindex, Queue: id, Bind: cfg.Bind})
+		sock, err := openSocket(ring.Options{Ifindex: e.ifindex, Queue: id, Bind: cfg.Bind})
 		if err != nil {
 			return nil, fmt.Errorf("queue %d: %w", id, err)
 		}
 		q := &queue{id: id, sock: sock}
 		e.queues = append(e.queues, q)
-		if q.table, err = conntrack.NewInArena(per, cfg.Seed+uint64(id), conntrack.ArenaInfo{ClockBase: cfg.ClockBase, Ifindex: e.ifindex, Queue: id}); err != nil {
+		if q.table, err = e.queueTable(id, per); err != nil {
 			return nil, fmt.Errorf("queue %d: %w", id, err)
 		}
 		e.newWorker(q)

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/vishvananda/netlink"
 
@@ -149,7 +152,7 @@ func (e *engine) rebuild() error {
 // empty, with a note saying why; notes go to the log and to `xlb
 // restart`'s answer. On error everything taken is closed, nothing in
 // force is changed.
-func adoptEngine(cfg engineConfig, st engineState, offer *handover.Offer, notes *[]string) (_ *engine, err error) {
+func adoptEngine(cfg engineConfig, st engineState, takeFile func(string) (int, bool), notes *[]string) (_ *engine, err error) {
 	l, err := netlink.LinkByName(cfg.Interface)
 	if err != nil {
 		return nil, fmt.Errorf("interface %s: %w", cfg.Interface, err)
@@ -172,7 +175,7 @@ func adoptEngine(cfg engineConfig, st engineState, offer *handover.Offer, notes 
 		}
 	}()
 	take := func(name string) (int, error) {
-		fd, ok := offer.Take(name)
+		fd, ok := takeFile(name)
 		if !ok {
 			return -1, fmt.Errorf("the running daemon handed over no %s", name)
 		}
@@ -278,5 +281,61 @@ func (e *engine) begin() {
 	e.holdVIPs = false
 	if err := e.prog.ReplaceVIPs(e.heldVIPs); err != nil {
 		e.cfg.Log.Error("publish vip set after the hand-over", "err", err)
+	}
+}
+
+// queueTable is queue id's conntrack table: a previous process's arena
+// when cfg.Arenas offers one this build can read (recounted and scrubbed:
+// that process may have died mid-batch), else a new one.
+func (e *engine) queueTable(id, entries int) (*conntrack.Table, error) {
+	info := conntrack.ArenaInfo{ClockBase: e.cfg.ClockBase, Ifindex: e.ifindex, Queue: id}
+	if e.cfg.Arenas != nil {
+		if fd, ok := e.cfg.Arenas(ctFile(id)); ok {
+			t, err := conntrack.AdoptTable(fd)
+			if err == nil {
+				clean := t.Resume()
+				dropped := 0
+				if e.cfg.Keep != nil {
+					dropped = t.Scrub(e.cfg.Keep)
+				}
+				e.cfg.Log.Info("conntrack table kept from the previous process", "queue", id, "entries", t.Len(), "clean_stop", clean, "dropped_unknown_slots", dropped)
+				return t, nil
+			}
+			e.cfg.Log.Warn("conntrack table of the previous process not usable; starting empty", "queue", id, "err", err)
+		}
+	}
+	return conntrack.NewInArena(entries, e.cfg.Seed+uint64(id), info)
+}
+
+// sharedTable is queueTable's counterpart for the shared tables.
+func (e *engine) sharedTable(name string, entries int, seed uint64, info conntrack.ArenaInfo) (*conntrack.Shared, error) {
+	if e.cfg.Arenas != nil {
+		if fd, ok := e.cfg.Arenas(name); ok {
+			s, err := conntrack.AdoptShared(fd)
+			if err == nil {
+				dropped := 0
+				if e.cfg.Keep != nil {
+					dropped = s.Repair(e.cfg.Keep)
+				}
+				e.cfg.Log.Info("shared conntrack table kept from the previous process", "table", name, "dropped_unknown_slots", dropped)
+				return s, nil
+			}
+			e.cfg.Log.Warn("shared conntrack table of the previous process not usable; starting empty", "table", name, "err", err)
+		}
+	}
+	return conntrack.NewSharedInArena(entries, seed, info)
+}
+
+// openSocket is ring.Open, retried for a second while the queue is still
+// bound by a socket on its way out (one a service manager was just told
+// to drop from its fd store).
+func openSocket(o ring.Options) (*ring.Socket, error) {
+	deadline := time.Now().Add(time.Second)
+	for {
+		s, err := ring.Open(o)
+		if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return s, err
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -44,6 +44,9 @@ type stateDoc struct {
 	Probes    []probeState                 `json:"probes"`
 	NextHops  []nexthopState               `json:"next_hops"`
 	Reloads   [2]uint64                    `json:"reloads"` // ok, rejected
+	// Stopped is set in the document a daemon leaves in systemd's fd store
+	// when it stops for a restart (systemd.go).
+	Stopped *storedStop `json:"stopped,omitempty"`
 }
 
 type ruleState struct {
@@ -84,8 +87,8 @@ const (
 )
 
 // stateDocument writes the control plane's state (control goroutine).
-func (d *daemon) stateDocument() ([]byte, error) {
-	doc := stateDoc{
+func (d *daemon) stateDocument(stop *storedStop) ([]byte, error) {
+	doc := stateDoc{Stopped: stop,
 		Version: stateVersion, Build: buildID(), ClockBase: d.clock.Base(), Seed: d.seed,
 		Engine: d.engine.handoverState(), Rules: d.reg.rules, Backends: map[string]map[string]uint32{},
 		Reloads: [2]uint64{d.reloadsOK.Load(), d.reloadsRejected.Load()},
@@ -208,7 +211,7 @@ func (d *daemon) handOver(req control.RestartRequest) (*control.RestartResult, e
 	var doc []byte
 	reason := ""
 	if version == stateVersion {
-		if doc, err = d.stateDocument(); err != nil {
+		if doc, err = d.stateDocument(nil); err != nil {
 			return fail(err)
 		}
 	} else {

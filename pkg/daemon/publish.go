@@ -139,7 +139,8 @@ func (d *daemon) publish() error {
 	d.mu.Lock()
 	d.status = publishedStatus{Config: d.cfg.Path, Loaded: now, XDPMode: d.engine.Mode().String(), ZeroCopy: d.engine.ZeroCopy(), Queues: d.engine.Queues(), Rules: statuses}
 	d.mu.Unlock()
-	d.announce() // bgp.go: the VIPs follow the published state
+	d.announce()      // bgp.go: the VIPs follow the published state
+	d.storeState(nil) // systemd.go: what a restart after a crash starts from
 	return nil
 }
 

@@ -60,6 +60,11 @@ func runSuccessor(ctx context.Context, opts Options, s *handover.Successor) erro
 	if err := s.Done(); err != nil {
 		d.log.Warn("hand-over: tell the predecessor it is done", "err", err)
 	}
+	// Under systemd this process is the service's main process now; the
+	// predecessor exits next (NotifyAccess=all lets it say so).
+	if underSystemd() {
+		d.notify(fmt.Sprintf("MAINPID=%d", os.Getpid()))
+	}
 	// Publish again for the status (attach mode, zero-copy) now known.
 	if err := d.publish(); err != nil {
 		d.log.Error("recompute after the hand-over", "err", err)
@@ -90,7 +95,7 @@ func prepareSuccessor(opts Options, offer *handover.Offer) (_ *daemon, err error
 	}
 	var notes []string
 	cfg := d.engineConfig()
-	d.engine, err = adoptEngine(cfg, doc.Engine, offer, &notes)
+	d.engine, err = adoptEngine(cfg, doc.Engine, offer.Take, &notes)
 	if err != nil {
 		return nil, err
 	}

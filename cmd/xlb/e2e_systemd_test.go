@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xlbnet/xlb/pkg/lab"
+)
+
+// fakeSystemd plays the parts of systemd the daemon talks to: the
+// notification socket (READY, MAINPID, STOPPING) with its file descriptor
+// store (FDSTORE, FDSTOREREMOVE), and a start that passes the store's fds
+// as LISTEN_FDS with their names. (A real systemd cannot run as PID 1 in
+// this test environment; the unit itself is checked by
+// TestSystemdUnitCommands.)
+type fakeSystemd struct {
+	path string
+	fd   int
+
+	mu      sync.Mutex
+	store   []storedFD
+	mainPID int
+	ready   map[int]bool // pids that said READY=1
+	log     []string
+}
+
+type storedFD struct {
+	name string
+	fd   int
+}
+
+func newFakeSystemd(t *testing.T) *fakeSystemd {
+	t.Helper()
+	s := &fakeSystemd{path: filepath.Join(t.TempDir(), "notify"), ready: map[int]bool{}}
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: s.path}); err != nil {
+		t.Fatal(err)
+	}
+	// Like systemd: know who sent each message.
+	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PASSCRED, 1)
+	s.fd = fd
+	done := make(chan struct{})
+	go s.serve(done)
+	t.Cleanup(func() {
+		unix.Shutdown(fd, unix.SHUT_RDWR)
+		unix.Close(fd)
+		<-done
+		s.mu.Lock()
+		for _, f := range s.store {
+			unix.Close(f.fd)
+		}
+		s.mu.Unlock()
+	})
+	return s
+}
+
+func (s *fakeSystemd) serve(done chan struct{}) {
+	defer close(done)
+	buf, oob := make([]byte, 4096), make([]byte, 4096)
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(s.fd, buf, oob, 0)
+		if err != nil || n == 0 && oobn == 0 {
+			return
+		}
+		var fds []int
+		pid := 0
+		cms, _ := unix.ParseSocketControlMessage(oob[:oobn])
+		for _, cm := range cms {
+			if r, err := unix.ParseUnixRights(&cm); err == nil {
+				fds = append(fds, r...)
+			} else if cred, err := unix.ParseUnixCredentials(&cm); err == nil {
+				pid = int(cred.Pid)
+			}
+		}
+		vars := map[string]string{}
+		for _, line := range strings.Split(string(buf[:n]), "\n") {
+			if k, v, ok := strings.Cut(line, "="); ok {
+				vars[k] = v
+			}
+		}
+		s.mu.Lock()
+		s.log = append(s.log, fmt.Sprintf("%d: %q (%d fds)", pid, buf[:n], len(fds)))
+		switch {
+		case vars["FDSTORE"] == "1":
+			for _, fd := range fds {
+				s.store = append(s.store, storedFD{vars["FDNAME"], fd})
+			}
+			fds = nil
+		case vars["FDSTOREREMOVE"] == "1":
+			s.store = slices.DeleteFunc(s.store, func(f storedFD) bool {
+				if f.name == vars["FDNAME"] {
+					unix.Close(f.fd)
+					return true
+				}
+				return false
+			})
+		}
+		if p, ok := vars["MAINPID"]; ok {
+			s.mainPID, _ = strconv.Atoi(p)
+		}
+		if vars["READY"] == "1" {
+			s.ready[pid] = true
+		}
+		s.mu.Unlock()
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+}
+
+// names lists the store's content.
+func (s *fakeSystemd) names() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, f := range s.store {
+		out = append(out, f.name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// start runs xlb as the unit would, with the store's fds.
+func (s *fakeSystemd) start(t *testing.T, l *lab.Lab, dir string, rules []lab.Rule) *labXLB {
+	t.Helper()
+	s.mu.Lock()
+	var files []*os.File
+	var names []string
+	for _, f := range s.store {
+		d, err := unix.Dup(f.fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, os.NewFile(uintptr(d), f.name))
+		names = append(names, f.name)
+	}
+	s.mu.Unlock()
+	env := []string{"NOTIFY_SOCKET=" + s.path}
+	if len(files) > 0 {
+		env = append(env, fmt.Sprintf("LISTEN_FDS=%d", len(files)), "LISTEN_FDNAMES="+strings.Join(names, ":"))
+	}
+	cfg, err := l.WriteConfig(dir, rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	x, err := runLabXLBWith(ctx, l.XLB.Name, dir, cfg, func(line string) { t.Log(line) }, labStart{Env: env, Files: files, ListenPID: len(files) > 0})
+	for _, f := range files {
+		f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "READY=1 from the daemon", func() (bool, string) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.ready[x.cmd.Process.Pid], strings.Join(s.log, "; ")
+	})
+	return x
+}
+
+// TestEndToEndSystemd drives the systemd paths with the fake manager:
+// SIGTERM stores sockets, rings and tables and the next start takes them
+// over (systemctl restart); after SIGKILL the next start keeps the
+// conntrack tables and state from the store and binds new sockets; xlb
+// restart makes the successor the main process; xlb stop empties the
+// store. Connections opened before a fourth backend was added survive
+// all of it on their backends.
+func TestEndToEndSystemd(t *testing.T) {
+	l := labWith(t, lab.Options{Backends: 4, XLBPinDir: bpffsDir(t)})
+	rules := l.DefaultRules("IPIP")[:1]
+	rules[0].Health = healthNone
+	rules[0].Backends = []int{0, 1, 2}
+	sd := newFakeSystemd(t)
+	dir := t.TempDir()
+	x := sd.start(t, l, dir, rules)
+	defer func() { stopDaemon(t, l, x) }()
+	want := []string{"ct-fragments", "ct-q0", "ct-q1", "ct-sessions", "state"}
+	if got := sd.names(); !slices.Equal(got, want) {
+		t.Errorf("while serving the store holds %v, want %v", got, want)
+	}
+	var ws []*watched
+	for _, src := range l.ClientAddrs4[:100] {
+		k := openKeepAlive(t, l, src)
+		rep, err := k.ask()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, &watched{k: k, home: rep.Backend})
+	}
+	rules[0].Backends = []int{0, 1, 2, 3}
+	if _, err := l.WriteConfig(dir, rules); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, x, "msg=reloaded")
+	stopWatch := watchAll(ws)
+	defer stopWatch()
+	check := func(phase string) {
+		t.Helper()
+		time.Sleep(1500 * time.Millisecond) // retransmissions after a gap
+		broken, moved, asks, detail := tally(ws)
+		t.Logf("%s: %d of %d connections broken, %d moved (%d requests so far)%s", phase, broken, len(ws), moved, asks, detail)
+		if broken+moved > 0 {
+			t.Errorf("%s: %d connections broken and %d moved, want none", phase, broken, moved)
+		}
+	}
+
+	// systemctl restart: SIGTERM, then a start with the store.
+	begin := time.Now()
+	x.cmd.Process.Signal(syscall.SIGTERM)
+	x.exited <- <-x.exited
+	want = []string{"ct-fragments", "ct-q0", "ct-q1", "ct-sessions", "state", "umem-q0", "umem-q1", "xsk-q0", "xsk-q1"}
+	if got := sd.names(); !slices.Equal(got, want) {
+		t.Errorf("after SIGTERM the store holds %v, want %v", got, want)
+	}
+	if !xdpAttached(t, l) {
+		t.Error("SIGTERM under systemd detached the program")
+	}
+	x = sd.start(t, l, dir, rules)
+	t.Logf("systemctl restart: %v from SIGTERM to READY of the new process", time.Since(begin).Round(time.Millisecond))
+	waitLog(t, x, "sockets, rings and tables taken over")
+	waitFor(t, 5*time.Second, "sockets out of the store again", func() (bool, string) {
+		got := sd.names()
+		return slices.Equal(got, []string{"ct-fragments", "ct-q0", "ct-q1", "ct-sessions", "state"}), fmt.Sprint(got)
+	})
+	check("after systemctl restart")
+
+	// A crash: SIGKILL, then a start with the arenas and the state.
+	x.cmd.Process.Signal(syscall.SIGKILL)
+	x.exited <- <-x.exited
+	x = sd.start(t, l, dir, rules)
+	waitLog(t, x, "after a crash: new sockets, conntrack tables and state kept")
+	waitLog(t, x, "conntrack table kept from the previous process")
+	check("after a crash and a restart")
+
+	// xlb restart under systemd: the successor becomes the main process.
+	res, err := restartXLB(t, x, "restart")
+	if err != nil {
+		t.Fatalf("xlb restart: %v", err)
+	}
+	waitFor(t, 5*time.Second, "MAINPID of the successor", func() (bool, string) {
+		sd.mu.Lock()
+		defer sd.mu.Unlock()
+		return sd.mainPID == res.PID && sd.ready[res.PID], fmt.Sprintf("main pid %d", sd.mainPID)
+	})
+	check("after xlb restart")
+	stopWatch()
+
+	stopDaemon(t, l, x)
+	waitFor(t, 5*time.Second, "store emptied by xlb stop", func() (bool, string) {
+		got := sd.names()
+		return len(got) == 0, fmt.Sprint(got)
+	})
+}
+
+// TestSystemdUnitHandsOver: the unit lets the daemon outlive its process
+// as pkg/daemon expects (notify type, MAINPID from a successor, an fd
+// store), and systemd-analyze, where installed, finds nothing to say
+// about it.
+func TestSystemdUnitHandsOver(t *testing.T) {
+	unit, err := os.ReadFile("../../deploy/systemd/xlb.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]string{}
+	for _, line := range strings.Split(string(unit), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			keys[k] = v
+		}
+	}
+	for k, want := range map[string]string{"Type": "notify", "NotifyAccess": "all", "Restart": "on-failure"} {
+		if keys[k] != want {
+			t.Errorf("%s=%s, want %s", k, keys[k], want)
+		}
+	}
+	if n, err := strconv.Atoi(keys["FileDescriptorStoreMax"]); err != nil || n < 3*256+3 {
+		t.Errorf("FileDescriptorStoreMax=%s: want room for 3 fds per queue (256 queues) and 3 more", keys["FileDescriptorStoreMax"])
+	}
+	tool, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Logf("systemd-analyze not installed: the unit's syntax is not checked by systemd")
+		return
+	}
+	// verify wants the executables to exist: point them at the test binary.
+	self, _ := os.Executable()
+	path := filepath.Join(t.TempDir(), "xlb.service")
+	os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/xlb", self)), 0o644)
+	out, _ := exec.Command(tool, "verify", path).CombinedOutput()
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if strings.Contains(line, "xlb.service") {
+			t.Errorf("systemd-analyze verify: %s", line)
+		}
+	}
+}

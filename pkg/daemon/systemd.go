@@ -1,0 +1,308 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xlbnet/xlb/pkg/sdnotify"
+)
+
+// Under systemd (Type=notify, FileDescriptorStoreMax=): what outlives the
+// process there is in systemd's file descriptor store.
+//
+//   - While serving: the conntrack arenas (ct-q<N>, ct-sessions,
+//     ct-fragments) and the state document ("state", a sealed memfd
+//     rewritten at every publication). After a crash systemd starts the
+//     daemon again with them (LISTEN_FDS): it binds new sockets (whatever
+//     the dead process held on its rings is lost; the pinned program drops
+//     VIP packets meanwhile), adopts the arenas (recounted: the clean flag
+//     is not set), restores the registry and the rest of the control
+//     plane's state from the document and drops every entry naming a slot
+//     the registry does not know before a worker runs.
+//   - On SIGTERM (systemctl stop or restart): the workers stop between two
+//     batches, the sockets and their UMEM memfds (xsk-q<N>, umem-q<N>) go
+//     to the store too, and the document gets the free frame lists: the
+//     next start takes the rings over as a successor would (packets that
+//     arrived meanwhile wait on the RX rings, 2048 per queue; beyond that
+//     the kernel drops), then removes the sockets from the store. Nothing
+//     is detached: until that start the program drops VIP packets, and
+//     `xlb stop` removes it all (and empties the store).
+//   - `xlb restart` under systemd: the successor tells systemd it is the
+//     main process now (MAINPID=, NotifyAccess=all) before the predecessor
+//     exits; the store already holds the same arenas.
+//
+// The fd store keeps fds only while the unit is active or restarting;
+// `systemctl stop` then `start` keeps them only with
+// FileDescriptorStorePreserve=yes (systemd 254).
+
+const stateFile = "state"
+
+// storedStop is the part of the state document written at a stop into
+// the fd store: what the stopped workers handed over.
+type storedStop struct {
+	Free map[int][]uint64 `json:"free"`
+}
+
+// fromStore is what systemd passed this process from its fd store.
+type fromStore struct {
+	files map[string]int
+	doc   *stateDoc
+}
+
+func (s *fromStore) take(name string) (int, bool) {
+	if s == nil {
+		return -1, false
+	}
+	fd, ok := s.files[name]
+	if ok {
+		delete(s.files, name)
+	}
+	return fd, ok
+}
+
+// close closes what nobody took.
+func (s *fromStore) close() {
+	if s == nil {
+		return
+	}
+	for name, fd := range s.files {
+		unix.Close(fd)
+		delete(s.files, name)
+	}
+}
+
+// loadStore reads the fds systemd passed (none without a service manager)
+// and the state document among them. A document this build cannot read
+// is logged and ignored: the start is then cold.
+func loadStore(log interface{ Warn(string, ...any) }) (*fromStore, error) {
+	files, err := sdnotify.Inherited()
+	if err != nil || len(files) == 0 {
+		return nil, err
+	}
+	s := &fromStore{files: map[string]int{}}
+	for _, f := range files {
+		if old, dup := s.files[f.Name]; dup {
+			unix.Close(old)
+		}
+		s.files[f.Name] = f.FD
+	}
+	if fd, ok := s.take(stateFile); ok {
+		b, err := readFD(fd)
+		unix.Close(fd)
+		var doc stateDoc
+		switch {
+		case err != nil:
+			log.Warn("fd store: state document unreadable; starting cold", "err", err)
+		case json.Unmarshal(b, &doc) != nil || doc.Version != stateVersion:
+			log.Warn("fd store: state document of another version; starting cold", "version", doc.Version)
+		default:
+			s.doc = &doc
+		}
+	}
+	return s, nil
+}
+
+func readFD(fd int) ([]byte, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	b := make([]byte, st.Size)
+	if _, err := unix.Pread(fd, b, 0); err != nil && st.Size > 0 {
+		return nil, err
+	}
+	return b, nil
+}
+
+// underSystemd reports whether a service manager listens for
+// notifications (Type=notify).
+func underSystemd() bool { return os.Getenv(sdnotify.EnvSocket) != "" }
+
+// notify sends a notification, logging a failure.
+func (d *daemon) notify(state string) {
+	if _, err := sdnotify.Notify(state); err != nil {
+		d.log.Warn("notify the service manager", "err", err)
+	}
+}
+
+// storeArenas puts the conntrack arenas in the fd store (serving).
+func (d *daemon) storeArenas() {
+	if !underSystemd() {
+		return
+	}
+	for _, f := range d.engine.handoverFiles() {
+		if strings.HasPrefix(f.Name, "ct-") {
+			d.storeFD(f.Name, f.FD)
+		}
+	}
+}
+
+func (d *daemon) storeFD(name string, fd int) {
+	if _, err := sdnotify.Remove(name); err != nil {
+		d.log.Warn("fd store", "name", name, "err", err)
+	}
+	if _, err := sdnotify.Store(name, fd); err != nil {
+		d.log.Warn("fd store", "name", name, "err", err)
+	}
+}
+
+// storeState replaces the state document in the fd store, with stop
+// (the stopped workers' hand-over) when the daemon stops for a restart.
+func (d *daemon) storeState(stop *storedStop) {
+	if !underSystemd() || d.engine.holdVIPs {
+		return // a successor preparing: its predecessor's document stands
+	}
+	doc, err := d.stateDocument(stop)
+	if err != nil {
+		d.log.Warn("fd store: state document", "err", err)
+		return
+	}
+	fd, err := sealedMemfd("xlb-state", doc)
+	if err != nil {
+		d.log.Warn("fd store: state document", "err", err)
+		return
+	}
+	defer unix.Close(fd)
+	d.storeFD(stateFile, fd)
+}
+
+// storeForRestart is SIGTERM under systemd: stop the workers between two
+// batches and store the sockets, their UMEM and the document with the
+// free frame lists, so the next start takes the rings over.
+func (d *daemon) storeForRestart() {
+	free := d.engine.quiesce()
+	for _, f := range d.engine.handoverFiles() {
+		if strings.HasPrefix(f.Name, "xsk-") || strings.HasPrefix(f.Name, "umem-") {
+			d.storeFD(f.Name, f.FD)
+		}
+	}
+	d.storeState(&storedStop{Free: free})
+	d.log.Info("stopped for a restart: sockets, arenas and state in systemd's fd store; nothing detached")
+}
+
+// clearStore empties the fd store (xlb stop: the next start is cold).
+func (d *daemon) clearStore() {
+	if !underSystemd() {
+		return
+	}
+	names := []string{stateFile, sessionsFile, fragmentsFile}
+	for _, q := range d.engine.Queues() {
+		names = append(names, xskFile(q), umemFile(q), ctFile(q))
+	}
+	for _, n := range names {
+		if _, err := sdnotify.Remove(n); err != nil {
+			d.log.Warn("fd store", "name", n, "err", err)
+		}
+	}
+}
+
+// sealedMemfd returns a memfd holding b, sealed against every change.
+func sealedMemfd(name string, b []byte) (int, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return -1, fmt.Errorf("memfd: %w", err)
+	}
+	if _, err := unix.Pwrite(fd, b, 0); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("memfd: %w", err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE|unix.F_SEAL_SEAL); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("seal memfd: %w", err)
+	}
+	return fd, nil
+}
+
+// startFromStore starts the data plane from what systemd's fd store
+// passed: after a stop for a restart, the sockets and rings as they were
+// (a warm start); after a crash, the arenas and the state (the engine is
+// then started by startEngine with them). It restores the control
+// plane's state from the document. Without a store it does nothing.
+func (d *daemon) startFromStore() error {
+	doc := d.storeDoc()
+	if doc == nil {
+		return nil
+	}
+	d.clock = newClockAt(doc.ClockBase)
+	d.seed = doc.Seed
+	if err := d.restoreState(doc); err != nil {
+		d.log.Warn("fd store: state not restored; starting cold", "err", err)
+		d.reg, d.rules = newRegistry(), map[string]*ruleRuntime{}
+		d.probes, d.nexthops = map[probeKey]probe{}, map[nhKey]nexthop{}
+		d.clock, d.seed = newClock(), randomSeed()
+		d.store.close()
+		d.store = nil
+		return nil
+	}
+	if doc.Stopped != nil {
+		var notes []string
+		e, err := adoptEngine(d.engineConfig(), doc.Engine, d.store.take, &notes)
+		if err == nil {
+			if err = e.takeOver(doc.Stopped.Free); err != nil {
+				e.release()
+			}
+		}
+		if err != nil {
+			// The arenas went with the failed attempt: start cold.
+			d.log.Warn("fd store: the rings of the stopped daemon cannot be taken over; starting with new sockets and empty tables", "err", err)
+			d.store.close()
+			d.store = nil
+			d.removeStoredSockets(doc)
+			return nil
+		}
+		for _, n := range notes {
+			d.log.Warn("fd store", "note", n)
+		}
+		e.begin()
+		d.engine = e
+		d.removeStoredSockets(doc)
+		d.log.Info("started from systemd's fd store: the stopped daemon's sockets, rings and tables taken over", "queues", e.Queues())
+		return nil
+	}
+	// A crash: sockets are not reused (their rings' state died with the
+	// process); stored ones, if any, are dropped first so the queues can
+	// be bound again.
+	d.removeStoredSockets(doc)
+	d.log.Info("started from systemd's fd store after a crash: new sockets, conntrack tables and state kept")
+	return nil
+}
+
+// storeDoc returns the store's state document, nil without one.
+func (d *daemon) storeDoc() *stateDoc {
+	if d.store == nil {
+		return nil
+	}
+	return d.store.doc
+}
+
+// removeStoredSockets takes the sockets and UMEM memfds out of systemd's
+// store and closes this process's copies not in use.
+func (d *daemon) removeStoredSockets(doc *stateDoc) {
+	for _, q := range doc.Engine.Queues {
+		for _, name := range []string{xskFile(q.ID), umemFile(q.ID)} {
+			if fd, ok := d.store.take(name); ok {
+				unix.Close(fd)
+			}
+			if _, err := sdnotify.Remove(name); err != nil {
+				d.log.Warn("fd store", "name", name, "err", err)
+			}
+		}
+	}
+}
+
+// registryKeep says whether a conntrack entry's slots are ones the
+// restored registry handed out.
+func (d *daemon) registryKeep() func(rule uint16, backend uint32) bool {
+	backends := map[uint16]uint32{}
+	for name, slot := range d.reg.rules {
+		backends[slot] = uint32(len(d.reg.backends[name]))
+	}
+	return func(rule uint16, backend uint32) bool {
+		n, ok := backends[rule]
+		return ok && backend < n
+	}
+}
