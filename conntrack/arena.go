@@ -72,14 +72,16 @@ type ArenaInfo struct {
 }
 
 // arenaLayoutRevision changes when a field keeps its shape but changes
-// its meaning; shapes are compared by arenaLayout itself.
-const arenaLayoutRevision = 1
+// its meaning; shapes are compared by arenaLayout itself. A variable, so
+// a test can link a build of another revision (-ldflags -X) and drive an
+// upgrade across a layout change.
+var arenaLayoutRevision = "1"
 
 // arenaLayout is a CRC-32 of the shape of bucket type B: every field's
 // name, offset, size and kind, recursively, and the revision.
 func arenaLayout[B any]() uint32 {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "rev %d;", arenaLayoutRevision)
+	fmt.Fprintf(&sb, "rev %s;", arenaLayoutRevision)
 	describeType(&sb, reflect.TypeFor[B]())
 	return crc32.ChecksumIEEE([]byte(sb.String()))
 }

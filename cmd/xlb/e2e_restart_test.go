@@ -381,16 +381,28 @@ func restartXLB(t *testing.T, x *labXLB, args ...string) (*control.RestartResult
 }
 
 // buildUpgrade builds this package into a new executable that differs
-// from the test binary (stripped, another link).
-func buildUpgrade(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "xlb-upgrade")
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-ldflags=-s -w", "-o", bin, ".")
+// from the test binary (stripped, another link), with more linker flags.
+func buildUpgrade(dir string, ldflags ...string) (string, error) {
+	bin := filepath.Join(dir, fmt.Sprintf("xlb-upgrade-%d", len(ldflags)))
+	flags := "-ldflags=" + strings.Join(append([]string{"-s", "-w"}, ldflags...), " ")
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", flags, "-o", bin, ".")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the upgrade: %v\n%s", err, out)
+		return "", fmt.Errorf("build the upgrade: %v\n%s", err, out)
 	}
-	return bin
+	return bin, nil
+}
+
+// built waits for a build started in the background.
+func built(t *testing.T, c chan string, errs chan error) string {
+	t.Helper()
+	select {
+	case bin := <-c:
+		return bin
+	case err := <-errs:
+		t.Fatal(err)
+	}
+	return ""
 }
 
 // TestEndToEndRestart: 200 long-lived connections opened before a fourth
@@ -407,8 +419,22 @@ func TestEndToEndRestart(t *testing.T) {
 		rules[i].Health = healthNone
 		rules[i].Backends = []int{0, 1, 2}
 	}
-	upgrade := make(chan string, 1)
-	go func() { upgrade <- buildUpgrade(t) }() // while the lab starts
+	upgrade, relayout, buildErr := make(chan string, 1), make(chan string, 1), make(chan error, 2)
+	bins := t.TempDir()
+	go func() { // while the lab starts
+		bin, err := buildUpgrade(bins)
+		if err != nil {
+			buildErr <- err
+			return
+		}
+		upgrade <- bin
+		// Another build whose conntrack arenas have another layout.
+		if bin, err = buildUpgrade(bins, "-X github.com/xlbnet/xlb/conntrack.arenaLayoutRevision=test-relayout"); err != nil {
+			buildErr <- err
+			return
+		}
+		relayout <- bin
+	}()
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	x, err := startLabXLB(ctx, l, dir, rules, func(s string) { t.Log(s) })
@@ -502,7 +528,7 @@ func TestEndToEndRestart(t *testing.T) {
 		return res
 	}
 	restarted := handOver("xlb restart", "restart")
-	bin := <-upgrade
+	bin := built(t, upgrade, buildErr)
 	upgraded := handOver("xlb upgrade", "upgrade", "--binary", bin)
 	if upgraded.Build == restarted.Build {
 		t.Errorf("the upgrade runs build %s, the same as before", upgraded.Build)
@@ -534,6 +560,37 @@ func TestEndToEndRestart(t *testing.T) {
 	t.Logf("stop + start: %d of %d connections broken or moved", lost, len(ws))
 	if lost == 0 {
 		t.Error("stop + start kept every connection: the contrast shows nothing (did the reload move none?)")
+	}
+
+	// An upgrade into a build whose conntrack arenas have another layout:
+	// the tables start empty, the answer and the log say so, and the
+	// daemon serves on (flows keep their backend where Maglev agrees,
+	// which after the cold start above is everywhere).
+	var fresh []*watched
+	for _, src := range l.ClientAddrs4[:50] {
+		k := openKeepAlive(t, l, src)
+		rep, err := k.ask()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh = append(fresh, &watched{k: k, home: rep.Backend})
+	}
+	stopFresh := watchAll(fresh)
+	res, err := restartXLB(t, x, "upgrade", "--binary", built(t, relayout, buildErr))
+	if err != nil {
+		t.Fatalf("upgrade across a conntrack layout change: %v", err)
+	}
+	t.Logf("upgrade across a conntrack layout change: notes %q", res.Notes)
+	notes := strings.Join(res.Notes, "\n")
+	for _, want := range []string{"queue 0 conntrack starts empty", "queue 1 conntrack starts empty", "ct-sessions starts empty", "conntrack arena has another layout"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("the upgrade's notes lack %q", want)
+		}
+	}
+	time.Sleep(time.Second)
+	stopFresh()
+	if broken, moved, _, detail := tally(fresh); broken+moved > 0 {
+		t.Errorf("after the upgrade across a layout change: %d broken, %d moved%s", broken, moved, detail)
 	}
 }
 

@@ -236,7 +236,8 @@ func (d *daemon) handOver(req control.RestartRequest) (*control.RestartResult, e
 	if err := p.Offer(version, doc, reason, files); err != nil {
 		return fail(err)
 	}
-	if err := p.WaitReady(); err != nil {
+	notes, err := p.WaitReady()
+	if err != nil {
 		return fail(err)
 	}
 	begin := time.Now()
@@ -263,7 +264,7 @@ func (d *daemon) handOver(req control.RestartRequest) (*control.RestartResult, e
 	// The successor starts its own speaker once it serves: this one goes
 	// first, without a withdraw (bgp.go).
 	d.detachBGP()
-	res := &control.RestartResult{PID: hello.PID, Build: hello.Build, StateVersion: version, Queues: len(free), PauseMS: float64(pause.Microseconds()) / 1000, CutoverAt: begin}
+	res := &control.RestartResult{PID: hello.PID, Build: hello.Build, StateVersion: version, Queues: len(free), PauseMS: float64(pause.Microseconds()) / 1000, CutoverAt: begin, Notes: notes}
 	d.log.Info("hand-over done: the successor serves; exiting without detaching", "pid", hello.PID, "build", hello.Build, "pause", pause.String())
 	return res, nil
 }

@@ -30,7 +30,7 @@ func runSuccessor(ctx context.Context, opts Options, s *handover.Successor) erro
 		return fmt.Errorf("hand-over: %w", err)
 	}
 	defer offer.Close()
-	d, err := prepareSuccessor(opts, offer)
+	d, notes, err := prepareSuccessor(opts, offer)
 	if err != nil {
 		reason := err.Error()
 		var cerr *config.Error
@@ -42,7 +42,7 @@ func runSuccessor(ctx context.Context, opts Options, s *handover.Successor) erro
 		}
 		return fmt.Errorf("hand-over: gave up before the cut-over: %w", err)
 	}
-	if err := s.Ready(); err != nil {
+	if err := s.Ready(notes...); err != nil {
 		d.engine.release()
 		return fmt.Errorf("hand-over: %w", err)
 	}
@@ -76,28 +76,27 @@ func runSuccessor(ctx context.Context, opts Options, s *handover.Successor) erro
 // prepareSuccessor loads the configuration, maps everything handed over,
 // restores the control plane's state and computes the first snapshot,
 // holding its VIP set back: nothing in force changes.
-func prepareSuccessor(opts Options, offer *handover.Offer) (_ *daemon, err error) {
+func prepareSuccessor(opts Options, offer *handover.Offer) (_ *daemon, notes []string, err error) {
 	if offer.StateVersion != stateVersion {
-		return nil, fmt.Errorf("no state document this build reads (%s)", offer.Reason)
+		return nil, nil, fmt.Errorf("no state document this build reads (%s)", offer.Reason)
 	}
 	var doc stateDoc
 	if err := json.Unmarshal(offer.State, &doc); err != nil {
-		return nil, fmt.Errorf("state document: %w", err)
+		return nil, nil, fmt.Errorf("state document: %w", err)
 	}
 	d, err := newDaemon(opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	d.clock = newClockAt(doc.ClockBase)
 	d.seed = doc.Seed
 	if err := d.restoreState(&doc); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var notes []string
 	cfg := d.engineConfig()
 	d.engine, err = adoptEngine(cfg, doc.Engine, offer.Take, &notes)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -115,12 +114,12 @@ func prepareSuccessor(opts Options, offer *handover.Offer) (_ *daemon, err error
 	d.resolver = neigh.New(nil)
 	d.checker = health.New(health.Options{OnChange: d.onHealth})
 	if err := d.checker.Set(d.healthTargets()); err != nil {
-		return nil, fmt.Errorf("start health checks: %w", err)
+		return nil, nil, fmt.Errorf("start health checks: %w", err)
 	}
 	if err := d.publish(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return d, nil
+	return d, notes, nil
 }
 
 // inheritedListener takes a listener the predecessor handed over, or nil.

@@ -164,15 +164,25 @@ func (p *Predecessor) Offer(stateVersion int, state []byte, reason string, files
 	return p.c.send(message{Type: msgOffer, Body: body, Names: []string{"state"}}, []int{int(sf.Fd())}, p.to.Step)
 }
 
-// WaitReady waits for the successor to finish preparing. Its refusal is a
-// *RefusedError with its reason.
-func (p *Predecessor) WaitReady() error {
+// WaitReady waits for the successor to finish preparing and returns the
+// notes it sent with READY (what it could not take over as it was, say).
+// Its refusal is a *RefusedError with its reason.
+func (p *Predecessor) WaitReady() ([]string, error) {
 	m, fds, err := p.c.recv("wait for the successor to prepare", p.to.Prepare)
 	closeAll(fds)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return expect(m, "prepare", msgReady)
+	if err := expect(m, "prepare", msgReady); err != nil {
+		return nil, err
+	}
+	var notes []string
+	if len(m.Body) > 0 {
+		if err := json.Unmarshal(m.Body, &notes); err != nil {
+			return nil, fmt.Errorf("prepare: bad notes: %w", err)
+		}
+	}
+	return notes, nil
 }
 
 // Cutover sends body (the workers' hand-over, taken after they stopped)
@@ -365,8 +375,15 @@ func readAll(f *os.File) ([]byte, error) {
 	return b, nil
 }
 
-// Ready tells the predecessor everything is prepared.
-func (s *Successor) Ready() error { return s.c.send(message{Type: msgReady}, nil, s.to.Step) }
+// Ready tells the predecessor everything is prepared, with notes for its
+// caller (the operator).
+func (s *Successor) Ready(notes ...string) error {
+	m := message{Type: msgReady}
+	if len(notes) > 0 {
+		m.Body, _ = json.Marshal(notes)
+	}
+	return s.c.send(m, nil, s.to.Step)
+}
 
 // Abort tells the predecessor this process gives up before the cut-over,
 // and why; the predecessor keeps serving.

@@ -77,7 +77,7 @@ func successorScenario(sc string) error {
 	case "crash":
 		os.Exit(3)
 	}
-	if err := s.Ready(); err != nil {
+	if err := s.Ready("queue 0 conntrack starts empty: test"); err != nil {
 		return err
 	}
 	var body cutoverBody
@@ -151,8 +151,12 @@ func TestHandOver(t *testing.T) {
 		t.Errorf("hello %+v", h)
 	}
 	arena := offer(t, p)
-	if err := p.WaitReady(); err != nil {
+	notes, err := p.WaitReady()
+	if err != nil {
 		t.Fatal(err)
+	}
+	if len(notes) != 1 || notes[0] != "queue 0 conntrack starts empty: test" {
+		t.Errorf("notes %q", notes)
 	}
 	if got := arenaHolds(t, arena); got != "state" {
 		t.Errorf("before the cut-over the arena holds %q", got)
@@ -201,7 +205,7 @@ func TestHandOverFailures(t *testing.T) {
 				arena = offer(t, p)
 			}
 			begin := time.Now()
-			err = p.WaitReady()
+			_, err = p.WaitReady()
 			if tt.sc == "failed" {
 				if err != nil {
 					t.Fatal(err)
