@@ -19,9 +19,11 @@ type Socket struct {
 	fd       int
 	umemFD   int // the sealed memfd behind umem (see handover_linux.go)
 	zeroCopy bool
-	opts     Options // with defaults applied
-	umem     []byte
-	maps     [4][]byte // RX, TX, fill, completion ring mappings
+	// copyReason is the zero-copy bind's error when BindAuto fell back.
+	copyReason error
+	opts       Options // with defaults applied
+	umem       []byte
+	maps       [4][]byte // RX, TX, fill, completion ring mappings
 }
 
 // Open creates the socket, registers and maps the UMEM and the four rings,
@@ -168,6 +170,7 @@ func (s *Socket) bind(o Options) error {
 		if err := try(unix.XDP_COPY); err != nil {
 			return fmt.Errorf("bind ifindex %d queue %d: zero-copy: %v; copy mode: %w", o.Ifindex, o.Queue, zcErr, err)
 		}
+		s.copyReason = zcErr
 	}
 	return nil
 }
@@ -181,6 +184,10 @@ func (s *Socket) FD() int { return s.fd }
 // ZeroCopy reports whether the kernel bound the socket in zero-copy mode
 // (XDP_OPTIONS_ZEROCOPY); false means copy mode.
 func (s *Socket) ZeroCopy() bool { return s.zeroCopy }
+
+// CopyReason returns why BindAuto fell back to copy mode: the kernel's
+// answer to the zero-copy bind (nil when it did not fall back).
+func (s *Socket) CopyReason() error { return s.copyReason }
 
 // Stats reads the kernel's counters (XDP_STATISTICS). Safe from any
 // goroutine while the socket is open.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,5 +115,83 @@ func TestStatusRatesAndLatency(t *testing.T) {
 		if d > 100*time.Millisecond {
 			t.Errorf("%s took %v at best of 5; want well under 100 ms", c.what, d)
 		}
+	}
+}
+
+// TestLabQueues: the default lab runs xlb in native XDP mode with both
+// queues receiving, and status shows packets per queue without a warning;
+// a jumbo fabric makes xlb fall back to generic mode, log why, and warn
+// that queue 1 stays idle under load (issue 12 item 11).
+func TestLabQueues(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, tc := range []struct {
+		name    string
+		mtu     int
+		mode    string
+		logWant []string
+	}{
+		{"default", 0, "native", nil},
+		{"jumbo", 9000, "generic", []string{"native XDP refused: running in generic mode", "MTU 9000 exceeds one page per frame"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := labWith(t, lab.Options{Backends: 2, ClientAddrs: 200, FabricMTU: tc.mtu})
+			rules := l.DefaultRules("IPIP")[:1]
+			rules[0].Health = healthNone
+			x, sock := startOps(t, l, t.TempDir(), rules)
+			for _, w := range tc.logWant {
+				if !strings.Contains(x.log.String(), w) {
+					t.Errorf("xlb's log lacks %q:\n%s", w, x.log)
+				}
+			}
+			cl := control.NewClient(sock)
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			stop, done := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					l.Drive(ctx, lab.DriveOptions{Requests: 200, Family: 4, Concurrency: 8})
+				}
+			}()
+			defer func() { close(stop); <-done }()
+			var st *control.Status
+			waitFor(t, 20*time.Second, "a full window under load", func() (bool, string) {
+				var err error
+				if st, err = cl.Status(ctx); err != nil {
+					return false, err.Error()
+				}
+				return st.Counters.RXPerSec > 200, fmt.Sprintf("%.0f/s %+v", st.Counters.RXPerSec, st.QueueStats)
+			})
+			out, _, _ := xlbCtl(t, sock, 1, "status")
+			t.Logf("status:\n%s", out)
+			if st.XDPMode != tc.mode || len(st.QueueStats) != 2 {
+				t.Fatalf("xdp mode %s with %d queue rows; want %s with 2", st.XDPMode, len(st.QueueStats), tc.mode)
+			}
+			idle := strings.Contains(strings.Join(st.Warnings, "\n"), "queue 1 received nothing")
+			if !strings.Contains(out, "queues: 0 rx ") {
+				t.Errorf("status prints no per-queue packets")
+			}
+			switch tc.mode {
+			case "native":
+				for _, q := range st.QueueStats {
+					if q.RXPackets == 0 {
+						t.Errorf("queue %d received nothing in native mode: %+v", q.Queue, st.QueueStats)
+					}
+				}
+				if len(st.Warnings) > 0 {
+					t.Errorf("warnings in native mode: %q", st.Warnings)
+				}
+			case "generic":
+				if st.QueueStats[1].RXPackets != 0 || !idle || !strings.Contains(out, "warning: queue 1 received nothing") {
+					t.Errorf("generic mode: queue 1 has %d packets, warnings %q; want none and the idle warning", st.QueueStats[1].RXPackets, st.Warnings)
+				}
+			}
+		})
 	}
 }

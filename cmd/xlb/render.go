@@ -44,6 +44,20 @@ func printStatus(w io.Writer, st *control.Status, now time.Time) {
 	}
 	fmt.Fprintf(w, "packets: rx %d (%s), tx %d, placed by a tracked entry %d, kernel rx drops %d; conntrack %d entries\n",
 		st.Counters.RX, rate, st.Counters.TX, st.Counters.Tracked, st.Counters.KernelRXD, st.Conntrack)
+	if len(st.QueueStats) > 0 {
+		var qs []string
+		for _, q := range st.QueueStats {
+			s := fmt.Sprintf("%d rx %d", q.Queue, q.RXPackets)
+			if st.Rates.Seconds > 0 {
+				s += fmt.Sprintf(" (%.0f/s)", q.RXPerSec)
+			}
+			qs = append(qs, s)
+		}
+		fmt.Fprintf(w, "queues: %s\n", strings.Join(qs, ", "))
+	}
+	for _, warning := range st.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warning)
+	}
 	if len(st.Counters.Drops) > 0 {
 		var ds []string
 		for _, k := range slices.Sorted(maps.Keys(st.Counters.Drops)) {

@@ -44,7 +44,9 @@ func renderStatus() *control.Status {
 	return &control.Status{
 		Config: "/etc/xlb/xlb.toml", Loaded: time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC), XDPMode: "native", ZeroCopy: true, Queues: []int{0, 1, 3},
 		Conntrack: 15, Counters: control.Counters{RX: 1000, TX: 990, Tracked: 700, Drops: map[string]uint64{"no-rule": 10, "malformed": 2}, RXPerSec: 123.6, KernelRXD: 4},
-		Rates: control.RateInterval{Seconds: 2.004, WindowSeconds: 2},
+		Rates:      control.RateInterval{Seconds: 2.004, WindowSeconds: 2},
+		QueueStats: []control.QueueStat{{Queue: 0, RXPackets: 600, TXPackets: 590, RXPerSec: 123.6}, {Queue: 1, RXPackets: 0}, {Queue: 3, RXPackets: 400, TXPackets: 400}},
+		Warnings:   []string{"queue 1 received nothing over the last 2s while the appliance received 124 packets/s: the NIC's receive hashing (RSS) sends it no flow"},
 		Rules: []control.Rule{
 			{Name: "web", VIP: "203.0.113.10", Protocol: "TCP", Ports: "80,443", Affinity: "NONE", Tracking: "PER_CONNECTION", Policy: "MAGLEV", Encap: "IPIP",
 				Tier: "PRIMARY", Reason: "2 of 3 primaries usable", Eligible: 1, Backends: bs[:3], TableDigest: "9f86d081884c7d65", FirstChecksDone: true},
@@ -88,7 +90,7 @@ func renderAppliance(drained bool) control.Appliance {
 func TestRender(t *testing.T) {
 	quiet := *renderStatus()
 	quiet.ZeroCopy, quiet.Rates, quiet.Counters.Drops, quiet.Events, quiet.Stale = false, control.RateInterval{WindowSeconds: 2}, nil, nil, nil
-	quiet.Rules = nil
+	quiet.Rules, quiet.Warnings = nil, nil
 	quiet.Appliance = control.Appliance{} // no [bgp], not drained: no appliance lines
 	for _, tc := range []struct {
 		name   string

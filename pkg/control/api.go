@@ -56,6 +56,20 @@ type Status struct {
 	Events    []RuleEvent  `json:"events,omitempty"`          // recent tier switches, newest last
 	Rates     RateInterval `json:"rates"`
 	Appliance Appliance    `json:"appliance"` // appliance.go
+	// QueueStats are the served queues' packets, in the order of Queues.
+	QueueStats []QueueStat `json:"queue_stats"`
+	// Warnings are conditions an operator should look at (a bound queue
+	// that stays idle under load), one line each.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// QueueStat is one served queue's packet counters and receive rate (over
+// the estimator's window, Status.Rates).
+type QueueStat struct {
+	Queue     int     `json:"queue"`
+	RXPackets uint64  `json:"rx_packets"`
+	TXPackets uint64  `json:"tx_packets"`
+	RXPerSec  float64 `json:"rx_per_second"`
 }
 
 // RateInterval says over which window the per-second figures were

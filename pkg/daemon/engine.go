@@ -134,6 +134,9 @@ func startEngine(cfg engineConfig) (_ *engine, err error) {
 		return nil, err
 	}
 	cfg.Log.Info("xdp program attached", "interface", cfg.Interface, "mode", e.mode.String())
+	if why := e.prog.NativeRefused(); why != nil {
+		cfg.Log.Warn("native XDP refused: running in generic mode", "interface", cfg.Interface, "reason", why.Error(), "hint", nativeHint(l.Attrs().MTU))
+	}
 	per := cfg.MaxEntries / len(qs)
 	for _, id := range qs {
 		sock, err := openSocket(ring.Options{Ifindex: e.ifindex, Queue: id, Bind: cfg.Bind})
@@ -155,10 +158,27 @@ func startEngine(cfg engineConfig) (_ *engine, err error) {
 			return nil, fmt.Errorf("queue %d: %w", id, err)
 		}
 		e.zeroCopy = sock.ZeroCopy()
-		cfg.Log.Info("queue bound", "queue", id, "zerocopy", sock.ZeroCopy(), "conntrack_entries", q.table.Cap())
+		bound := []any{"queue", id, "zerocopy", sock.ZeroCopy(), "conntrack_entries", q.table.Cap()}
+		if why := sock.CopyReason(); why != nil {
+			bound = append(bound, "copy_mode_because", "zero-copy bind refused: "+why.Error())
+		}
+		cfg.Log.Info("queue bound", bound...)
 	}
 	e.startWorkers()
 	return e, nil
+}
+
+// nativeMaxMTU is the largest MTU a driver without XDP multi-buffer
+// support (veth, most NICs) accepts for native XDP: one 4 KiB page less
+// the XDP headroom and the skb's shared info, less the Ethernet header.
+const nativeMaxMTU = 3500
+
+// nativeHint says what usually makes a driver refuse native XDP.
+func nativeHint(mtu int) string {
+	if mtu > nativeMaxMTU {
+		return fmt.Sprintf("MTU %d exceeds one page per frame: without XDP multi-buffer support a driver runs native XDP only up to MTU ~%d (lower the MTU, or set xdp_mode = \"generic\" to silence this); generic mode is slower and, on veth, receives every packet on queue 0", mtu, nativeMaxMTU)
+	}
+	return "the driver may lack native XDP support; generic mode is slower and, on veth, receives every packet on queue 0"
 }
 
 // openProgram loads the XDP program: over the pins of the interface when

@@ -1,8 +1,11 @@
 package daemon
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/xlbnet/xlb/pkg/control"
 )
 
 // TestEstimatorFixedWindow: a rate is the difference of the two latest
@@ -67,5 +70,42 @@ func TestEstimatorNoWait(t *testing.T) {
 	}
 	if calls != 0 {
 		t.Fatalf("latest took %d samples", calls)
+	}
+}
+
+// TestIdleQueueWarnings: a bound queue that received nothing over a whole
+// window while the appliance was under load is named, with the likely
+// cause for the XDP mode (issue 12 item 11); no warning without load, with
+// one queue, or before the first window ended.
+func TestIdleQueueWarnings(t *testing.T) {
+	t0 := time.Now()
+	window := rateWindow{nominal: 2 * time.Second, prev: &sample{at: t0}, cur: &sample{at: t0.Add(2 * time.Second)}}
+	busy := []control.QueueStat{{Queue: 0, RXPerSec: 500}, {Queue: 1, RXPerSec: 0}, {Queue: 2, RXPerSec: 3}}
+	for _, tc := range []struct {
+		name   string
+		qs     []control.QueueStat
+		total  float64
+		mode   string
+		window rateWindow
+		want   []string
+	}{
+		{"generic", busy, 503, "generic", window, []string{"queue 1 received nothing over the last 2s while the appliance received 503 packets/s: the XDP program runs in generic mode, where a veth delivers every packet on queue 0"}},
+		{"native", busy, 503, "native", window, []string{"queue 1 received nothing over the last 2s while the appliance received 503 packets/s: the NIC's receive hashing (RSS) sends it no flow"}},
+		{"below load", busy, 99, "generic", window, nil},
+		{"every queue busy", []control.QueueStat{{Queue: 0, RXPerSec: 500}, {Queue: 1, RXPerSec: 1}}, 501, "generic", window, nil},
+		{"one queue", []control.QueueStat{{Queue: 3, RXPerSec: 0}}, 500, "generic", window, nil},
+		{"no window yet", busy, 503, "generic", rateWindow{nominal: 2 * time.Second}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := idleQueueWarnings(tc.qs, tc.total, tc.mode, tc.window)
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], tc.want[i]) {
+					t.Errorf("got %q, want it to start with %q", got[i], tc.want[i])
+				}
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/xlbnet/xlb/failover"
@@ -35,6 +36,9 @@ func (o *ops) Status(ctx context.Context) (*control.Status, error) {
 			out.Counters.Tracked += c.TrackedHit.Load()
 			out.Counters.KernelRXD += q.Kernel.RXDropped
 			out.Conntrack += q.Conntrack.Len()
+			qid := q.Queue
+			out.QueueStats = append(out.QueueStats, control.QueueStat{Queue: qid, RXPackets: c.RXPackets.Load(), TXPackets: c.TXPackets.Load(),
+				RXPerSec: rates.of(func(s *sample) uint64 { return s.queueRX[qid] })})
 			for r := range c.Reasons {
 				if n := c.Reasons[r].Load(); n != 0 && dataplane.Reason(r) != dataplane.ReasonNone {
 					out.Counters.Drops[dataplane.Reason(r).String()] += n
@@ -42,6 +46,7 @@ func (o *ops) Status(ctx context.Context) (*control.Status, error) {
 			}
 		}
 		out.Counters.RXPerSec = rates.of(func(s *sample) uint64 { return s.rx })
+		out.Warnings = append(out.Warnings, idleQueueWarnings(out.QueueStats, out.Counters.RXPerSec, st.XDPMode, rates)...)
 	}
 	for _, rr := range rules {
 		out.Rules = append(out.Rules, o.ruleInfo(rr, conns, live, rates))
@@ -66,4 +71,31 @@ func tierName(t failover.Tier, k failover.EventKind) string {
 		return ""
 	}
 	return t.String()
+}
+
+// idleLoad is the appliance's packet rate above which a bound queue that
+// received nothing over a whole window is worth a warning.
+const idleLoad = 100
+
+// idleQueueWarnings warns about every bound queue that received nothing
+// over the last window while the appliance received at least idleLoad
+// packets/s: its flows never reach xlb's socket on that queue (generic XDP
+// on veth delivers everything on queue 0; a NIC's RSS may leave a queue
+// out).
+func idleQueueWarnings(qs []control.QueueStat, total float64, xdpMode string, rates rateWindow) []string {
+	if !rates.ok() || total < idleLoad || len(qs) < 2 {
+		return nil
+	}
+	var out []string
+	for _, q := range qs {
+		if q.RXPerSec > 0 {
+			continue
+		}
+		why := "the NIC's receive hashing (RSS) sends it no flow: check its indirection table (ethtool -x) and the number of client flows"
+		if xdpMode == "generic" {
+			why = "the XDP program runs in generic mode, where a veth delivers every packet on queue 0 (the log at start says why native mode was refused)"
+		}
+		out = append(out, fmt.Sprintf("queue %d received nothing over the last %s while the appliance received %.0f packets/s: %s", q.Queue, rates.nominal, total, why))
+	}
+	return out
 }

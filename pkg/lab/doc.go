@@ -14,7 +14,7 @@
 //	│ default → .1     │         │  routes:          │ lb0 ────┼───┤ default → .1        │
 //	└──────────────────┘         │  VIPs → 198.18.0.2│         │   │ 198.18.1.0/24 → .1  │
 //	                             │  198.18.1.10x/32  │ be0 ──┐ │   └─────────────────────┘
-//	                             │   → 198.18.0.10x  │ be1 ─┐│ │         MTU 9000 on the
+//	                             │   → 198.18.0.10x  │ be1 ─┐│ │         MTU 3500 on the
 //	                             └───────────────────┴──────┼┼─┘         whole bridge
 //	        ┌───────────────────────────────────────────────┘└──────────┐
 //	 ns xlb-be1 …                                  ns xlb-be0
@@ -53,7 +53,7 @@
 //	tunnel (lo)   198.18.1.0/24    fd00:18:1::/64  backend i .100+i / ::100+i (hex)
 //	VIPs          203.0.113.10     fd00:203:113::10 (Options.VIP4, VIP6)
 //
-// MTUs: FabricMTU (default 9000) on the bridge, its ports, the appliance
+// MTUs: FabricMTU (default 3500) on the bridge, its ports, the appliance
 // and the backends; ClientMTU (default 1500) on the client link. A client
 // datagram larger than 1500 leaves the client in fragments, which the
 // fabric carries unchanged. A reply larger than the client link needs
@@ -135,7 +135,10 @@
 //     passes packets whose checksum is only the pseudo-header sum and
 //     64 KB super-segments, which a raw-frame forwarder would relay broken
 //     to the backends. Set with the ethtool ioctl (no ethtool binary needed).
-//   - The fabric MTU of 9000 exceeds one page: native XDP on a veth with
-//     that MTU needs a frags-aware program (or generic mode, or
-//     FabricMTU ≤ 3500). The lab does not decide that for the forwarder.
+//   - The fabric MTU is 3500 by default, not a data centre's 9000: a veth
+//     runs native XDP only while a frame fits one page with the XDP
+//     headroom (MTU ≤ ~3500) unless the program is frags-aware, and in
+//     generic mode every packet arrives on queue 0, so the lab's second
+//     queue would never be used (issue 12 item 11). --fabric-mtu 9000
+//     still builds a jumbo fabric; xlb then logs why it runs generic.
 package lab

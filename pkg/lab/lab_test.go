@@ -133,7 +133,7 @@ func TestLabTopology(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"mtu 9000", "numtxqueues 4", "numrxqueues 4"} {
+	for _, want := range []string{"mtu 3500", "numtxqueues 4", "numrxqueues 4"} {
 		if !strings.Contains(link, want) {
 			t.Errorf("appliance link lacks %q: %s", want, link)
 		}

@@ -14,7 +14,7 @@ const (
 	DefaultBackends    = 3
 	DefaultQueues      = 2
 	DefaultClientAddrs = 200
-	DefaultFabricMTU   = 9000
+	DefaultFabricMTU   = 3500
 	DefaultClientMTU   = 1500
 	DefaultHTTPPort    = 80
 	DefaultUDPPort     = 7
@@ -82,7 +82,10 @@ type Options struct {
 	// client namespace (default 200, at most 253).
 	ClientAddrs int
 	// FabricMTU is the MTU between router, appliance and backends (default
-	// 9000, as inside a data centre); ClientMTU the client's link (1500).
+	// 3500: the largest with which a veth runs native XDP without XDP
+	// multi-buffer support, so the appliance gets native mode and every
+	// queue; 9000, as inside a data centre, makes it fall back to generic
+	// mode); ClientMTU the client's link (1500).
 	FabricMTU, ClientMTU int
 	// VIP4 and VIP6 are the VIPs (defaults 203.0.113.10, fd00:203:113::10).
 	VIP4, VIP6 netip.Addr

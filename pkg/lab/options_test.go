@@ -30,7 +30,7 @@ func TestDefaults(t *testing.T) {
 	if err := o.setDefaults(); err != nil {
 		t.Fatal(err)
 	}
-	want := Options{Prefix: "xlb-", Backends: 3, Appliances: 1, Queues: 2, ClientAddrs: 200, FabricMTU: 9000, ClientMTU: 1500,
+	want := Options{Prefix: "xlb-", Backends: 3, Appliances: 1, Queues: 2, ClientAddrs: 200, FabricMTU: 3500, ClientMTU: 1500,
 		VIP4: DefaultVIP4, VIP6: DefaultVIP6, HTTPPort: 80, UDPPort: 7, HealthPort: 8080, GUEPort: 6080}
 	if o.Logf == nil {
 		t.Error("Logf left nil")

@@ -77,13 +77,16 @@ func htons(port uint16) uint16 { return bits.ReverseBytes16(port) }
 // may be called from any goroutine (they take an internal lock); they are
 // control-plane operations and make syscalls.
 type Program struct {
-	mu       sync.Mutex
-	objs     xskObjects
-	link     link.Link
-	ifindex  int
-	mode     AttachMode
-	addrRefs map[[16]byte]uint32 // entries per address in xlb_vips, mirrored in xlb_vip_addrs
-	vips     map[VIP]struct{}
+	mu      sync.Mutex
+	objs    xskObjects
+	link    link.Link
+	ifindex int
+	mode    AttachMode
+	// nativeErr is why AttachAuto fell back to generic mode (nil when it
+	// did not).
+	nativeErr error
+	addrRefs  map[[16]byte]uint32 // entries per address in xlb_vips, mirrored in xlb_vip_addrs
+	vips      map[VIP]struct{}
 
 	// Pinning (pin.go); all zero for a program from Load.
 	dir   string      // the interface's pin directory
@@ -146,7 +149,7 @@ func (p *Program) Attach(ifindex int, mode AttachMode) (AttachMode, error) {
 		if p.link, nativeErr = attach(link.XDPDriverMode); nativeErr == nil {
 			mode = AttachNative
 		} else if p.link, err = attach(link.XDPGenericMode); err == nil {
-			mode = AttachGeneric
+			mode, p.nativeErr = AttachGeneric, nativeErr
 		} else {
 			err = fmt.Errorf("native: %v; generic: %w", nativeErr, err)
 		}
@@ -166,6 +169,15 @@ func (p *Program) Attach(ifindex int, mode AttachMode) (AttachMode, error) {
 		}
 	}
 	return mode, nil
+}
+
+// NativeRefused returns why AttachAuto attached in generic mode: the
+// kernel's answer to the native attach. It is nil when the program runs
+// natively, was asked for a mode, or took over a pinned link.
+func (p *Program) NativeRefused() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nativeErr
 }
 
 // Mode returns the mode the program is attached in, and whether it is.
