@@ -172,6 +172,9 @@ func BenchmarkPipeline(b *testing.B) {
 				}
 			})
 			b.Run(k.name+"/"+mix.name+"/cold", func(b *testing.B) {
+				if testing.Short() {
+					b.Skip("cold cases skipped with -short (their warm-up is 2^20 flows): A/B runs of the warm cases")
+				}
 				p := mix.p
 				if mix.name == "hit" {
 					p = coldFlows

@@ -33,7 +33,7 @@
 //
 //	line 0, header (64 B)   tags [8]uint16  (16 bits of hash, 0 = empty)
 //	                        expires [8]Time (deadline of each slot)
-//	                        flags [8]uint8  (unconfirmed SYN)
+//	                        flags [8]uint8  (unconfirmed SYN, closed)
 //	                        8 bytes spare
 //	lines 1-8, one per slot (Entry, 64 B)
 //	                        key hash.Key (40) | rule uint16 | 2 pad |
@@ -74,7 +74,13 @@
 // returned, without a second search. An entry inserted for a SYN is
 // unconfirmed until a Lookup with syn = false (any later non-SYN packet of
 // the flow, FIN and RST included) confirms it. Nothing removes an entry
-// because of TCP flags. Entries store the rule and backend generations
+// because of TCP flags; the dataplane marks an entry whose flow sent a FIN
+// or RST closed (CloseAt: a bit of the header's flags, found again through
+// the lines the packet's lookup just read), so the connection counts as
+// inactive until it idles out (IPVS's ActiveConn/InActConn split, issue
+// 13); an Insert over it clears the mark. The bit is new in flags, not a
+// new field: the arena's layout (conntrack.arenaLayout) is unchanged, so a
+// restart hands the tables over across this change. Entries store the rule and backend generations
 // they were selected under; the dataplane compares them with its snapshot,
 // which invalidates all entries of a flushed rule or backend in O(1).
 //

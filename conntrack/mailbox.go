@@ -28,6 +28,7 @@ type Record struct {
 	Rule        uint16
 	Value       Value
 	Unconfirmed bool  // created by a SYN, not yet confirmed
+	Closed      bool  // a FIN or RST was seen (CloseAt): inactive
 	ExpiresIn   Ticks // time left before the entry expires, as of the walk
 }
 
@@ -215,6 +216,7 @@ func (t *Table) Serve(now Time, budget int) {
 					Rule:        e.rule,
 					Value:       e.Value(),
 					Unconfirmed: b.flags[i]&flagUnconfirmed != 0,
+					Closed:      b.flags[i]&flagClosed != 0,
 					ExpiresIn:   Ticks(max(left, 0)),
 				})
 			}
@@ -247,7 +249,7 @@ func (t *Table) peek(k *hash.Key, rule uint16, now Time) (Record, bool) {
 			continue
 		}
 		e := &b.slots[i]
-		return Record{Key: e.key, Rule: e.rule, Value: e.Value(), Unconfirmed: b.flags[i]&flagUnconfirmed != 0,
+		return Record{Key: e.key, Rule: e.rule, Value: e.Value(), Unconfirmed: b.flags[i]&flagUnconfirmed != 0, Closed: b.flags[i]&flagClosed != 0,
 			ExpiresIn: Ticks(max(b.expires[i].Sub(now), 0))}, true
 	}
 	return Record{}, false

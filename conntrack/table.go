@@ -72,6 +72,7 @@ func (e *Entry) set(v Value) {
 // Slot flags.
 const (
 	flagUnconfirmed uint8 = 1 << 0 // created by a SYN, no later non-SYN packet seen yet
+	flagClosed      uint8 = 1 << 1 // a FIN or RST was seen (CloseAt): the connection is inactive
 )
 
 // header is the first cache line of a bucket: everything lookup filters on
@@ -314,6 +315,32 @@ func (t *Table) InsertAt(p Probe, k *hash.Key, rule uint16, v Value, now Time, i
 	e := &b.slots[i]
 	e.set(v)
 	return e, true
+}
+
+// CloseAt marks the live entry of (k, rule), at the Probe Locate returned,
+// as closing: its flow sent a FIN or RST. It stays tracked until it idles
+// out but counts as inactive (Record.Closed); an Insert over it (a SYN
+// re-selecting) makes it active again. The search reads the lines the
+// packet's lookup or insert has just read; it is made for FIN and RST
+// segments only, a few per connection. It reports whether it found the
+// entry.
+func (t *Table) CloseAt(p Probe, k *hash.Key, rule uint16) bool {
+	b, i := t.search(p, k, rule)
+	if i < 0 {
+		return false
+	}
+	b.flags[i] |= flagClosed
+	return true
+}
+
+// Closed reports whether the live entry of (k, rule) was closed by CloseAt
+// (worker only; for tests and tools).
+func (t *Table) Closed(k *hash.Key, rule uint16) (closed, found bool) {
+	b, i := t.search(t.Locate(k, rule), k, rule)
+	if i < 0 {
+		return false, false
+	}
+	return b.flags[i]&flagClosed != 0, true
 }
 
 // Reselect overwrites the Value of e, an entry just returned by Lookup

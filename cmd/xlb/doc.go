@@ -17,6 +17,8 @@
 //	restart.go   xlb restart, upgrade and stop (stop removes a crashed
 //	             daemon's pins itself)
 //	simulate.go  xlb simulate (pkg/daemon.Simulate)
+//	capture.go   xlb capture: the daemon's capture stream written as pcapng,
+//	             pcap or a listing (pkg/capture's writers)
 //	appliance.go xlb appliance drain|undrain and the appliance part of status
 //	             (drain, BGP peers, each VIP's announcement); golden file
 //	             testdata/render/appliance.golden

@@ -109,29 +109,40 @@ func (c *Client) call(ctx context.Context, method, path string, q url.Values, bo
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		switch {
-		case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED):
-			return fmt.Errorf("no xlb daemon is serving the control socket %s (is xlb running?)", c.path)
-		case errors.Is(err, syscall.EACCES):
-			return fmt.Errorf("control socket %s: permission denied (run as root)", c.path)
-		}
-		return fmt.Errorf("control socket %s: %w", c.path, err)
+		return c.dialError(err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return replyError(resp)
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return fmt.Errorf("control socket %s: read reply: %w", c.path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		e := &Error{}
-		if json.Unmarshal(data, e) != nil || e.Message == "" {
-			e.Message = fmt.Sprintf("daemon answered %s", resp.Status)
-		}
-		e.Status = resp.StatusCode
-		return e
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("control socket %s: decode reply: %w", c.path, err)
 	}
 	return nil
+}
+
+// dialError says in one line why a request did not reach the daemon.
+func (c *Client) dialError(err error) error {
+	switch {
+	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("no xlb daemon is serving the control socket %s (is xlb running?)", c.path)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("control socket %s: permission denied (run as root)", c.path)
+	}
+	return fmt.Errorf("control socket %s: %w", c.path, err)
+}
+
+// replyError turns a reply that is not 200 into an *Error.
+func replyError(resp *http.Response) error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	e := &Error{}
+	if json.Unmarshal(data, e) != nil || e.Message == "" {
+		e.Message = fmt.Sprintf("daemon answered %s", resp.Status)
+	}
+	e.Status = resp.StatusCode
+	return e
 }

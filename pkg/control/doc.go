@@ -30,7 +30,8 @@
 // admin and may do everything; anyone else who could connect is
 // read-only: every GET is open to them (status, backends, conntrack list
 // and count, lookup), every other method is refused with 403 naming the
-// peer. A request whose credentials are unknown may change nothing. The
+// peer, and so is GET /v1/capture (packets carry the clients' data). A
+// request whose credentials are unknown may change nothing. The
 // daemon logs the peer of every change.
 //
 // # Endpoints
@@ -49,6 +50,9 @@
 //	GET  /v1/lookup?rule=R&src=ADDR[:PORT][&dst=VIP][&proto=P][&dst_port=N][&syn=true] → LookupResult
 //	POST /v1/restart  {config, binary?}                                    → RestartResult (lifecycle.go)
 //	POST /v1/stop     {}                                                   → StopResult
+//	GET  /v1/capture?[point=rx|tx|both][&rule=R][&backend=B][&verdict=V,…][&reason=R][&src=S][&dst=D]
+//	     [&port=N][&proto=P][&count=N][&duration=D][&snaplen=N][&rate=N] → JSON lines (application/x-ndjson):
+//	     {"packet": capture.Packet}… then {"done": CaptureDone} or {"error": "…"} (capture.go)
 //
 // The JSON field names are the struct tags of the types in api.go. A
 // backend change is acknowledged (200) only after it is saved in
@@ -77,6 +81,10 @@
 //     /v1/status"), not a plain-text 405: every error is JSON.
 //   - An unclean path ("/v1//status", "/.") is a 404 rather than the
 //     ServeMux's redirect.
+//   - The capture stream sends its status line with its first packet, so a
+//     capture refused before anything was captured (no such rule, another
+//     capture running: 409) is an ordinary error reply; a capture ends
+//     when the client goes away, so it needs no count or duration.
 //   - Request bodies are limited to 64 KiB and must be one JSON object with
 //     no unknown fields, so a misspelt field is an error, not a silent
 //     default.

@@ -101,10 +101,20 @@ func peerContext(ctx context.Context, c net.Conn) context.Context {
 	return WithPeer(ctx, Peer{PID: cred.Pid, UID: cred.Uid, GID: cred.Gid, Level: levelOf(cred.Uid)})
 }
 
+// adminReads are the GET endpoints only an admin may use: a capture
+// shows the clients' packets, payloads included.
+var adminReads = map[string]bool{"/v1/capture": true}
+
 // authorize refuses every request but a GET to a peer that is not admin
-// (403, with who it is and why).
+// (403, with who it is and why), and the GETs of adminReads.
 func authorize(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if adminReads[r.URL.Path] {
+			if p := PeerFrom(r.Context()); p.Level != LevelAdmin {
+				writeError(w, Errorf(http.StatusForbidden, "read-only access: %s may not capture packets (they carry the clients' data; capturing needs root)", p))
+				return
+			}
+		}
 		if r.Method != http.MethodGet {
 			if p := PeerFrom(r.Context()); p.Level != LevelAdmin {
 				writeError(w, Errorf(http.StatusForbidden, "read-only access: %s may read the appliance but not change it (changes need root)", p))

@@ -59,6 +59,7 @@ func NewHandler(api API) http.Handler {
 		reply(w)(api.ChangeBackend(r.Context(), c))
 	})
 	handleAppliance(mux, api)
+	handleCapture(mux, api) // capture.go
 	mux.HandleFunc("POST /v1/reload", func(w http.ResponseWriter, r *http.Request) {
 		if err := decodeBody(r, &struct{}{}); err != nil {
 			writeError(w, err)

@@ -86,6 +86,8 @@ type daemon struct {
 	rates *estimator // packets/s over a fixed window (rates.go)
 
 	reloadsOK, reloadsRejected atomic.Uint64
+
+	capturing atomic.Bool // a capture runs (capture.go)
 }
 
 // Run loads the configuration, starts the data plane and serves until ctx

@@ -46,6 +46,8 @@
 //	             every per-second figure the daemon shows
 //	appliance.go POST /v1/appliance/{drain,undrain}, the appliance part of the
 //	             status (drain, peers, VIPs), the BGP metrics
+//	capture.go   GET /v1/capture: a capture session's taps handed to the
+//	             workers, drained and streamed (pkg/capture)
 //
 // Formatting of keys and protocols lives with their types (hash.Key.String,
 // packet.ProtoName, packet.ParseProto); the command line's tables live in

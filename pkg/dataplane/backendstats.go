@@ -2,8 +2,9 @@ package dataplane
 
 import "sync/atomic"
 
-// BackendStats counts the packets one worker sent to each backend of each
-// rule, for `xlb status` and `xlb backend list` (packets/s per backend).
+// BackendStats counts the packets and bytes one worker sent to each
+// backend of each rule, and the new connections among them, for `xlb
+// status`, `xlb backend list`, `xlb top` and the metrics.
 //
 // The worker owns it: it calls Count once per forwarded packet and Flush
 // once per batch; any goroutine may call Packets. Count touches only the
@@ -31,24 +32,47 @@ type BackendStats struct {
 
 // ownCount is one worker-owned total and where it is published.
 type ownCount struct {
-	n     uint64
+	Totals
 	batch uint32 // the batch that last touched it
-	pub   *atomic.Uint64
+	pub   *pubCount
+}
+
+// Totals are what was sent to one backend.
+type Totals struct {
+	Packets uint64 // packets sent on (fragments of one packet count once)
+	Bytes   uint64 // their IP bytes as received (before encapsulation)
+	Conns   uint64 // new connections: tracked flows placed by the Maglev table
+}
+
+// pubCount is one backend's published Totals.
+type pubCount struct {
+	packets, bytes, conns atomic.Uint64
+}
+
+func (p *pubCount) store(t *Totals) {
+	p.packets.Store(t.Packets)
+	p.bytes.Store(t.Bytes)
+	p.conns.Store(t.Conns)
 }
 
 // backendCounts is counts[rule slot][backend slot].
 type backendCounts struct {
-	rules [][]atomic.Uint64
+	rules [][]pubCount
 }
 
-// Count records one packet sent to backend slot backend of rule slot
-// rule. Worker only; allocates nothing once the slot is known.
-func (s *BackendStats) Count(rule uint16, backend uint32) {
+// Count records one packet of bytes IP bytes sent to backend slot backend
+// of rule slot rule; newConn says it opened a connection. Worker only;
+// allocates nothing once the slot is known.
+func (s *BackendStats) Count(rule uint16, backend uint32, bytes uint32, newConn bool) {
 	if int(rule) >= len(s.own) || int(backend) >= len(s.own[rule]) {
 		s.grow(rule, backend)
 	}
 	c := &s.own[rule][backend]
-	c.n++
+	c.Packets++
+	c.Bytes += uint64(bytes)
+	if newConn {
+		c.Conns++
+	}
 	if c.batch != s.batch {
 		if s.ntouch == len(s.touched) {
 			s.Flush()
@@ -64,7 +88,7 @@ func (s *BackendStats) Count(rule uint16, backend uint32) {
 // behind.
 func (s *BackendStats) Flush() {
 	for _, c := range s.touched[:s.ntouch] {
-		c.pub.Store(c.n)
+		c.pub.store(&c.Totals)
 	}
 	s.ntouch = 0
 	s.batch++
@@ -79,7 +103,7 @@ func (s *BackendStats) Flush() {
 func (s *BackendStats) grow(rule uint16, backend uint32) {
 	s.Flush() // the touched list points into the old rows
 	n := max(int(rule)+1, len(s.own))
-	pub := &backendCounts{rules: make([][]atomic.Uint64, n)}
+	pub := &backendCounts{rules: make([][]pubCount, n)}
 	own := make([][]ownCount, n)
 	for r := range n {
 		size := 0
@@ -92,14 +116,14 @@ func (s *BackendStats) grow(rule uint16, backend uint32) {
 		if size == 0 {
 			continue
 		}
-		pub.rules[r] = make([]atomic.Uint64, size)
+		pub.rules[r] = make([]pubCount, size)
 		own[r] = make([]ownCount, size)
 		for b := range own[r] {
 			if r < len(s.own) && b < len(s.own[r]) {
-				own[r][b].n = s.own[r][b].n
+				own[r][b].Totals = s.own[r][b].Totals
 			}
 			own[r][b].pub = &pub.rules[r][b]
-			own[r][b].pub.Store(own[r][b].n)
+			own[r][b].pub.store(&own[r][b].Totals)
 		}
 	}
 	s.own, s.pub = own, pub
@@ -109,9 +133,17 @@ func (s *BackendStats) grow(rule uint16, backend uint32) {
 // Packets returns the packets counted for (rule, backend) as of the
 // worker's last Flush. Safe from any goroutine.
 func (s *BackendStats) Packets(rule uint16, backend uint32) uint64 {
+	return s.Totals(rule, backend).Packets
+}
+
+// Totals returns what was counted for (rule, backend) as of the worker's
+// last Flush. Safe from any goroutine; the three are read one after the
+// other, so a batch may show in one and not yet in the next.
+func (s *BackendStats) Totals(rule uint16, backend uint32) Totals {
 	t := s.table.Load()
 	if t == nil || int(rule) >= len(t.rules) || int(backend) >= len(t.rules[rule]) {
-		return 0
+		return Totals{}
 	}
-	return t.rules[rule][backend].Load()
+	p := &t.rules[rule][backend]
+	return Totals{Packets: p.packets.Load(), Bytes: p.bytes.Load(), Conns: p.conns.Load()}
 }

@@ -8,22 +8,29 @@ import (
 
 func TestBackendStatsCounts(t *testing.T) {
 	var s BackendStats
-	want := map[[2]uint32]uint64{}
+	want := map[[2]uint32]Totals{}
 	rng := rand.New(rand.NewPCG(7, 7))
 	for batch := range 200 {
 		for range rng.IntN(Batch) + 1 {
 			// Runs of one flow mixed with others, slots growing over time.
 			r, b := uint16(rng.IntN(3+batch/20)), uint32(rng.IntN(5+batch/10))
 			for range rng.IntN(4) + 1 {
-				s.Count(r, b)
-				want[[2]uint32{uint32(r), b}]++
+				size, isNew := uint32(40+rng.IntN(1400)), rng.IntN(3) == 0
+				s.Count(r, b, size, isNew)
+				w := want[[2]uint32{uint32(r), b}]
+				w.Packets++
+				w.Bytes += uint64(size)
+				if isNew {
+					w.Conns++
+				}
+				want[[2]uint32{uint32(r), b}] = w
 			}
 		}
 		s.Flush()
 		// Readers see everything up to the last Flush, exactly.
 		for k, n := range want {
-			if got := s.Packets(uint16(k[0]), k[1]); got != n {
-				t.Fatalf("batch %d: rule %d backend %d: %d packets, want %d", batch, k[0], k[1], got, n)
+			if got := s.Totals(uint16(k[0]), k[1]); got != n {
+				t.Fatalf("batch %d: rule %d backend %d: %+v, want %+v", batch, k[0], k[1], got, n)
 			}
 		}
 	}
@@ -34,8 +41,8 @@ func TestBackendStatsCounts(t *testing.T) {
 
 func TestBackendStatsPendingRunNotPublished(t *testing.T) {
 	var s BackendStats
-	s.Count(1, 2)
-	s.Count(1, 2)
+	s.Count(1, 2, 100, false)
+	s.Count(1, 2, 100, false)
 	if got := s.Packets(1, 2); got != 0 {
 		t.Errorf("before Flush: %d", got)
 	}
@@ -71,8 +78,8 @@ func TestBackendStatsConcurrentReaders(t *testing.T) {
 		}
 	}()
 	for i := range 20000 {
-		s.Count(0, 0)
-		s.Count(uint16(i%50), uint32(i%300))
+		s.Count(0, 0, 100, false)
+		s.Count(uint16(i%50), uint32(i%300), 100, false)
 		if i%64 == 0 {
 			s.Flush()
 		}
@@ -87,13 +94,13 @@ func TestBackendStatsConcurrentReaders(t *testing.T) {
 
 func TestBackendStatsNoAllocs(t *testing.T) {
 	var s BackendStats
-	s.Count(3, 40) // grow once
-	s.Count(0, 0)
+	s.Count(3, 40, 100, false) // grow once
+	s.Count(0, 0, 100, false)
 	s.Flush()
 	i := 0
 	allocs := testing.AllocsPerRun(1000, func() {
 		for range Batch {
-			s.Count(uint16(i%4), uint32(i%41))
+			s.Count(uint16(i%4), uint32(i%41), 100, false)
 			i++
 		}
 		s.Flush()
@@ -110,12 +117,12 @@ func BenchmarkBackendStatsCount(b *testing.B) {
 	}{{"one-flow", 1}, {"alternating", 2}, {"spread", 64}} {
 		b.Run(bc.name, func(b *testing.B) {
 			var s BackendStats
-			s.Count(0, 63)
+			s.Count(0, 63, 100, false)
 			s.Flush()
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				s.Count(0, uint32(i%bc.flows))
+				s.Count(0, uint32(i%bc.flows), 100, false)
 				i++
 				if i%Batch == 0 {
 					s.Flush()

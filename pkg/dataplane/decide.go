@@ -25,10 +25,11 @@ type FlowTables struct {
 type Decision struct {
 	Verdict Verdict
 	Reason  Reason // why, when Verdict is Drop or Pass
-	Rule    uint16 // rule slot (valid for Tx)
+	Rule    uint16 // rule slot (valid for Tx, and for a no-backend drop)
 	Backend uint32 // rule-scoped backend slot (valid for Tx)
 	Hash    uint64 // the selection hash: GUE derives its UDP source port from it
 	Tracked bool   // an existing conntrack entry decided (Tx)
+	New     bool   // a new connection: a trackable flow placed by the Maglev table (Tx)
 }
 
 func drop(r Reason) Decision { return Decision{Verdict: Drop, Reason: r} }
@@ -205,6 +206,9 @@ func (s *Snapshot) decideFlow(r *Rule, m *packet.Meta, q *FlowTables, now conntr
 		// An error message is no proof the flow is established, so it must
 		// not confirm an unconfirmed entry (syn = true).
 		if e = q.Conntrack.LookupAt(f.probe, &f.key, slot, now, r.Idle, f.syn || icmpErr); e != nil {
+			if !icmpErr && closes(m) {
+				q.Conntrack.CloseAt(f.probe, &f.key, slot)
+			}
 			if v := e.Value(); r.valid(v, m.Proto, now) {
 				return Decision{Verdict: Tx, Rule: slot, Backend: v.Backend, Tracked: true}
 			}
@@ -216,9 +220,10 @@ func (s *Snapshot) decideFlow(r *Rule, m *packet.Meta, q *FlowTables, now conntr
 	}
 	id, ok := r.zoneTable(&m.Src).Lookup(h)
 	if !ok {
-		return drop(ReasonNoBackend)
+		return Decision{Verdict: Drop, Reason: ReasonNoBackend, Rule: slot}
 	}
-	if f.trackable && !icmpErr && tr == nil {
+	isNew := f.trackable && !icmpErr
+	if isNew && tr == nil {
 		v := conntrack.Value{Backend: id, RuleGen: r.FlushGen, BackendGen: r.Backends[id].Stamp()}
 		switch {
 		case f.shared:
@@ -228,8 +233,17 @@ func (s *Snapshot) decideFlow(r *Rule, m *packet.Meta, q *FlowTables, now conntr
 		default:
 			q.Conntrack.InsertAt(f.probe, &f.key, slot, v, now, r.Idle, f.syn)
 		}
+		if f.local && closes(m) {
+			q.Conntrack.CloseAt(f.probe, &f.key, slot)
+		}
 	}
-	return Decision{Verdict: Tx, Rule: slot, Backend: id, Hash: h}
+	return Decision{Verdict: Tx, Rule: slot, Backend: id, Hash: h, New: isNew}
+}
+
+// closes reports whether m ends its TCP connection's active life (a FIN
+// or RST: IPVS's active/inactive split).
+func closes(m *packet.Meta) bool {
+	return m.Proto == packet.ProtoTCP && m.Frag != packet.FragNonFirst && m.TCPFlags&(packet.TCPFlagFIN|packet.TCPFlagRST) != 0
 }
 
 // decideICMPError routes an ICMP or ICMPv6 error to the backend of the

@@ -57,6 +57,39 @@
 // unless its template reads one (GUE's source port, an IPv6 outer header's
 // flow label: encap.Template.UsesFlowHash).
 //
+// # What a batch counts
+//
+// Every received frame is counted once, under its final outcome: a packet
+// Decide sent on but that could not leave (no next hop, too big for the
+// path, no room to encapsulate) is a drop with that reason, not a tx
+// (forward makes the Decision what happened). So rx = tx + reply + drop
+// + pass, and the packets counted per backend (BackendStats) add up to the
+// verdict tx. A packet too big for the path is a drop (packet-too-big)
+// even though a frame (the ICMP error to the client) leaves in its place;
+// frames that found the TX ring full are counted as tx-ring-full drops
+// after the fact (their verdict was counted already).
+//
+// Per backend the worker counts packets, their IP bytes as received, and
+// new connections: a trackable flow placed by the Maglev table (a SYN, a
+// miss, a re-selection after the entry went stale; Decision.New).
+// Untracked flows (UDP under affinity NONE, ICMP) open no connections.
+// A FIN or RST marks the flow's conntrack entry closed (CloseAt: a flag
+// bit, found again in the lines the packet's lookup just read): the
+// control plane counts open entries as active connections and closed
+// ones as inactive (IPVS's ActiveConn/InActConn), until they idle out.
+// The mark costs a flag test per tracked TCP packet and a second probe of
+// cached lines per FIN or RST; a count kept by the worker instead would
+// drift whenever an entry expires, is evicted or flushed without a FIN.
+//
+// # Capture (capture.go)
+//
+// The worker loads its capture tap (package capture) once per batch; nil
+// (no capture) costs that load and a nil test per packet of a local. With
+// a tap, a packet the filter may want is copied into the tap's ring
+// before forward rewrites it (RX) and published with its final outcome
+// after, and each frame it sent is copied (TX). The tap rate-limits and
+// never blocks; it allocates nothing (TestCaptureStepAllocatesNothing).
+//
 // # Decide
 //
 //	ICMP error quoting a flow ─▶ reverse the quoted tuple ─▶ that flow's rule,

@@ -93,3 +93,38 @@ func (r Reason) String() string {
 	}
 	return "reason-unknown"
 }
+
+// Pass reports whether r is a reason to pass (not ours: the frame should
+// never have reached the socket) rather than to drop.
+func (r Reason) Pass() bool {
+	return r < ReasonNoRule && r != ReasonNone && packet.Result(r).Class() == packet.ClassPass
+}
+
+// parseFailure is the decision about a frame the parser refused: passed
+// or dropped, by the parser's result.
+func parseFailure(res packet.Result) Decision {
+	if Reason(res).Pass() {
+		return Decision{Verdict: Pass, Reason: Reason(res)}
+	}
+	return drop(Reason(res))
+}
+
+// ParseVerdict is the inverse of Verdict.String.
+func ParseVerdict(s string) (Verdict, bool) {
+	for v, name := range verdictNames {
+		if name == s {
+			return Verdict(v), true
+		}
+	}
+	return 0, false
+}
+
+// ParseReason is the inverse of Reason.String (the metric labels).
+func ParseReason(s string) (Reason, bool) {
+	for r := ReasonNone + 1; r < numReasons; r++ {
+		if r.String() == s {
+			return r, true
+		}
+	}
+	return 0, false
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/xlbnet/xlb/conntrack"
 	"github.com/xlbnet/xlb/hash"
+	"github.com/xlbnet/xlb/pkg/capture"
 	"github.com/xlbnet/xlb/pkg/encap"
 	"github.com/xlbnet/xlb/pkg/packet"
 	"github.com/xlbnet/xlb/pkg/prefetch"
@@ -104,6 +105,8 @@ type Worker struct {
 	// Backends counts the packets sent to each backend (rule and backend
 	// slots), for packets per second per backend.
 	Backends BackendStats
+
+	tap atomic.Pointer[capture.Tap] // capture.go: nil unless a capture runs
 
 	ipID   uint16
 	counts batchCounts
@@ -252,18 +255,24 @@ func (w *Worker) batch(snap *Snapshot, n int, now conntrack.Time) (ntx, ndrop in
 			ct.PrefetchSlot(f.probe)
 		}
 	}
+	tap := w.tapBatch() // capture.go: nil unless a capture runs
+
 	for i := range n { // S5, S6
 		d := w.rx[i]
-		var k int
+		var dec Decision
 		if res := w.parsed[i]; res != packet.OK {
-			w.counts.reasons[res]++
-			if res.Class() == packet.ClassPass {
-				w.counts.verdicts[Pass]++
-			} else {
-				w.counts.verdicts[Drop]++
-			}
+			dec = parseFailure(res)
 		} else {
-			k = w.forward(snap, d, &w.metas[i], snap.finish(&w.metas[i], q, now, &w.flows[i]), w.tx[ntx:])
+			dec = snap.finish(&w.metas[i], q, now, &w.flows[i])
+		}
+		staged := tap != nil && w.tapRX(tap, snap, d, &w.metas[i], &dec)
+		k := w.forward(snap, d, &w.metas[i], &dec, w.tx[ntx:])
+		if tap != nil {
+			w.tapOut(tap, snap, staged, &w.metas[i], &dec, w.tx[ntx:ntx+k])
+		}
+		w.counts.verdicts[dec.Verdict]++
+		if dec.Verdict == Drop || dec.Verdict == Pass {
+			w.counts.reasons[dec.Reason]++
 		}
 		if k == 0 {
 			w.drops[ndrop] = d.Addr
@@ -276,10 +285,11 @@ func (w *Worker) batch(snap *Snapshot, n int, now conntrack.Time) (ntx, ndrop in
 
 // forward carries out dec for the frame d (parsed into m) and returns how
 // many TX descriptors it wrote to tx (0: the frame is dropped and goes
-// back to the allocator).
-func (w *Worker) forward(snap *Snapshot, d ring.Desc, m *packet.Meta, dec Decision, tx []ring.Desc) int {
+// back to the allocator). When it cannot send a Tx decision on, it makes
+// dec the drop it became (no next hop, too big, encapsulation failure),
+// so dec is the packet's final outcome, counted once by the caller.
+func (w *Worker) forward(snap *Snapshot, d ring.Desc, m *packet.Meta, dec *Decision, tx []ring.Desc) int {
 	r := w.rings
-	w.counts.verdicts[dec.Verdict]++
 	switch dec.Verdict {
 	case Reply:
 		n := EchoReply(r.Frame(d), m)
@@ -287,7 +297,6 @@ func (w *Worker) forward(snap *Snapshot, d ring.Desc, m *packet.Meta, dec Decisi
 		return 1
 	case Tx:
 	default:
-		w.counts.reasons[dec.Reason]++
 		return 0
 	}
 	if dec.Tracked {
@@ -296,7 +305,7 @@ func (w *Worker) forward(snap *Snapshot, d ring.Desc, m *packet.Meta, dec Decisi
 	b := &snap.Rules[dec.Rule].Backends[dec.Backend]
 	t := b.Template
 	if t == nil {
-		w.counts.reasons[ReasonNoNextHop]++
+		dec.Verdict, dec.Reason = Drop, ReasonNoNextHop
 		return 0
 	}
 	h := dec.Hash
@@ -313,24 +322,27 @@ func (w *Worker) forward(snap *Snapshot, d ring.Desc, m *packet.Meta, dec Decisi
 	w.counts.encap[er]++
 	switch er {
 	case encap.OK:
-		w.Backends.Count(dec.Rule, dec.Backend)
+		w.Backends.Count(dec.Rule, dec.Backend, uint32(m.L3End-m.L3Off), dec.New)
 		tx[0] = ring.Desc{Addr: chunkStart + uint64(newOff), Len: uint32(newLen)}
 		return 1
 	case encap.TooBig:
-		w.counts.reasons[ReasonPacketTooBig]++
+		// Not forwarded: the frame became the ICMP error sent back.
+		dec.Verdict, dec.Reason = Drop, ReasonPacketTooBig
 		tx[0] = ring.Desc{Addr: chunkStart + uint64(newOff), Len: uint32(newLen)}
 		return 1
 	case encap.NeedFragments:
-		k := w.fragment(t, chunk, chunkStart, off, d, m, h, tx)
-		if k > 0 {
-			w.Backends.Count(dec.Rule, dec.Backend)
+		k, why := w.fragment(t, chunk, chunkStart, off, d, m, h, tx)
+		if k == 0 {
+			dec.Verdict, dec.Reason = Drop, why
+			return 0
 		}
+		w.Backends.Count(dec.Rule, dec.Backend, uint32(m.L3End-m.L3Off), dec.New)
 		return k
 	case encap.DropTooBig:
-		w.counts.reasons[ReasonPacketTooBig]++ // and no ICMP error may be sent about it
+		dec.Verdict, dec.Reason = Drop, ReasonPacketTooBig // and no ICMP error may be sent about it
 		return 0
 	default:
-		w.counts.reasons[ReasonEncapFailed]++
+		dec.Verdict, dec.Reason = Drop, ReasonEncapFailed
 		return 0
 	}
 }
@@ -348,19 +360,18 @@ func prefetchFrame(f []byte) {
 }
 
 // fragment splits an oversize inner IPv4 packet without DF over the outer
-// header (RFC 2003), using spare frames from the allocator.
-func (w *Worker) fragment(t *encap.Template, chunk []byte, chunkStart uint64, off int, d ring.Desc, m *packet.Meta, h uint64, tx []ring.Desc) int {
+// header (RFC 2003), using spare frames from the allocator. It returns the
+// frames written to tx, or 0 and why it could not.
+func (w *Worker) fragment(t *encap.Template, chunk []byte, chunkStart uint64, off int, d ring.Desc, m *packet.Meta, h uint64, tx []ring.Desc) (int, Reason) {
 	r := w.rings
 	need := t.FragmentCount(m) - 1
 	if need > len(w.spare) || need > len(tx)-1 {
-		w.counts.reasons[ReasonEncapFailed]++
-		return 0
+		return 0, ReasonEncapFailed
 	}
 	got := r.Frames.Alloc(w.spare[:need])
 	if got < need {
 		r.Frames.Free(w.spare[:got])
-		w.counts.reasons[ReasonNoFrames]++
-		return 0
+		return 0, ReasonNoFrames
 	}
 	for i := range need {
 		w.extra[i] = r.UMEM.Chunk(w.spare[i])
@@ -368,8 +379,7 @@ func (w *Worker) fragment(t *encap.Template, chunk []byte, chunkStart uint64, of
 	newOff, newLen, nExtra, res := t.Fragment(chunk, off, int(d.Len), m, h, w.ipID, w.extra[:need], w.extraN[:need])
 	if res != encap.OK {
 		r.Frames.Free(w.spare[:need])
-		w.counts.reasons[ReasonEncapFailed]++
-		return 0
+		return 0, ReasonEncapFailed
 	}
 	tx[0] = ring.Desc{Addr: chunkStart + uint64(newOff), Len: uint32(newLen)}
 	for i := range nExtra {
@@ -379,5 +389,5 @@ func (w *Worker) fragment(t *encap.Template, chunk []byte, chunkStart uint64, of
 		r.Frames.Free(w.spare[nExtra:need])
 	}
 	w.counts.frags += uint64(nExtra)
-	return 1 + nExtra
+	return 1 + nExtra, ReasonNone
 }
