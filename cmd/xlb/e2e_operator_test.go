@@ -195,3 +195,92 @@ func TestLabQueues(t *testing.T) {
 		})
 	}
 }
+
+// TestStartupHerd: until every backend has its first health verdict, a
+// rule serves from its start-up set (all backends), not from the first
+// backend that passed; when the last verdict arrives it switches once
+// (issue 12 item 1). be1 and be2 fail their checks at start with an
+// unhealthy threshold of 10, so they stay without a verdict while be0
+// passes at once: before the fix be0 took every new connection.
+func TestStartupHerd(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := labWith(t, lab.Options{Backends: 3, ClientAddrs: 150})
+	rules := l.DefaultRules("IPIP")[:1]
+	rules[0].Health = fmt.Sprintf("type = \"HTTP\"\nport = %d\nrequest_path = \"/healthz\"\ninterval = \"1s\"\ntimeout = \"1s\"\nhealthy_threshold = 1\nunhealthy_threshold = 10\n", l.Opts.HealthPort)
+	l.Backends[1].SetHealthy(false)
+	l.Backends[2].SetHealthy(false)
+	_, sock := startOps(t, l, t.TempDir(), rules)
+
+	// be0 passes within a second or two; the rule is not warm.
+	waitFor(t, 10*time.Second, "be0's first verdict", func() (bool, string) {
+		b := backendOf(statusJSON(t, sock), "web4", "198.18.1.100")
+		return b.Health == "HEALTHY", b.Health + " " + b.HealthDetail
+	})
+	st := statusJSON(t, sock)
+	r := st.Rules[0]
+	if r.FirstChecksDone || r.Tier != "LAST_RESORT" || r.Eligible != 3 || !strings.Contains(r.Reason, "start-up set") {
+		t.Fatalf("with be1 and be2 still unchecked: first checks done %v, tier %s, %d eligible (%s); want the start-up set of 3", r.FirstChecksDone, r.Tier, r.Eligible, r.Reason)
+	}
+	res := drive(t, l, 150, 4)
+	t.Logf("while warming up: %v", res.PerBackend)
+	for i, n := range res.PerBackend {
+		if n < 20 {
+			t.Errorf("while warming up be%d served %d of 150: %v; want every backend to share new connections", i, n, res.PerBackend)
+		}
+	}
+
+	// The last verdicts arrive: one switch to PRIMARY with all three.
+	l.Backends[1].SetHealthy(true)
+	l.Backends[2].SetHealthy(true)
+	waitFor(t, 15*time.Second, "the rule warm", func() (bool, string) {
+		r := statusJSON(t, sock).Rules[0]
+		return r.FirstChecksDone && r.Tier == "PRIMARY" && r.Eligible == 3, fmt.Sprintf("%v %s %d %s", r.FirstChecksDone, r.Tier, r.Eligible, r.Reason)
+	})
+	var switches []string
+	for _, e := range statusJSON(t, sock).Events {
+		if e.Kind == "TIER_SWITCH" {
+			switches = append(switches, e.From+"→"+e.To)
+		}
+	}
+	if strings.Join(switches, " ") != "NONE→LAST_RESORT LAST_RESORT→PRIMARY" {
+		t.Errorf("tier switches %v; want the start-up set, then one switch", switches)
+	}
+}
+
+// TestLabDemoWaitsForHealth runs `xlb lab demo`: it waits until every rule
+// finished its first round of health checks before driving, so the shares
+// it prints are the balance, not the start-up herd (issue 12 item 1: the
+// demo printed 45/32/22 % of 3000 connections).
+func TestLabDemoWaitsForHealth(t *testing.T) {
+	testutil.RequireRoot(t)
+	prefix := testutil.Unique("dw") + "-"
+	out, errOut, err := runXLB(t, "lab", "demo", "--prefix", prefix, "--requests", "900", "--clients", "300")
+	if left := lab.Namespaces(prefix); len(left) != 0 {
+		lab.Down(prefix)
+		t.Errorf("demo left %v", left)
+	}
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out, errOut)
+	}
+	t.Logf("xlb lab demo:\n%s", out)
+	healthy := strings.Index(out, "every rule healthy: ")
+	driving := strings.Index(out, "driving 900 HTTP requests")
+	if healthy < 0 || driving < healthy {
+		t.Fatalf("the demo did not wait for healthy rules before driving:\n%s", out)
+	}
+	shares := 0
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 5 && strings.HasPrefix(f[0], "be") && strings.HasSuffix(f[4], "%") {
+			var pct float64
+			fmt.Sscanf(strings.TrimSuffix(f[4], "%"), "%g", &pct)
+			shares++
+			if pct < 25 || pct > 42 {
+				t.Errorf("%s carried %.1f%% of the requests; want 25-42%% of 3 backends", f[0], pct)
+			}
+		}
+	}
+	if shares != 3 {
+		t.Errorf("found %d backend shares in the output, want 3", shares)
+	}
+}

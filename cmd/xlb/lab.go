@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -133,6 +134,14 @@ func labDemo(c *cli.Context) error {
 			xs, err := startLabFleet(ctx, l, dir, l.DefaultRules(encap), say, logf)
 			if err != nil {
 				return nil, err
+			}
+			// Driving before the first round of health checks would
+			// measure the start-up set, not the balance.
+			for _, x := range xs {
+				if err := x.waitRulesHealthy(ctx, time.Minute, say); err != nil {
+					stopLabFleet(xs)
+					return nil, err
+				}
 			}
 			say("lab %s: xlb serves VIPs %s and %s", l.Opts.Prefix, l.Opts.VIP4, l.Opts.VIP6)
 			return func() error { return stopLabFleet(xs) }, nil

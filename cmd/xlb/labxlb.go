@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/lab"
 )
 
@@ -180,4 +181,45 @@ func (x *labXLB) Signal(sig os.Signal) error { return x.cmd.Process.Signal(sig) 
 // namespace, once the previous process has exited.
 func (x *labXLB) Restart(ctx context.Context, logf func(string)) (*labXLB, error) {
 	return runLabXLB(ctx, x.ns, x.dir, x.config, logf)
+}
+
+// waitRulesHealthy waits until every rule of the daemon has finished its
+// first round of health checks and serves from a tier with a backend that
+// passes (PRIMARY, FAILOVER or PRIMARY_FALLBACK), and says so.
+func (x *labXLB) waitRulesHealthy(ctx context.Context, timeout time.Duration, say func(string, ...any)) error {
+	cl := control.NewClient(x.Socket())
+	defer cl.Close()
+	deadline := time.Now().Add(timeout)
+	last := "no answer on the control socket"
+	for {
+		st, err := cl.Status(ctx)
+		if err == nil {
+			var waiting, ok []string
+			for _, r := range st.Rules {
+				switch {
+				case !r.FirstChecksDone:
+					waiting = append(waiting, r.Name+": first health checks under way")
+				case r.Tier != "PRIMARY" && r.Tier != "FAILOVER" && r.Tier != "PRIMARY_FALLBACK":
+					waiting = append(waiting, fmt.Sprintf("%s: tier %s (%s)", r.Name, r.Tier, r.Reason))
+				default:
+					ok = append(ok, fmt.Sprintf("%s %s (%d eligible)", r.Name, r.Tier, r.Eligible))
+				}
+			}
+			if len(waiting) == 0 {
+				say("%s: every rule healthy: %s", x.ns, strings.Join(ok, ", "))
+				return nil
+			}
+			last = strings.Join(waiting, "; ")
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: rules not healthy within %v: %s", x.ns, timeout, last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

@@ -153,8 +153,8 @@ func printBackendTable(w io.Writer, bs []control.Backend, vips map[string]string
 			}
 		}
 		health := b.Health
-		if b.NextHop != "" {
-			health += " (next hop: " + b.NextHop + ")"
+		if b.HealthDetail != "" || b.NextHop != "" {
+			health += "*" // the detail follows the table
 		}
 		row := fmt.Sprintf("  -> %s\t%s (%s)\t%s\t%s\t%s\t%d\t%.1f%%\t%s\t%s\t%s",
 			b.Address, b.Role, b.RoleSource, admin, health, cfgW, b.WeightEffective, 100*b.Share, eligible, conns, pps)
@@ -164,6 +164,22 @@ func printBackendTable(w io.Writer, bs []control.Backend, vips map[string]string
 		fmt.Fprintln(tw, row)
 	}
 	tw.Flush()
+	for _, b := range bs {
+		var why []string
+		if b.HealthDetail != "" {
+			why = append(why, b.HealthDetail)
+		}
+		if b.NextHop != "" {
+			why = append(why, "next hop: "+b.NextHop)
+		}
+		if len(why) > 0 {
+			who := "     * " + b.Address
+			if withRule {
+				who = "* " + b.Rule + " " + b.Address
+			}
+			fmt.Fprintf(w, "%s: %s\n", who, strings.Join(why, "; "))
+		}
+	}
 }
 
 // printBackendChange prints the answer to `xlb backend mark|drain|…`.

@@ -34,7 +34,7 @@ func renderBackends() []control.Backend {
 			DrainUntil: &past, Health: "UNKNOWN", WeightConfigured: -1, WeightSource: "config", Tier: "PRIMARY",
 			Connections: 0, Packets: 7, NextHop: "not resolved yet"},
 		{Rule: "dns", Address: "2001:db8::53", Group: "b", Role: "primary", RoleSource: "config", Admin: "IN_SERVICE", AdminSource: "config",
-			Health: "UNHEALTHY (connection refused)", WeightConfigured: 200, WeightSource: "config", WeightEffective: 0, Share: 0, Tier: "FAILOVER",
+			Health: "UNHEALTHY", HealthDetail: "connection refused", WeightConfigured: 200, WeightSource: "config", WeightEffective: 0, Share: 0, Tier: "FAILOVER",
 			Connections: 0, SessionEntries: 0, Packets: 0},
 	}
 }

@@ -261,15 +261,22 @@ func (st *State) Drain(cfg *Config, rule string, backend netip.Addr, now time.Ti
 }
 
 // Undrain ends a drain (`xlb backend undrain`). It works on stale overrides
-// too, and reports whether the backend was drained.
-func (st *State) Undrain(rule string, backend netip.Addr) bool {
+// too, and reports whether the backend was drained; a backend that is
+// neither in cfg nor in the overlay is an error (a typo must not pass for
+// "was not drained").
+func (st *State) Undrain(cfg *Config, rule string, backend netip.Addr) (bool, error) {
 	o := st.find(rule, backend)
+	if o == nil {
+		if _, _, err := target(cfg, rule, backend); err != nil {
+			return false, fmt.Errorf("undrain backend: %w", err)
+		}
+	}
 	if o == nil || !o.Drained {
-		return false
+		return false, nil
 	}
 	o.Drained, o.DrainedAt = false, time.Time{}
 	st.prune()
-	return true
+	return true, nil
 }
 
 // SetWeight overrides a backend's weight (`xlb backend weight`), 0..1000,
@@ -292,15 +299,19 @@ func (st *State) SetWeight(cfg *Config, rule string, backend netip.Addr, weight 
 }
 
 // Reset removes every override of a backend (`xlb backend reset`), stale
-// or not, and reports whether there was one.
-func (st *State) Reset(rule string, backend netip.Addr) bool {
+// or not, and reports whether there was one; a backend that is neither in
+// cfg nor in the overlay is an error.
+func (st *State) Reset(cfg *Config, rule string, backend netip.Addr) (bool, error) {
 	o := st.find(rule, backend)
 	if o == nil {
-		return false
+		if _, _, err := target(cfg, rule, backend); err != nil {
+			return false, fmt.Errorf("reset backend: %w", err)
+		}
+		return false, nil
 	}
 	*o = Override{}
 	st.prune()
-	return true
+	return true, nil
 }
 
 // issue locates override i in the loaded state file (line 0 for an

@@ -110,17 +110,46 @@ func TestStateReset(t *testing.T) {
 	st := &State{}
 	must(t, st.Mark(cfg, "web", b11, RoleFailover))
 	must(t, st.Drain(cfg, "web", b11, time.Now()))
-	if !st.Undrain("web", b11) || st.Undrain("web", b11) {
+	undrain := func() bool {
+		t.Helper()
+		ok, err := st.Undrain(cfg, "web", b11)
+		must(t, err)
+		return ok
+	}
+	if !undrain() || undrain() {
 		t.Error("Undrain: want true once, then false")
 	}
 	if len(st.Overrides) != 1 || !st.Overrides[0].RoleSet {
 		t.Fatalf("after undrain: %+v", st.Overrides)
 	}
-	if !st.Reset("web", b11) {
+	reset := func() bool {
+		t.Helper()
+		ok, err := st.Reset(cfg, "web", b11)
+		must(t, err)
+		return ok
+	}
+	if !reset() {
 		t.Error("Reset of an override returned false")
 	}
-	if st.Reset("web", b11) {
+	if reset() {
 		t.Error("second Reset returned true")
+	}
+	// A backend neither configured nor overridden is an error, not
+	// "nothing to do" (issue 12 item 9).
+	for _, c := range []struct {
+		rule string
+		addr netip.Addr
+		want string
+	}{
+		{"web", netip.MustParseAddr("10.9.9.9"), `rule "web" has no backend 10.9.9.9`},
+		{"nope", b11, `no rule "nope"`},
+	} {
+		if _, err := st.Undrain(cfg, c.rule, c.addr); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Undrain %s %s: %v, want %q", c.rule, c.addr, err, c.want)
+		}
+		if _, err := st.Reset(cfg, c.rule, c.addr); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Reset %s %s: %v, want %q", c.rule, c.addr, err, c.want)
+		}
 	}
 	if len(st.Overrides) != 0 {
 		t.Errorf("after reset: %+v", st.Overrides)
@@ -201,7 +230,7 @@ func TestStateStaleOverridesKept(t *testing.T) {
 	if err != nil || len(st2.Overrides) != 3 {
 		t.Fatalf("after save: %v %+v", err, st2)
 	}
-	if !st2.Reset("gone", netip.MustParseAddr("10.9.9.9")) {
+	if ok, err := st2.Reset(cfg, "gone", netip.MustParseAddr("10.9.9.9")); !ok || err != nil {
 		t.Fatal("reset of a stale override failed")
 	}
 	must(t, st2.Save(path))

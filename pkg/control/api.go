@@ -140,10 +140,15 @@ type Backend struct {
 	// DrainedAt is when a CLI drain started; DrainUntil is when the
 	// backend's tracked connections stop being honoured (drain, removal
 	// or failover departure).
-	DrainedAt   *time.Time `json:"drained_at,omitempty"`
-	DrainUntil  *time.Time `json:"drain_until,omitempty"`
-	Health      string     `json:"health"`
-	WeightState string     `json:"weight_state"`
+	DrainedAt  *time.Time `json:"drained_at,omitempty"`
+	DrainUntil *time.Time `json:"drain_until,omitempty"`
+	// Health is exactly HEALTHY, UNHEALTHY or UNKNOWN: what the
+	// eligible set was computed with (UNKNOWN also while the next hop is
+	// unresolved), or the prober's verdict while the rule's first round is
+	// held back; HealthDetail says why (the last probe error, the hold).
+	Health       string `json:"health"`
+	HealthDetail string `json:"health_detail,omitempty"`
+	WeightState  string `json:"weight_state"`
 	// WeightConfigured is the static or CLI weight (-1: none, the health
 	// check reports it or weights are not used); WeightSource says which.
 	WeightConfigured int    `json:"weight_configured"`

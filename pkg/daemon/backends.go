@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/xlbnet/xlb/failover"
@@ -47,6 +48,9 @@ func (o *ops) ruleInfo(rr ruleRows, conns connCounts, live *sample, rates rateWi
 		info.TableDigest = tableDigest(snap.Seed, &snap.Rules[rr.slot]) // digest.go
 	}
 	info.FirstChecksDone = rr.warm
+	if !rr.warm && rr.state != nil {
+		info.Reason = "start-up set (" + info.Reason + "): held until every backend has its first health verdict, then switched once"
+	}
 	for _, br := range rr.backends {
 		b := br.view
 		row := control.Backend{
@@ -82,9 +86,16 @@ func (o *ops) ruleInfo(rr ruleRows, conns connCounts, live *sample, rates rateWi
 				}
 			}
 		}
-		if br.probe != "" && row.Health != failover.HealthHealthy.String() {
-			row.Health += " (" + br.probe + ")"
+		var detail []string
+		if !rr.warm && br.verdict != "" && rr.cfg.HealthCheck.Type != config.HealthNone {
+			// The verdict exists but is held back (warmup.go).
+			row.Health = br.verdict
+			detail = append(detail, "held back until every backend of the rule has its first verdict")
 		}
+		if br.probe != "" && row.Health != failover.HealthHealthy.String() {
+			detail = append(detail, br.probe)
+		}
+		row.HealthDetail = strings.Join(detail, "; ")
 		if table != nil && table.Size() > 0 {
 			if n, ok := table.Slots(row.Address); ok {
 				row.Share = float64(n) / float64(table.Size())
@@ -126,7 +137,7 @@ func (o *ops) ChangeBackend(ctx context.Context, c control.BackendChange) (*cont
 			cerr = d.state.Drain(d.cfg, c.Rule, addr, time.Now())
 			res.Message = fmt.Sprintf("%s of rule %s drained: no new connections; tracked ones are honoured for %s", addr, c.Rule, drainingOf(d.cfg, c.Rule))
 		case control.ActionUndrain:
-			changed = d.state.Undrain(c.Rule, addr)
+			changed, cerr = d.state.Undrain(d.cfg, c.Rule, addr)
 			res.Message = fmt.Sprintf("%s of rule %s back in service", addr, c.Rule)
 			if !changed {
 				res.Message = fmt.Sprintf("%s of rule %s was not drained", addr, c.Rule)
@@ -135,7 +146,7 @@ func (o *ops) ChangeBackend(ctx context.Context, c control.BackendChange) (*cont
 			cerr = d.state.SetWeight(d.cfg, c.Rule, addr, *c.Weight)
 			res.Message = fmt.Sprintf("%s of rule %s weight %d (overrides the health check's and the static weight)", addr, c.Rule, *c.Weight)
 		case control.ActionReset:
-			changed = d.state.Reset(c.Rule, addr)
+			changed, cerr = d.state.Reset(d.cfg, c.Rule, addr)
 			res.Message = fmt.Sprintf("%s of rule %s: overrides removed; the rule files decide again", addr, c.Rule)
 			if !changed {
 				res.Message = fmt.Sprintf("%s of rule %s had no override", addr, c.Rule)

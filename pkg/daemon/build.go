@@ -80,12 +80,14 @@ func failoverInput(rv *config.RuleView, known func(b *config.BackendView, fb *fa
 
 // ruleInput is failoverInput for the running daemon: backend slots from
 // the registry, health from the probes and next hops, and the backends a
-// reload removed while they drain.
-func (d *daemon) ruleInput(rv *config.RuleView, rt *ruleRuntime) ([]failover.Group, []failover.Backend) {
+// reload removed while they drain. A rule that is not warm yet gets its
+// start-up input (warmup.go: no verdict counts until every backend has
+// one), so it stays on its start-up set and switches once.
+func (d *daemon) ruleInput(rv *config.RuleView, rt *ruleRuntime, warm bool) ([]failover.Group, []failover.Backend) {
 	r := rv.Rule
 	groups, bs := failoverInput(rv, func(b *config.BackendView, fb *failover.Backend) {
 		fb.ID = d.reg.backend(r.Name, b.Addr)
-		d.applyHealth(r, b.Addr, fb)
+		d.applyHealth(r, b.Addr, fb, warm)
 	})
 	hasGroup := func(name string) bool {
 		return slices.ContainsFunc(groups, func(g failover.Group) bool { return g.Name == name })

@@ -80,6 +80,7 @@ type backendRow struct {
 	slot    uint32
 	nhErr   string
 	probe   string // last probe error
+	verdict string // the prober's health ("" before its first report)
 	present bool   // has a slot (always, once published)
 }
 
@@ -135,7 +136,7 @@ func (d *daemon) row(r *config.Rule, b config.BackendView, removed bool) backend
 		row.nhErr = "not resolved yet"
 	}
 	if p, ok := d.probes[probeKey{r.Name, b.Addr}]; ok {
-		row.probe = p.lastError
+		row.probe, row.verdict = p.lastError, p.health.String()
 	}
 	return row
 }

@@ -82,10 +82,12 @@ const minHealthPublish = 250 * time.Millisecond
 // applyHealth sets the health of one backend: the prober's verdict (NONE:
 // always healthy), or UNKNOWN while its next hop is unresolved, because a
 // backend whose MAC is unknown cannot receive anything (DESIGN §2 neigh).
-func (d *daemon) applyHealth(r *config.Rule, addr netip.Addr, fb *failover.Backend) {
+// Until its rule is warm (warm false) verdicts are held back: every
+// checked backend is UNKNOWN, as at start (warmup.go, the start-up herd).
+func (d *daemon) applyHealth(r *config.Rule, addr netip.Addr, fb *failover.Backend, warm bool) {
 	if r.HealthCheck.Type == config.HealthNone {
 		fb.Health, fb.Weight, fb.WeightState = failover.HealthHealthy, 0, failover.WeightMissing
-	} else if p, ok := d.probes[probeKey{r.Name, addr}]; ok {
+	} else if p, ok := d.probes[probeKey{r.Name, addr}]; ok && warm {
 		fb.Health, fb.Weight, fb.WeightState = p.health, p.weight, p.weightState
 	} else {
 		fb.Health, fb.WeightState = failover.HealthUnknown, failover.WeightUnavailable

@@ -73,7 +73,7 @@ func (d *daemon) publish() error {
 			d.rules[r.Name] = rt
 		}
 		warm, pending := d.warmCheck(rv, rt, now)
-		groups, backends := d.ruleInput(rv, rt)
+		groups, backends := d.ruleInput(rv, rt, warm)
 		st, err := failover.Compute(policyOf(r), groups, backends, rt.prev, now)
 		if err != nil {
 			return fmt.Errorf("rule %s: %w", r.Name, err)

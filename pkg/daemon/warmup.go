@@ -29,9 +29,19 @@ import (
 //
 // Users: the BGP announcer (bgp.go) announces a VIP only when every rule of
 // it is warm, so an appliance that (re)starts computes the same tables as
-// its peers before the routers send it traffic. The start-up herd of issue
-// 12 (a rule stays on its start-up set until every backend had its first
-// check) can read the same ruleRuntime.warm / ruleStatus.Warm.
+// its peers before the routers send it traffic. And the start-up herd
+// (issue 12 item 1): until its rule is warm, no backend's verdict enters the
+// rule's failover input (applyHealth), so the rule stays on its start-up
+// set — every checked backend UNKNOWN, which is LAST_RESORT: all backends
+// (EMPTY with drop_traffic_if_unhealthy) — and switches once, at the
+// publication that makes it warm, to the set all verdicts give. Before,
+// the first backend to pass took every new connection until the others
+// passed. As Envoy's cluster warming, but the rule serves meanwhile (a
+// fleet withdraws its VIPs instead, bgp.go). Status says so in the rule's
+// reason. The fallback deadline is warm's: a verdict needs the threshold's
+// probes, so "one interval plus timeout" would cut a healthy_threshold of 2
+// short; a restart carries verdicts and warm (handover.go), so a restarted
+// daemon does not hold its rules again.
 type warmState struct {
 	since   time.Time // the rule's first computation
 	warm    bool
