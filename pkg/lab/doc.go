@@ -129,7 +129,12 @@
 //   - At most 1000 client addresses per family (253 on the client /24, the
 //     rest from 198.19.0.0/16) and 150 backends (.100–.249), checked by Up.
 //   - The appliance's veth has Queues RX and TX queues on both ends, so
-//     the router side can spread over the same number of queues.
+//     the router side can spread over the same number of queues. A flow's
+//     queue is then the client socket's random hash, which TCP redraws
+//     after a retransmission timeout: the client namespace sets
+//     net.core.txrehash = 0 so that a flow keeps its queue (as a NIC's RSS
+//     over the headers does), and its tracked entry, across a daemon's
+//     restart pause.
 //   - Checksum offload, TSO and GSO are off on the router's end of the
 //     appliance's veth (lb0) unless KeepOffloads: over veth the kernel
 //     passes packets whose checksum is only the pseudo-header sum and

@@ -292,7 +292,19 @@ func (l *Lab) setupClient() error {
 	cmds = append(cmds,
 		"route add default via "+host(ClientNet4, hostRouter).String(),
 		"route add ::/0 via "+host(ClientNet6, hostRouter).String())
-	return batch(l.Client, cmds)
+	if err := batch(l.Client, cmds); err != nil {
+		return err
+	}
+	// Over veth a flow's receive queue at the appliance is the queue the
+	// router sends it on, chosen from the client socket's random hash
+	// (skb->hash survives veth and forwarding). TCP draws a new one after
+	// a retransmission timeout, which would move a flow to the other queue
+	// (and its tracked entry out of reach) during a daemon's restart pause.
+	// A NIC's RSS hashes the headers, stable for a flow: keep the hash.
+	if _, err := os.Stat("/proc/sys/net/core/txrehash"); err == nil { // Linux 5.18+
+		return sysctls(l.Client, map[string]string{"net/core/txrehash": "0"})
+	}
+	return nil
 }
 
 // setupAppliances links every appliance to the bridge. Without BGP the
