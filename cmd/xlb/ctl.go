@@ -325,13 +325,16 @@ func lookupCommand() *cli.Command {
 		Name:      "lookup",
 		Usage:     "show where a flow goes, and why",
 		ArgsUsage: " ",
-		Description: "Prints the rule, the selection key and hash, the tracking key, whether a tracked entry exists\n" +
-			"and is still valid, the eligible tier, the Maglev slot and the backend, for an established packet\n" +
-			"of the flow (--syn: for a connection's first SYN).",
-		Flags: append(socketFlags(), ruleFlag(true),
+		Description: "Finds the rule the packet matches and prints the selection key and hash, the tracking key,\n" +
+			"whether a tracked entry exists and is still valid, the eligible tier, the Maglev slot and the\n" +
+			"backend, for an established packet of the flow (--syn: for a connection's first SYN). A packet\n" +
+			"that matches no rule is PASSed to the appliance's own stack by the XDP program. --rule only\n" +
+			"supplies defaults (VIP, protocol, first port); without it give --dst and, for TCP and UDP,\n" +
+			"--dst-port.",
+		Flags: append(socketFlags(), ruleFlag(false),
 			&cli.StringFlag{Name: "src", Usage: "the client `ADDR:PORT` (ADDR alone for ESP, GRE) (required)"},
-			&cli.StringFlag{Name: "dst", Usage: "the VIP `ADDR` (default: the rule's)"},
-			&cli.StringFlag{Name: "proto", Usage: "TCP, UDP, ESP, GRE or a number (default: the rule's protocol, TCP for L3_DEFAULT)"},
+			&cli.StringFlag{Name: "dst", Usage: "the VIP `ADDR` (default: the rule's; required without --rule)"},
+			&cli.StringFlag{Name: "proto", Usage: "TCP, UDP, ESP, GRE or a number (default: the rule's protocol, TCP for L3_DEFAULT or without --rule)"},
 			&cli.IntFlag{Name: "dst-port", Usage: "destination `PORT` (default: the rule's first port)"},
 			&cli.BoolFlag{Name: "syn", Usage: "ask about a new connection's SYN"},
 			jsonFlag()),
@@ -339,8 +342,11 @@ func lookupCommand() *cli.Command {
 			if err := noArgs(c); err != nil {
 				return err
 			}
-			if err := need(c, "rule", "src"); err != nil {
+			if err := need(c, "src"); err != nil {
 				return err
+			}
+			if c.String("rule") == "" && c.String("dst") == "" {
+				return usageError{"lookup: give --rule or --dst (the VIP)"}
 			}
 			if p := c.Int("dst-port"); p < 0 || p > 65535 {
 				return usageError{fmt.Sprintf("--dst-port %d: want 1..65535", p)}

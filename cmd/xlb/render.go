@@ -233,7 +233,11 @@ func printConntrack(w io.Writer, op control.ConntrackOp, res *control.ConntrackR
 // printLookup prints `xlb lookup`.
 func printLookup(w io.Writer, r *control.LookupResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "rule\t%s\n", r.Rule)
+	rule := r.Rule
+	if rule == "" {
+		rule = "none"
+	}
+	fmt.Fprintf(tw, "rule\t%s\n", rule)
 	fmt.Fprintf(tw, "flow\t%s\n", r.Flow)
 	if r.SelectionKey != "" {
 		fmt.Fprintf(tw, "selection key\t%s (hash %s)\n", r.SelectionKey, r.SelectionHash)

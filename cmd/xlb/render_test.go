@@ -141,7 +141,7 @@ func TestRender(t *testing.T) {
 			untracked.Trackable, untracked.TrackingKey = false, ""
 			empty := base
 			empty.MaglevBackend, empty.Backend, empty.Verdict, empty.Why = "", "", "DROP", "eligible set empty (tier NONE): new connections are dropped (no-backend)"
-			nomatch := control.LookupResult{Rule: "web", Flow: "TCP 198.51.100.7:40000 → 203.0.113.10:81 (established)", Verdict: "DROP", Why: "the flow matches no forwarding rule"}
+			nomatch := control.LookupResult{Flow: "TCP 198.51.100.7:40000 → 203.0.113.10:81 (established)", Verdict: "PASS", Why: "no forwarding rule matches this destination, protocol and port: the XDP program passes the packet to the appliance's own network stack"}
 			for i, r := range []control.LookupResult{base, valid, stale, unchecked, untracked, empty, nomatch} {
 				if i > 0 {
 					w.WriteString("--\n")

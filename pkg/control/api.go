@@ -253,9 +253,11 @@ type ConntrackRow struct {
 	ExpiresIn string `json:"expires_in"`
 }
 
-// LookupQuery is GET /v1/lookup: where would this flow go?
+// LookupQuery is GET /v1/lookup: where would this flow go? Rule is
+// optional: it gives the defaults (VIP, protocol, first port); without it
+// Dst is required. The answer names the rule the packet matches.
 type LookupQuery struct {
-	Rule    string `json:"rule"`
+	Rule    string `json:"rule,omitempty"`
 	Src     string `json:"src"`                // client addr:port (or addr for port-less protocols)
 	Dst     string `json:"dst,omitempty"`      // default: the rule's VIP
 	Proto   string `json:"proto,omitempty"`    // TCP | UDP | ICMP | ESP | GRE | number; default: the rule's protocol (TCP for L3_DEFAULT)
@@ -283,7 +285,7 @@ type LookupResult struct {
 	Eligible      int    `json:"eligible"`
 	MaglevSlot    uint32 `json:"maglev_slot"`
 	MaglevBackend string `json:"maglev_backend,omitempty"`
-	Verdict       string `json:"verdict"` // TX | DROP
+	Verdict       string `json:"verdict"` // TX | DROP | PASS (no rule: to the kernel)
 	Backend       string `json:"backend,omitempty"`
 	Why           string `json:"why"`
 }

@@ -47,7 +47,7 @@
 //	GET  /v1/conntrack[?rule=R[&backend=B]][&limit=N]  → ConntrackResult (count and entries)
 //	GET  /v1/conntrack/count[?rule=R[&backend=B]]      → ConntrackResult (count)
 //	POST /v1/conntrack/flush  {rule?, backend?}                            → ConntrackResult (removed)
-//	GET  /v1/lookup?rule=R&src=ADDR[:PORT][&dst=VIP][&proto=P][&dst_port=N][&syn=true] → LookupResult
+//	GET  /v1/lookup?[rule=R&]src=ADDR[:PORT][&dst=VIP][&proto=P][&dst_port=N][&syn=true] → LookupResult
 //	POST /v1/restart  {config, binary?}                                    → RestartResult (lifecycle.go)
 //	POST /v1/stop     {}                                                   → StopResult
 //	GET  /v1/capture?[point=rx|tx|both][&rule=R][&backend=B][&verdict=V,…][&reason=R][&src=S][&dst=D]

@@ -325,8 +325,8 @@ func (q ConntrackQuery) Check() error {
 
 // Check validates the shape of a lookup.
 func (l LookupQuery) Check() error {
-	if l.Rule == "" {
-		return BadRequest("lookup: rule is required")
+	if l.Rule == "" && l.Dst == "" {
+		return BadRequest("lookup: give rule or dst (the VIP)")
 	}
 	if l.Src == "" {
 		return BadRequest("lookup: src is required")

@@ -21,17 +21,21 @@ func (o *ops) Lookup(ctx context.Context, q control.LookupQuery) (*control.Looku
 		return nil, errors.New("lookup: the data plane is not running")
 	}
 	snap := e.Snapshot()
-	var rs *ruleStatus
+	if snap == nil {
+		return nil, errors.New("lookup: nothing published yet")
+	}
 	st := o.d.Status()
-	for i := range st.Rules {
-		if st.Rules[i].Name == q.Rule {
-			rs = &st.Rules[i]
+	// The rule asked about, if any, gives the defaults (VIP, protocol,
+	// port); the data plane then finds the rule the packet matches.
+	var asked *config.Rule
+	if q.Rule != "" {
+		rs := st.rule(q.Rule)
+		if rs == nil || int(rs.Slot) >= len(snap.Rules) {
+			return nil, control.BadRequest("lookup: no rule %q", q.Rule)
 		}
+		asked = rs.Rule
 	}
-	if rs == nil || snap == nil || int(rs.Slot) >= len(snap.Rules) {
-		return nil, control.BadRequest("lookup: no rule %q", q.Rule)
-	}
-	m, err := lookupMeta(rs.Rule, q)
+	m, err := lookupMeta(asked, q)
 	if err != nil {
 		return nil, control.BadRequest("lookup: %v", err)
 	}
@@ -62,15 +66,44 @@ func (o *ops) Lookup(ctx context.Context, q control.LookupQuery) (*control.Looku
 	if ferr != nil && ctx.Err() != nil {
 		return nil, ferr
 	}
-	res := explainLookup(snap, rs, m, &x)
+	var rs *ruleStatus
+	if x.Matched {
+		rs = st.slot(x.Rule)
+	}
+	res := explainLookup(snap, rs, q.Rule, m, &x)
 	res.EntryChecked = checked || x.EntryFound
 	return res, nil
 }
 
-// lookupMeta builds the packet a lookup asks about.
+// rule returns the published status of the rule called name, or nil.
+func (st *publishedStatus) rule(name string) *ruleStatus {
+	for i := range st.Rules {
+		if st.Rules[i].Name == name {
+			return &st.Rules[i]
+		}
+	}
+	return nil
+}
+
+// slot returns the published status of the rule in slot s, or nil.
+func (st *publishedStatus) slot(s uint16) *ruleStatus {
+	for i := range st.Rules {
+		if st.Rules[i].Slot == s {
+			return &st.Rules[i]
+		}
+	}
+	return nil
+}
+
+// lookupMeta builds the packet a lookup asks about. r, the rule asked
+// about, gives the defaults; without one, dst is required, the protocol is
+// TCP and TCP or UDP need dst_port.
 func lookupMeta(r *config.Rule, q control.LookupQuery) (*packet.Meta, error) {
 	m := &packet.Meta{}
-	proto := ipProtocols.of(r.Protocol)
+	proto := packet.ProtoTCP
+	if r != nil {
+		proto = ipProtocols.of(r.Protocol)
+	}
 	if q.Proto != "" {
 		p, err := packet.ParseProto(q.Proto)
 		if err != nil {
@@ -94,7 +127,12 @@ func lookupMeta(r *config.Rule, q control.LookupQuery) (*packet.Meta, error) {
 	} else {
 		return nil, fmt.Errorf("src %q: want ADDR:PORT (e.g. 198.51.100.7:40000 or [2001:db8::7]:40000)", q.Src)
 	}
-	dst := r.VIP
+	var dst netip.Addr
+	if r != nil {
+		dst = r.VIP
+	} else if q.Dst == "" {
+		return nil, errors.New("give the rule or dst (the VIP)")
+	}
 	if q.Dst != "" {
 		a, err := netip.ParseAddr(q.Dst)
 		if err != nil {
@@ -108,7 +146,10 @@ func lookupMeta(r *config.Rule, q control.LookupQuery) (*packet.Meta, error) {
 	}
 	dport := uint16(q.DstPort)
 	if hasPorts && q.DstPort == 0 {
-		if r.Ports.All || len(r.Ports.Ranges) == 0 {
+		switch {
+		case r == nil:
+			return nil, fmt.Errorf("a %s flow needs dst_port (or give the rule, whose first port is the default)", packet.ProtoName(proto))
+		case r.Ports.All || len(r.Ports.Ranges) == 0:
 			return nil, fmt.Errorf("rule %s serves every port: give dst_port", r.Name)
 		}
 		dport = r.Ports.Ranges[0].First
@@ -130,24 +171,33 @@ func lookupMeta(r *config.Rule, q control.LookupQuery) (*packet.Meta, error) {
 	return m, nil
 }
 
-// explainLookup turns the data plane's explanation into the lookup answer. rs
-// is the rule's published status (for its tier).
-func explainLookup(snap *dataplane.Snapshot, rs *ruleStatus, m *packet.Meta, x *dataplane.Explanation) *control.LookupResult {
+// explainLookup turns the data plane's explanation into the lookup answer.
+// rs is the published status of the rule the packet matched (nil: none),
+// asked the rule the question named ("" when it named none).
+func explainLookup(snap *dataplane.Snapshot, rs *ruleStatus, asked string, m *packet.Meta, x *dataplane.Explanation) *control.LookupResult {
 	flow := hash.Key{Src: m.Src, Dst: m.Dst, SrcPort: m.SrcPort, DstPort: m.DstPort, Proto: m.Proto, Kind: hash.Tuple5}
 	if m.Proto != packet.ProtoTCP && m.Proto != packet.ProtoUDP {
 		flow.Kind = hash.Tuple3
 	}
-	res := &control.LookupResult{Rule: rs.Name, Flow: flow.String(), Tier: rs.Tier, Eligible: rs.Eligible, Verdict: "DROP"}
+	res := &control.LookupResult{Flow: flow.String(), Verdict: "DROP"}
 	if m.Proto == packet.ProtoTCP {
 		res.Flow += map[bool]string{true: " (SYN)", false: " (established)"}[m.TCPFlags&packet.TCPFlagSYN != 0]
 	}
-	if !x.Matched || x.Rule != rs.Slot {
-		res.Why = "the flow matches no forwarding rule"
-		if x.Matched {
-			res.Why = fmt.Sprintf("the flow matches rule %s, not %s", snap.Rules[x.Rule].Name, rs.Name)
+	if !x.Matched || rs == nil {
+		// The XDP program redirects exactly the rules' VIP, protocol and
+		// port set to xlb: everything else goes to the kernel's stack.
+		res.Verdict, res.Why = "PASS", "no forwarding rule matches this destination, protocol and port: the XDP program passes the packet to the appliance's own network stack"
+		if asked != "" {
+			res.Why = fmt.Sprintf("the flow does not match rule %s, nor any other: the XDP program passes it to the appliance's own network stack", asked)
 		}
 		return res
 	}
+	res.Rule, res.Tier, res.Eligible = rs.Name, rs.Tier, rs.Eligible
+	defer func() {
+		if asked != "" && asked != rs.Name {
+			res.Why = fmt.Sprintf("the flow matches rule %s, not %s: %s", rs.Name, asked, res.Why)
+		}
+	}()
 	r := &snap.Rules[x.Rule]
 	name := func(id uint32) string {
 		if int(id) < len(r.Backends) && r.Backends[id].Present {

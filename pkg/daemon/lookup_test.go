@@ -51,6 +51,19 @@ func TestLookupMeta(t *testing.T) {
 			t.Errorf("%+v accepted", q)
 		}
 	}
+	// Without a rule: dst is needed, TCP is the default, ports have no default.
+	m, err = lookupMeta(nil, control.LookupQuery{Src: "198.51.100.7:40000", Dst: "203.0.113.10", DstPort: 443})
+	if err != nil || m.Proto != packet.ProtoTCP || m.DstPort != 443 || m.Dst != addr("203.0.113.10").As16() {
+		t.Errorf("no rule: %+v %v", m, err)
+	}
+	for _, q := range []control.LookupQuery{
+		{Src: "198.51.100.7:1", DstPort: 80},         // no dst
+		{Src: "198.51.100.7:1", Dst: "203.0.113.10"}, // no port
+	} {
+		if _, err := lookupMeta(nil, q); err == nil {
+			t.Errorf("no rule: %+v accepted", q)
+		}
+	}
 }
 
 // TestExplainWords checks the lookup answer's words against the data
@@ -87,7 +100,7 @@ func TestExplainWords(t *testing.T) {
 		}
 	}
 	x := snap.Explain(m, 0, miss)
-	res := explainLookup(snap, rs, m, &x)
+	res := explainLookup(snap, rs, "web", m, &x)
 	if res.Verdict != "TX" || res.Backend != "192.0.2.1" || res.Backend != res.MaglevBackend || !strings.Contains(res.Why, "no tracked entry: new flow, Maglev slot") ||
 		res.TrackingKey != fmt.Sprintf("TCP 198.51.100.7:%d → 203.0.113.10:80", m.SrcPort) || res.SelectionKey != res.TrackingKey || !res.Trackable {
 		t.Errorf("new flow: %+v", res)
@@ -96,7 +109,7 @@ func TestExplainWords(t *testing.T) {
 	other := uint32(1)
 	hit := func(*hash.Key, uint16, bool) (conntrack.Value, bool) { return conntrack.Value{Backend: other}, true }
 	x = snap.Explain(m, 0, hit)
-	res = explainLookup(snap, rs, m, &x)
+	res = explainLookup(snap, rs, "web", m, &x)
 	if res.Backend != rule.Backends[other].Name || !res.EntryFound || !strings.Contains(res.Why, "tracked entry valid") || !strings.Contains(res.Why, "a new flow would get") {
 		t.Errorf("tracked: %+v", res)
 	}
@@ -108,14 +121,24 @@ func TestExplainWords(t *testing.T) {
 	syn := *m
 	syn.TCPFlags = packet.TCPFlagSYN
 	x = snap.Explain(&syn, 0, hit)
-	res = explainLookup(snap, rs, &syn, &x)
+	res = explainLookup(snap, rs, "web", &syn, &x)
 	if res.Verdict != "TX" || res.Backend != "192.0.2.1" || !strings.Contains(res.Why, "new connection (a SYN re-selects)") || !strings.Contains(res.Why, "replaced") {
 		t.Errorf("syn: %+v", res)
 	}
-	// A port the rule does not serve.
+	// A port no rule serves: the XDP program passes it to the kernel
+	// (issue 12 item 10: lookup said DROP).
 	m.DstPort = 81
 	x = snap.Explain(m, 0, miss)
-	if res = explainLookup(snap, rs, m, &x); res.Verdict != "DROP" || !strings.Contains(res.Why, "matches no forwarding rule") {
+	if res = explainLookup(snap, nil, "web", m, &x); res.Verdict != "PASS" || !strings.Contains(res.Why, "does not match rule web, nor any other: the XDP program passes it") {
 		t.Errorf("unmatched: %+v", res)
+	}
+	if res = explainLookup(snap, nil, "", m, &x); res.Verdict != "PASS" || res.Rule != "" || !strings.Contains(res.Why, "no forwarding rule matches") {
+		t.Errorf("unmatched, no rule asked: %+v", res)
+	}
+	// Asked about another rule: the answer is the matching rule's, and says so.
+	m.DstPort = 80
+	x = snap.Explain(m, 0, miss)
+	if res = explainLookup(snap, rs, "dns", m, &x); res.Rule != "web" || res.Verdict != "TX" || !strings.HasPrefix(res.Why, "the flow matches rule web, not dns: ") {
+		t.Errorf("other rule: %+v", res)
 	}
 }
