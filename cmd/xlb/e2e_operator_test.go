@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -282,5 +285,62 @@ func TestLabDemoWaitsForHealth(t *testing.T) {
 	}
 	if shares != 3 {
 		t.Errorf("found %d backend shares in the output, want 3", shares)
+	}
+}
+
+// TestLookupFindsRule: lookup finds the rule the packet matches (no
+// --rule), and a packet no rule matches is PASSed to the kernel, as the
+// XDP program does, not DROPped (issue 12 item 10): a connection attempt
+// to such a port never reaches xlb's sockets.
+func TestLookupFindsRule(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := labWith(t, lab.Options{Backends: 2, ClientAddrs: 20})
+	rules := l.DefaultRules("IPIP")[:1]
+	rules[0].Health = healthNone
+	_, sock := startOps(t, l, t.TempDir(), rules)
+	lookup := func(args ...string) control.LookupResult {
+		t.Helper()
+		out, errOut, err := xlbCtl(t, sock, 1, append([]string{"lookup", "--json"}, args...)...)
+		if err != nil {
+			t.Fatalf("lookup %v: %v %s", args, err, errOut)
+		}
+		var r control.LookupResult
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("lookup %v: %v\n%s", args, err, out)
+		}
+		return r
+	}
+	src := netip.AddrPortFrom(l.ClientAddrs4[0], 40000).String()
+	vip := l.Opts.VIP4.String()
+	if r := lookup("--src", src, "--dst", vip, "--dst-port", "80"); r.Rule != "web4" || r.Verdict != "TX" {
+		t.Errorf("port 80 without --rule: %+v; want rule web4, TX", r)
+	}
+	r := lookup("--src", src, "--dst", vip, "--dst-port", "8081")
+	if r.Verdict != "PASS" || r.Rule != "" || !strings.Contains(r.Why, "passes the packet to the appliance's own network stack") {
+		t.Errorf("port 8081: %+v; want PASS to the kernel", r)
+	}
+	if r := lookup("--rule", "web4", "--src", src, "--dst-port", "8081"); r.Verdict != "PASS" {
+		t.Errorf("port 8081 of rule web4: %+v; want PASS", r)
+	}
+	out, _, _ := xlbCtl(t, sock, 1, "lookup", "--src", src, "--dst", vip, "--dst-port", "8081")
+	t.Logf("xlb lookup … --dst-port 8081:\n%s", out)
+
+	// What the XDP program does: SYNs to port 8081 never reach xlb.
+	before := statusJSON(t, sock).Counters
+	l.Client.Do(func() error {
+		for i := range 5 {
+			d := net.Dialer{Timeout: 300 * time.Millisecond, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(l.ClientAddrs4[i], 0))}
+			if c, err := d.Dial("tcp", netip.AddrPortFrom(l.Opts.VIP4, 8081).String()); err == nil {
+				c.Close()
+			}
+		}
+		return nil
+	})
+	after := statusJSON(t, sock).Counters
+	if after.RX != before.RX || after.Drops["no-rule"] != before.Drops["no-rule"] {
+		t.Errorf("SYNs to port 8081 reached xlb: rx %d → %d, no-rule drops %d → %d", before.RX, after.RX, before.Drops["no-rule"], after.Drops["no-rule"])
+	}
+	if res := drive(t, l, 20, 4); !res.OK() || statusJSON(t, sock).Counters.RX == after.RX {
+		t.Errorf("port 80 traffic did not reach xlb (the check above would prove nothing)")
 	}
 }
