@@ -306,6 +306,7 @@ func TestControlUsageErrors(t *testing.T) {
 		{[]string{"conntrack", "count", "-c", cfg, "--backend", "192.0.2.1"}, "conntrack count: --backend needs --rule"},
 		{[]string{"conntrack", "list", "-c", cfg, "--limit", "0"}, "conntrack list: --limit 0: want at least 1"},
 		{[]string{"lookup", "-c", cfg, "--rule", "web"}, "lookup: --src is required"},
+		{[]string{"lookup", "-c", cfg, "--src", "198.51.100.7:1"}, "lookup: give --rule or --dst (the VIP)"},
 		{[]string{"lookup", "-c", cfg, "--rule", "web", "--src", "198.51.100.7:1", "--dst-port", "70000"}, "--dst-port 70000: want 1..65535"},
 		{[]string{"status", "-c", cfg, "extra"}, `status takes no arguments, got "extra"`},
 		{[]string{"simulate", "-c", cfg}, "simulate: give a change: --remove, --add, --weight or --role"},

@@ -10,7 +10,7 @@ import (
 const runMainEnv = "XLB_RUN_MAIN"
 
 func main() {
-	if err := newApp(os.Stdout, os.Stderr).Run(os.Args); err != nil {
+	if err := runApp(newApp(os.Stdout, os.Stderr), os.Args); err != nil {
 		fmt.Fprintf(os.Stderr, "xlb: %v\n", err)
 		os.Exit(exitCode(err))
 	}

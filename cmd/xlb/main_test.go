@@ -13,7 +13,7 @@ import (
 func runXLB(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	err = newApp(&out, &errOut).Run(append([]string{"xlb"}, args...))
+	err = runApp(newApp(&out, &errOut), append([]string{"xlb"}, args...))
 	return out.String(), errOut.String(), err
 }
 
@@ -46,19 +46,65 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	}
 }
 
+// TestUnknownCommandAndFlag: one exit-status rule (issue 12 item 9):
+// unknown commands at any depth exit 3, usage errors 2, and xlb --help
+// says so.
 func TestUnknownCommandAndFlag(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
+		code int
 		want string
 	}{
-		{[]string{"bogus"}, `unknown command "bogus" (see 'xlb --help')`},
-		{[]string{"validate", "--bogus"}, "flag provided but not defined: -bogus"},
-		{[]string{"backend", "list", "--limit", "3"}, "flag provided but not defined: -limit"},
+		{[]string{"bogus"}, 3, `unknown command "bogus" for "xlb" (see 'xlb --help')`},
+		{[]string{"backend", "bogus"}, 3, `unknown command "bogus" for "xlb backend" (see 'xlb backend --help')`},
+		{[]string{"conntrack", "bogus", "--json"}, 3, `unknown command "bogus" for "xlb conntrack" (see 'xlb conntrack --help')`},
+		{[]string{"lab", "bogus"}, 3, `unknown command "bogus" for "xlb lab" (see 'xlb lab --help')`},
+		{[]string{"appliance", "bogus"}, 3, `unknown command "bogus" for "xlb appliance" (see 'xlb appliance --help')`},
+		{[]string{"validate", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"backend", "list", "--limit", "3"}, 2, "flag provided but not defined: -limit"},
+		{[]string{"status", "extra"}, 2, `status takes no arguments, got "extra"`},
 	} {
 		_, _, err := runXLB(t, tc.args...)
-		if err == nil || exitCode(err) != 2 || err.Error() != tc.want {
-			t.Errorf("%v: err = %v, exit %d; want the usage error %q (exit 2)", tc.args, err, exitCode(err), tc.want)
+		if err == nil || exitCode(err) != tc.code || err.Error() != tc.want {
+			t.Errorf("%v: err = %v, exit %d; want %q (exit %d)", tc.args, err, exitCode(err), tc.want, tc.code)
 		}
+	}
+	for _, args := range [][]string{{"--help"}, {"backend"}, {"backend", "--help"}} {
+		out, _, err := runXLB(t, args...)
+		if err != nil || exitCode(err) != 1 && err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+		if args[0] == "--help" && !strings.Contains(out, "EXIT STATUS:") {
+			t.Errorf("xlb --help does not document the exit status:\n%s", out)
+		}
+	}
+}
+
+// TestFlagsAfterArguments: flags may follow positional arguments (issue 12
+// item 18); "--" still ends the flags.
+func TestFlagsAfterArguments(t *testing.T) {
+	app := newApp(nil, nil)
+	for _, tc := range []struct{ in, want string }{
+		{"xlb backend drain -r web 10.0.0.1 --json", "xlb backend drain -r web --json 10.0.0.1"},
+		{"xlb backend weight 10.0.0.1 5 --rule web", "xlb backend weight --rule web 10.0.0.1 5"},
+		{"xlb backend weight --rule=web 10.0.0.1 5 -c x.toml", "xlb backend weight --rule=web -c x.toml 10.0.0.1 5"},
+		{"xlb backend drain 10.0.0.1 -- -r", "xlb backend drain -- 10.0.0.1 -r"},
+		{"xlb status --json", "xlb status --json"},
+		{"xlb backend -r web drain 10.0.0.1", "xlb backend -r web drain 10.0.0.1"}, // not a leaf: urfave/cli decides
+		{"xlb", "xlb"},
+	} {
+		if got := strings.Join(interspersed(app, strings.Fields(tc.in)), " "); got != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.in, got, tc.want)
+		}
+	}
+	// The command runs as written.
+	f, _, cfg := fakeSocket(t)
+	out, errOut, err := runXLB(t, "backend", "drain", "-c", cfg, "-r", "web", "192.0.2.1", "--json")
+	if err != nil || !strings.HasPrefix(out, "{") || !strings.Contains(out, `"address": "192.0.2.1"`) {
+		t.Fatalf("backend drain … ADDR --json: %v %s\n%s", err, errOut, out)
+	}
+	if o := f.override("192.0.2.1"); o == nil || !o.drained {
+		t.Errorf("192.0.2.1 not drained: %+v", o)
 	}
 }
 

@@ -1,0 +1,62 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/xlbnet/xlb/pkg/config"
+	"github.com/xlbnet/xlb/pkg/control"
+)
+
+// controlDaemon is a daemon without a data plane whose control goroutine
+// serves requests until the test ends: enough for the control API's
+// checks that refuse before anything is published.
+func controlDaemon(t *testing.T, rules map[string]string) *daemon {
+	t.Helper()
+	cfg, st := writeConfig(t, rules)
+	d := &daemon{cfg: cfg, state: st, view: config.Apply(cfg, st), log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		requests: make(chan func()), reg: newRegistry(), rules: map[string]*ruleRuntime{}}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case f := <-d.requests:
+				f()
+			case <-done:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { close(done) })
+	return d
+}
+
+// TestChangeUnknownBackend: undrain and reset of a backend the rule does
+// not have are refused (400, exit 1 in the CLI) instead of answering
+// "was not drained" (issue 12 item 9).
+func TestChangeUnknownBackend(t *testing.T) {
+	d := controlDaemon(t, map[string]string{"web": webRule("", "[[group]]\nname = \"a\"\nbackends = [\"10.0.0.1\"]\n")})
+	o := &ops{d: d}
+	for _, c := range []struct {
+		action  control.BackendAction
+		rule    string
+		backend string
+		want    string
+	}{
+		{control.ActionUndrain, "web", "10.0.0.9", `rule "web" has no backend 10.0.0.9`},
+		{control.ActionReset, "web", "10.0.0.9", `rule "web" has no backend 10.0.0.9`},
+		{control.ActionDrain, "web", "10.0.0.9", `rule "web" has no backend 10.0.0.9`},
+		{control.ActionUndrain, "nope", "10.0.0.1", `no rule "nope"`},
+	} {
+		_, err := o.ChangeBackend(context.Background(), control.BackendChange{Action: c.action, Rule: c.rule, Backend: c.backend})
+		var e *control.Error
+		if !errors.As(err, &e) || e.Status != http.StatusBadRequest || !strings.Contains(e.Message, c.want) {
+			t.Errorf("%s %s %s: %v; want 400 %q", c.action, c.rule, c.backend, err, c.want)
+		}
+	}
+}
