@@ -46,6 +46,7 @@ func Compute(p Policy, groups []Group, backends []Backend, prev *State, now time
 	w.autoCapacityDrain()
 	w.buildBackends(sortedBackends)
 	w.selectEligible()
+	w.unhealthyGenerations()
 	w.zoneViews()
 	w.finish()
 	return w.st, nil
@@ -117,9 +118,6 @@ func (w *work) buildBackends(backends []Backend) {
 			b.UnhealthyGen = pb.UnhealthyGen
 			b.DrainGen, b.DrainFloor, b.DrainUntil = pb.DrainGen, pb.DrainFloor, pb.DrainUntil
 			b.DrainReason, b.DepartedAt, b.admin = pb.DrainReason, pb.DepartedAt, pb.admin
-			if pb.Health == HealthHealthy && in.Health != HealthHealthy {
-				b.UnhealthyGen++
-			}
 		}
 
 		departed := in.Admin == AdminDrained || in.Removed
@@ -137,6 +135,46 @@ func (w *work) buildBackends(backends []Backend) {
 		b.InService = !departed && gi.scalerMilli > 0 && !gi.state.AutoDrained
 		b.Usable = b.InService && b.Health == HealthHealthy && (!w.p.WeightedMaglev || b.Weight > 0)
 	}
+}
+
+// unhealthyGenerations increments UnhealthyGen of every backend whose
+// flows start being diverted: it is not healthy, and the eligible set has a
+// healthy member to divert them to, while in the previous State one of the
+// two did not hold. So a backend that fails while another one is healthy
+// loses its (non-persisting) entries at once, as before; one that fails
+// while nothing is healthy keeps them ("always diverted to newly selected
+// healthy backends, unless all backends are unhealthy": moving a flow from
+// one unhealthy backend to another helps nobody), and loses them when a
+// healthy backend appears, unless that backend is itself (recovered before
+// anything could take its flows). Entries created in last resort on an
+// unhealthy backend are diverted the same way once something is healthy.
+// A backend seen for the first time starts at 0.
+func (w *work) unhealthyGenerations() {
+	if w.prev == nil {
+		return
+	}
+	now, before := w.st.divertable(), w.prev.divertable()
+	for i := range w.st.Backends {
+		b := &w.st.Backends[i]
+		pb := w.prevBackend(b.Name)
+		if pb == nil {
+			continue
+		}
+		if now && b.Health != HealthHealthy && !(before && pb.Health != HealthHealthy) {
+			b.UnhealthyGen++
+		}
+	}
+}
+
+// divertable reports whether the eligible set has a healthy member, that
+// is whether flows of unhealthy backends have somewhere better to go.
+func (s *State) divertable() bool {
+	for _, m := range s.Eligible {
+		if b, ok := s.Backend(m.Name); ok && b.Health == HealthHealthy {
+			return true
+		}
+	}
+	return false
 }
 
 // departure returns when and why an admin departure started: the earlier

@@ -24,8 +24,9 @@
 //
 //	             health check                      CLI / config
 //	UNKNOWN ──pass──▶ HEALTHY ◀──────▶ UNHEALTHY     ACTIVE ──drain / remove──▶ DEPARTED
-//	   ▲  (start)        │ healthy → not healthy:       ▲   (DrainGen++, entries    │
-//	   └─────────────────┘ UnhealthyGen++               │    until start+timeout)   │
+//	   ▲  (start)        │ not healthy while the        ▲   (DrainGen++, entries    │
+//	   └─────────────────┘ eligible set has a healthy   │    until start+timeout)   │
+//	                       member: UnhealthyGen++       │                           │
 //	                                                    └──────── undrain ──────────┘
 //	in service = ACTIVE ∧ group capacity > 0 ∧ group not auto-drained
 //	usable     = in service ∧ HEALTHY ∧ (WEIGHTED_MAGLEV ⇒ weight > 0)
@@ -70,12 +71,29 @@
 // recovery, and entries of a drained backend do not come back when it is
 // undrained.
 //
+// UnhealthyGen increments when a backend's flows start being diverted: it
+// is not healthy and the eligible set has a healthy member, where before
+// one of the two did not hold. A backend that fails while another is
+// healthy therefore loses its non-persisting entries at once; one that
+// fails while nothing is healthy keeps them (NEVER_PERSIST's "unless all
+// backends are unhealthy": a flow moved from one unhealthy backend to
+// another gains nothing, and the flows of every protocol are treated
+// alike), and loses them when some other backend becomes healthy; if it
+// recovers first, its flows never move. Entries made in last resort on a
+// backend that is still unhealthy when something recovers are diverted
+// too.
+//
 // # Decisions (where DESIGN and the seeds are silent)
 //
 //   - Health UNKNOWN (no verdict yet) counts as not healthy everywhere, as
 //     GCP and Envoy start probes DOWN until proven. HEALTHY → UNKNOWN
-//     increments UnhealthyGen; UNKNOWN → UNHEALTHY does not. A backend
-//     seen for the first time starts at generation 0.
+//     increments UnhealthyGen (when something else is healthy); UNKNOWN →
+//     UNHEALTHY does not. A backend seen for the first time starts at
+//     generation 0.
+//   - "All backends unhealthy" (issue 14): no member of the rule's eligible
+//     set is healthy (last resort, EMPTY, or weighted set 2), judged on the
+//     rule's default view, not per zone. Then no flow is diverted, whatever
+//     the persistence policy; see "Conntrack validity".
 //   - Weights are used only with WEIGHTED_MAGLEV. A weight whose state is
 //     not OK counts as 0 (DESIGN), whatever the Weight field says; an OK
 //     weight above 1000 is an input error.
@@ -138,8 +156,11 @@
 //     it has ≥ 1 usable eligible member and usable/all ≥ spillover ratio,
 //     "all" being the zone's configured backends of the active side;
 //     otherwise the whole eligible set. STAY_WITHIN_ZONE keeps the zone's
-//     usable eligible members, else its eligible members, else nothing (new
-//     connections from that zone are dropped). Views exist for every zone
+//     usable eligible members, else its eligible members, else every backend
+//     of the zone in service, healthy or not, at equal weights (the API's
+//     "if none are healthy, all endpoints in the local zone"; issue 14),
+//     else nothing: new connections from that zone are dropped (a zone with
+//     nothing in service, or the rule's tier is EMPTY). Views exist for every zone
 //     named by a group or a client prefix; clients without a zone use
 //     State.Eligible. ZoneOf is a longest-prefix match for the control
 //     plane; the dataplane builds its own lookup.

@@ -360,27 +360,107 @@ func TestUnhealthyGeneration(t *testing.T) {
 		t.Error("replacement entry invalid after the old backend recovered")
 	}
 
-	// All down: last resort entries on a1, stamped while unhealthy, survive recovery.
+	// All down: nothing to divert to, so the entries stay; last resort
+	// entries on a1 survive its recovery.
 	st3 := mustCompute(t, p, gs, []Backend{be("a1", "a", down), be("a2", "a", down)}, st2, clk.Advance(time.Second))
 	lastResort := backendState(t, st3, "a1").Stamp()
 	st4 := mustCompute(t, p, gs, []Backend{be("a1", "a", up), be("a2", "a", down)}, st3, clk.Advance(time.Second))
 	if !backendState(t, st4, "a1").EntryValid(lastResort, clk.now, false) {
 		t.Error("entry created while unhealthy invalid after recovery")
 	}
-	if g := backendState(t, st4, "a1").UnhealthyGen; g != 2 {
-		t.Errorf("a1 UnhealthyGen %d, want 2", g)
+	if g := backendState(t, st4, "a1").UnhealthyGen; g != 1 {
+		t.Errorf("a1 UnhealthyGen %d, want 1 (it failed while nothing was healthy, and recovered first)", g)
+	}
+	if g := backendState(t, st4, "a2").UnhealthyGen; g != 1 {
+		t.Errorf("a2 UnhealthyGen %d, want 1 (still down when a1 came back: its flows now divert)", g)
 	}
 
-	// Healthy → unknown counts; unknown → unhealthy does not.
-	st5 := mustCompute(t, p, gs, []Backend{be("a1", "a", unknown), be("a2", "a", down)}, st4, clk.Advance(time.Second))
-	st6 := mustCompute(t, p, gs, []Backend{be("a1", "a", down), be("a2", "a", down)}, st5, clk.Advance(time.Second))
-	if g5, g6 := backendState(t, st5, "a1").UnhealthyGen, backendState(t, st6, "a1").UnhealthyGen; g5 != 3 || g6 != 3 {
-		t.Errorf("UnhealthyGen %d, %d; want 3, 3", g5, g6)
+	// Healthy → unknown counts (while a2 is healthy); unknown → unhealthy does not.
+	st5 := mustCompute(t, p, gs, []Backend{be("a1", "a", unknown), be("a2", "a", up)}, st4, clk.Advance(time.Second))
+	st6 := mustCompute(t, p, gs, []Backend{be("a1", "a", down), be("a2", "a", up)}, st5, clk.Advance(time.Second))
+	if g5, g6 := backendState(t, st5, "a1").UnhealthyGen, backendState(t, st6, "a1").UnhealthyGen; g5 != 2 || g6 != 2 {
+		t.Errorf("UnhealthyGen %d, %d; want 2, 2", g5, g6)
 	}
 	// A new backend starts at generation 0 whatever its health.
 	if g := backendState(t, mustCompute(t, p, gs, []Backend{be("a9", "a", down)}, st6, clk.now), "a9").UnhealthyGen; g != 0 {
 		t.Errorf("new backend UnhealthyGen %d", g)
 	}
+}
+
+// NEVER_PERSIST connections "are always diverted to newly selected healthy
+// backends (unless all backends are unhealthy)": a backend that fails while
+// nothing else is healthy keeps its entries (there is nowhere better to go),
+// until a healthy backend appears; and when its own recovery comes first,
+// nothing ever moves. Failover groups and weighted sets count "healthy" in
+// the eligible set.
+func TestNothingHealthyKeepsFlows(t *testing.T) {
+	clk := newClock()
+	valid := func(st *State, name string, s Stamp) bool {
+		return backendState(t, st, name).EntryValid(s, clk.now, false)
+	}
+	t.Run("last backend to fail keeps its flows until another recovers", func(t *testing.T) {
+		p, gs := DefaultPolicy(), []Group{primary("a")}
+		st0 := mustCompute(t, p, gs, []Backend{be("a1", "a", down), be("a2", "a", up)}, nil, clk.now)
+		onA2 := backendState(t, st0, "a2").Stamp()
+		st1 := mustCompute(t, p, gs, []Backend{be("a1", "a", down), be("a2", "a", down)}, st0, clk.Advance(time.Second))
+		if !valid(st1, "a2", onA2) {
+			t.Fatal("a2's flow dropped while no backend is healthy")
+		}
+		lastResortA1 := backendState(t, st1, "a1").Stamp() // a new flow placed in last resort
+		st2 := mustCompute(t, p, gs, []Backend{be("a1", "a", down), be("a2", "a", down)}, st1, clk.Advance(time.Second))
+		if !valid(st2, "a2", onA2) || !valid(st2, "a1", lastResortA1) {
+			t.Fatal("flows dropped while still nothing is healthy")
+		}
+		st3 := mustCompute(t, p, gs, []Backend{be("a1", "a", up), be("a2", "a", down)}, st2, clk.Advance(time.Second))
+		if valid(st3, "a2", onA2) {
+			t.Error("a2's flow kept on unhealthy a2 after a1 recovered")
+		}
+		if !valid(st3, "a1", lastResortA1) {
+			t.Error("last-resort flow on a1 dropped when a1 itself recovered")
+		}
+	})
+	t.Run("own recovery first: the flow never moves", func(t *testing.T) {
+		p, gs := DefaultPolicy(), []Group{primary("a")}
+		st0 := mustCompute(t, p, gs, []Backend{be("a1", "a", up), be("a2", "a", down)}, nil, clk.now)
+		onA1 := backendState(t, st0, "a1").Stamp()
+		st1 := mustCompute(t, p, gs, []Backend{be("a1", "a", down), be("a2", "a", down)}, st0, clk.Advance(time.Second))
+		st2 := mustCompute(t, p, gs, []Backend{be("a1", "a", up), be("a2", "a", down)}, st1, clk.Advance(time.Second))
+		st3 := mustCompute(t, p, gs, []Backend{be("a1", "a", up), be("a2", "a", up)}, st2, clk.Advance(time.Second))
+		for i, st := range []*State{st1, st2, st3} {
+			if !valid(st, "a1", onA1) {
+				t.Errorf("step %d: a1's flow dropped", i+1)
+			}
+		}
+	})
+	t.Run("failover backends are somewhere to go", func(t *testing.T) {
+		p, gs := DefaultPolicy(), []Group{primary("p"), failoverGroup("f")}
+		st0 := mustCompute(t, p, gs, []Backend{be("p1", "p", up), be("f1", "f", up)}, nil, clk.now)
+		onP1 := backendState(t, st0, "p1").Stamp()
+		st1 := mustCompute(t, p, gs, []Backend{be("p1", "p", down), be("f1", "f", up)}, st0, clk.Advance(time.Second))
+		if valid(st1, "p1", onP1) {
+			t.Error("p1's flow kept while failover backend f1 is healthy")
+		}
+	})
+	t.Run("drop_traffic_if_unhealthy: nothing eligible, nothing diverted", func(t *testing.T) {
+		p, gs := DefaultPolicy(), []Group{primary("p"), failoverGroup("f")}
+		p.DropTrafficIfUnhealthy = true
+		st0 := mustCompute(t, p, gs, []Backend{be("p1", "p", up), be("f1", "f", down)}, nil, clk.now)
+		onP1 := backendState(t, st0, "p1").Stamp()
+		st1 := mustCompute(t, p, gs, []Backend{be("p1", "p", down), be("f1", "f", down)}, st0, clk.Advance(time.Second))
+		if st1.Tier != TierEmpty || !valid(st1, "p1", onP1) {
+			t.Errorf("tier %v, p1's flow valid %v; want EMPTY and kept", st1.Tier, valid(st1, "p1", onP1))
+		}
+	})
+	t.Run("weighted: healthy backends at weight 0 are somewhere to go", func(t *testing.T) {
+		p, gs := DefaultPolicy(), []Group{primary("a")}
+		p.WeightedMaglev = true
+		st0 := mustCompute(t, p, gs, []Backend{be("a1", "a", up, weight(5)), be("a2", "a", up, weight(0))}, nil, clk.now)
+		onA1 := backendState(t, st0, "a1").Stamp()
+		st1 := mustCompute(t, p, gs, []Backend{be("a1", "a", down, weight(0)), be("a2", "a", up, weight(0))}, st0, clk.Advance(time.Second))
+		if st1.WeightSet != WeightSetHealthyZero || valid(st1, "a1", onA1) {
+			t.Errorf("weight set %v, a1's flow valid %v; want HEALTHY_ZERO_WEIGHT and diverted", st1.WeightSet, valid(st1, "a1", onA1))
+		}
+	})
 }
 
 func TestEntryValidAllocs(t *testing.T) {

@@ -165,7 +165,13 @@ func checkInvariants(t *testing.T, s scenario, st, prev *State) {
 			if v.Local && m.Zone != v.Zone {
 				t.Fatalf("zone %s local view holds %s of zone %s", v.Zone, m.Name, m.Zone)
 			}
-			if !slices.ContainsFunc(st.Eligible, func(e Member) bool { return e.Name == m.Name }) {
+			if slices.ContainsFunc(st.Eligible, func(e Member) bool { return e.Name == m.Name }) {
+				continue
+			}
+			// STAY_WITHIN_ZONE falls back to the zone's backends in service
+			// when none of its backends is eligible.
+			zoneEligible := slices.ContainsFunc(st.Eligible, func(e Member) bool { return e.Zone == v.Zone })
+			if s.p.Zonal.Mode != ZonalStayWithinZone || zoneEligible || !backendState(t, st, m.Name).InService {
 				t.Fatalf("zone %s view holds %s, not eligible", v.Zone, m.Name)
 			}
 		}

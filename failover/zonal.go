@@ -13,8 +13,10 @@ import (
 // "all" counts the zone's configured backends of the active side (primary
 // or failover); otherwise the whole eligible set. STAY_WITHIN_ZONE: the
 // usable eligible members in the zone, else all eligible members in the
-// zone, else nothing (the zone's new connections are dropped: the
-// operator asked for strict locality).
+// zone, else every backend of the zone in service, healthy or not, at equal
+// weights (the API's "if none are healthy, all endpoints in the local
+// zone"), else nothing: the zone's new connections are dropped, as they are
+// when the rule's tier is EMPTY (drop_traffic_if_unhealthy).
 func (w *work) zoneViews() {
 	z := w.p.Zonal
 	if z.Mode == ZonalDisabled {
@@ -62,10 +64,13 @@ func (w *work) zoneViews() {
 			}
 		case ZonalStayWithinZone:
 			view.Local = true
-			if len(usable) > 0 {
+			switch {
+			case len(usable) > 0:
 				view.Members = usable
-			} else {
+			case len(inZone) > 0:
 				view.Members = inZone
+			case w.st.Tier != TierEmpty:
+				view.Members = w.members(w.filter(func(b *BackendState) bool { return b.Zone == zone && b.InService }), false)
 			}
 		}
 		if view.Local {

@@ -23,6 +23,7 @@ func TestZonalAffinityViews(t *testing.T) {
 		name     string
 		mode     ZonalMode
 		ratio    float64
+		drop     bool // drop_traffic_if_unhealthy
 		backends []Backend
 		want     map[string]string // zone → "local|spill: members"
 	}{
@@ -66,6 +67,22 @@ func TestZonalAffinityViews(t *testing.T) {
 				"zone-c": "local: ",
 				"zone-d": "local: ",
 			}},
+		{name: "stay within zone: the zone's backends when none of them is healthy", mode: ZonalStayWithinZone,
+			backends: []Backend{be("a1", "a", down), be("a2", "a", down), be("b1", "b", up), be("c1", "c", up)},
+			want: map[string]string{
+				"zone-a": "local: a1:1 a2:1",
+				"zone-b": "local: b1:1",
+				"zone-c": "local: c1:1",
+				"zone-d": "local: ",
+			}},
+		{name: "stay within zone: nothing when drop_traffic_if_unhealthy empties the set", mode: ZonalStayWithinZone, drop: true,
+			backends: []Backend{be("a1", "a", down), be("b1", "b", down), be("f1", "f", down)},
+			want: map[string]string{
+				"zone-a": "local: ",
+				"zone-b": "local: ",
+				"zone-c": "local: ",
+				"zone-d": "local: ",
+			}},
 		{name: "failover tier: zones of the failover side", mode: ZonalSpillCrossZone,
 			backends: []Backend{be("a1", "a", down), be("f1", "f", up), be("f2", "f", up)},
 			want: map[string]string{
@@ -79,6 +96,7 @@ func TestZonalAffinityViews(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := DefaultPolicy()
 			p.Zonal = ZonalAffinity{Mode: tc.mode, SpilloverRatio: tc.ratio, Clients: clients}
+			p.DropTrafficIfUnhealthy = tc.drop
 			st := mustCompute(t, p, zonalGroups(), tc.backends, nil, t0)
 			if len(st.Zones) != len(tc.want) {
 				t.Fatalf("%d zone views, want %d", len(st.Zones), len(tc.want))
