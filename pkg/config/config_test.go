@@ -238,10 +238,16 @@ func TestValidation(t *testing.T) {
 			"rules.d/a.toml": strings.Replace(strings.Replace(webRule, `"web"`, `"a"`, 1), `["80"]`, `"ALL"`, 1),
 			"rules.d/b.toml": strings.Replace(webRule, `"web"`, `"b"`, 1)},
 			[]string{`rules.d/b.toml:3: ports: 80 overlaps rule "a" (rules.d/a.toml) on 203.0.113.10 TCP (port 80)`}},
-		{"l3 default overlaps", map[string]string{
+		{"two l3 default rules on one vip", map[string]string{
 			"rules.d/a.toml": strings.Replace(strings.Replace(webRule, `"web"`, `"a"`, 1), `ports = ["80"]`, `protocol = "L3_DEFAULT"`, 1),
-			"rules.d/b.toml": strings.Replace(strings.Replace(webRule, `"web"`, `"b"`, 1), `ports = ["80"]`, lines(`ports = ["5353"]`, `protocol = "UDP"`, `session_affinity = "CLIENT_IP"`, `fragment_tracking = true`), 1)},
-			[]string{`rules.d/b.toml:4: protocol: UDP on 203.0.113.10 overlaps rule "a" (rules.d/a.toml) L3_DEFAULT: an L3_DEFAULT rule takes every packet to its VIP`}},
+			"rules.d/b.toml": strings.Replace(strings.Replace(webRule, `"web"`, `"b"`, 1), `ports = ["80"]`, lines(`protocol = "L3_DEFAULT"`, `fragment_tracking = true`), 1)},
+			[]string{`rules.d/b.toml:3: protocol: L3_DEFAULT on 203.0.113.10 overlaps rule "a" (rules.d/a.toml), also L3_DEFAULT: a VIP has at most one`}},
+		{"failover_health_threshold", map[string]string{"rules.d/web.toml": webRule + lines(`failover_health_threshold = 70`, `[failover]`, `failover_health_threshold = 70`)},
+			[]string{
+				`rules.d/web.toml:9: group[0].failover_health_threshold: not supported: ` + whyNoHealthThreshold,
+				`rules.d/web.toml:10: failover: set, but no group has role failover (add one, or remove [failover])`,
+				`rules.d/web.toml:11: failover.failover_health_threshold: not supported: ` + whyNoHealthThreshold,
+			}},
 		{"tcp and udp on one port do not overlap", map[string]string{
 			"rules.d/a.toml": strings.Replace(webRule, `"web"`, `"a"`, 1),
 			"rules.d/b.toml": strings.Replace(strings.Replace(webRule, `"web"`, `"b"`, 1), `ports = ["80"]`, lines(`ports = ["80"]`, `protocol = "UDP"`, `fragment_tracking = true`), 1)},
@@ -414,6 +420,42 @@ func TestFragmentWarnings(t *testing.T) {
 			}
 			if cfg == nil {
 				t.Fatal("no Config")
+			}
+			if !reflect.DeepEqual(ws, tc.want) {
+				t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(ws, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+// An L3_DEFAULT rule shares its VIP with TCP and UDP rules (issue 14): the
+// specific rule takes its packets (pkg/dataplane's matcher), so nothing
+// overlaps; a UDP rule with a port list gets a warning, because the
+// non-first fragments of its datagrams carry no port and go to the
+// L3_DEFAULT rule.
+func TestL3DefaultSharesVIP(t *testing.T) {
+	l3 := strings.Replace(strings.Replace(webRule, `"web"`, `"gw"`, 1), `ports = ["80"]`, lines(`protocol = "L3_DEFAULT"`, `fragment_tracking = true`), 1)
+	udp := func(ports string) string {
+		return strings.Replace(strings.Replace(webRule, `"web"`, `"dns"`, 1), `ports = ["80"]`, lines(`ports = `+ports, `protocol = "UDP"`, `fragment_tracking = true`), 1)
+	}
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  []string
+	}{
+		{"tcp beside l3 default", map[string]string{"rules.d/a.toml": l3, "rules.d/b.toml": webRule}, nil},
+		{"udp all ports beside l3 default", map[string]string{"rules.d/a.toml": udp(`"ALL"`), "rules.d/b.toml": l3}, nil},
+		{"udp port list beside l3 default", map[string]string{"rules.d/a.toml": l3, "rules.d/b.toml": udp(`["53"]`)}, []string{
+			`rules.d/b.toml:4: protocol: UDP rule "dns" (rules.d/b.toml) on 203.0.113.10 lists ports and L3_DEFAULT rule "gw" (rules.d/a.toml) shares the VIP: non-first fragments carry no port and go to the L3_DEFAULT rule (use ports = "ALL" for the UDP rule)`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, errs, ws := loadFiles(t, tc.files)
+			if errs != nil {
+				t.Fatalf("errors: %v", errs)
+			}
+			if len(cfg.Rules) != 2 {
+				t.Fatalf("%d rules", len(cfg.Rules))
 			}
 			if !reflect.DeepEqual(ws, tc.want) {
 				t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(ws, "\n"), strings.Join(tc.want, "\n"))

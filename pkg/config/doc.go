@@ -117,9 +117,25 @@
 //     integers (80) as well as strings ("80"); hash_seed may be a
 //     non-negative integer as well as a "0x…" or decimal string.
 //   - Ports of one rule must not overlap each other; two rules overlap
-//     when they share the VIP, their protocols meet (L3_DEFAULT meets
-//     everything on its VIP) and their ports meet ("ALL" meets every
-//     port). The later file (by name) gets the error.
+//     when they share the VIP and the protocol and their ports meet ("ALL"
+//     meets every port), or are both L3_DEFAULT on one VIP. The later file
+//     (by name) gets the error. An L3_DEFAULT rule may share its VIP with
+//     TCP and UDP rules (issue 14): the specific rule takes its packets, the
+//     L3_DEFAULT rule the rest (as Google Cloud orders forwarding rules on
+//     one address); a UDP rule with a port list beside one gets a warning,
+//     because the non-first fragments of its datagrams carry no port and go
+//     to the L3_DEFAULT rule.
+//   - failover_health_threshold (Cloud Service Mesh's failoverHealthThreshold,
+//     seed 001), in [failover] or a [[group]], is rejected with the reason
+//     rather than as an unknown key: failover.ratio is its rule-wide form (a
+//     threshold of 70 % is ratio = 0.7), and CSM's per-group partial shift
+//     would put primary and failover backends in one eligible set, where a
+//     "switch between primary and failover backends" — what draining on
+//     failover, failover_drain_timeout and the flush without draining are
+//     defined on — no longer exists. Auto capacity drain covers the other
+//     half of the CSM behaviour (a group too unhealthy to carry its share
+//     is taken out, the rest of the rule absorbs it; taken-out groups count
+//     against the ratio).
 //   - Failover: a group with role failover needs a primary group; a
 //     [failover] table with keys but no failover group is an error (its
 //     settings would do nothing); at most 50 groups per role.

@@ -39,6 +39,7 @@ func readGroups(t *table, rs *ruleSrc) bool {
 		gt.str("zone", &g.Zone)
 		gt.ratio("capacity_scaler", &g.CapacityScaler)
 		gt.boolean("preferred", &g.Preferred)
+		gt.rejected("failover_health_threshold", whyNoHealthThreshold)
 		g.Backends = readBackends(gt, r, where)
 		gt.done()
 		r.Groups = append(r.Groups, g)

@@ -63,6 +63,15 @@ func (t *table) has(k string) bool {
 	return ok
 }
 
+// rejected marks k known and reports it, when written, as a key xlb does
+// not offer, with why: a key an operator may bring from the seeds gets a
+// reason instead of "unknown key".
+func (t *table) rejected(k, why string) {
+	if _, ok := t.get(k); ok {
+		t.errorf(k, "not supported: %s", why)
+	}
+}
+
 // typeName names a decoded TOML value's type for messages.
 func typeName(v any) string {
 	switch v.(type) {

@@ -87,6 +87,7 @@ func readRule(t *table, stem string) *ruleSrc {
 	fo.boolean("connection_drain_on_failover", &r.Failover.ConnectionDrainOnFailover)
 	fo.duration("failover_drain_timeout", 0, MaxFailoverDrainTimeout, &r.Failover.FailoverDrainTimeout)
 	fo.duration("failback_delay", 0, MaxFailbackDelay, &r.Failover.FailbackDelay)
+	fo.rejected("failover_health_threshold", whyNoHealthThreshold)
 	fo.done()
 
 	hcOK := readHealthCheck(t.sub("health_check"), &r.HealthCheck)
@@ -114,6 +115,13 @@ func readRule(t *table, stem string) *ruleSrc {
 	}
 	return rs
 }
+
+// whyNoHealthThreshold is the answer to Cloud Service Mesh's
+// failoverHealthThreshold (seed 001), in [failover] or a [[group]]: the
+// rule-wide ratio covers "fail over when too few primaries are healthy",
+// and a per-group partial shift would mix primary and failover backends in
+// one eligible set, which draining on failover cannot describe (doc.go).
+const whyNoHealthThreshold = "xlb fails over with failover.ratio, the share of usable primaries of the whole rule (a threshold of 70 % is ratio = 0.7); a per-group partial shift to failover backends would mix primary and failover backends in one eligible set, where a switch between them, and so draining on failover, is no longer defined"
 
 // readPorts reads ports; it reports whether r.Ports is valid.
 func readPorts(t *table, r *Rule) bool {

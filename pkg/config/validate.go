@@ -40,19 +40,35 @@ func (l *loader) crossCheck() {
 }
 
 // checkOverlap reports b (the later file) when a packet could match both a
-// and b: same VIP, protocols that overlap (L3_DEFAULT overlaps every
-// protocol) and ports that intersect (ALL intersects every port).
+// and b: same VIP, same protocol and ports that intersect (ALL intersects
+// every port), or two L3_DEFAULT rules. An L3_DEFAULT rule shares its VIP
+// with TCP and UDP rules: the specific rule takes its packets, the
+// L3_DEFAULT rule everything else (pkg/dataplane's matcher).
 func (l *loader) checkOverlap(a, b *ruleSrc) {
 	if !a.vipOK || !b.vipOK || !a.portsOK || !b.portsOK || a.rule.VIP != b.rule.VIP {
 		return
 	}
 	ra, rb := &a.rule, &b.rule
-	if ra.Protocol != rb.Protocol && ra.Protocol != ProtocolL3Default && rb.Protocol != ProtocolL3Default {
-		return
-	}
 	where := fmt.Sprintf("rule %q (%s)", ra.Name, ra.File)
-	if ra.Protocol == ProtocolL3Default || rb.Protocol == ProtocolL3Default {
-		b.f.errorf("protocol", "%s on %s overlaps %s %s: an L3_DEFAULT rule takes every packet to its VIP", rb.Protocol, rb.VIP, where, ra.Protocol)
+	l3a, l3b := ra.Protocol == ProtocolL3Default, rb.Protocol == ProtocolL3Default
+	switch {
+	case l3a && l3b:
+		b.f.errorf("protocol", "L3_DEFAULT on %s overlaps %s, also L3_DEFAULT: a VIP has at most one", rb.VIP, where)
+		return
+	case l3a || l3b:
+		// The specific rule wins its packets; the L3_DEFAULT rule takes
+		// the rest. A UDP rule with a port list then loses the non-first
+		// fragments of its datagrams to the L3_DEFAULT rule.
+		udp, l3 := b, a
+		if l3b {
+			udp, l3 = a, b
+		}
+		if udp.rule.Protocol == ProtocolUDP && !udp.rule.Ports.All {
+			b.f.warnf("protocol", "UDP rule %q (%s) on %s lists ports and L3_DEFAULT rule %q (%s) shares the VIP: non-first fragments carry no port and go to the L3_DEFAULT rule (use ports = \"ALL\" for the UDP rule)",
+				udp.rule.Name, udp.rule.File, rb.VIP, l3.rule.Name, l3.rule.File)
+		}
+		return
+	case ra.Protocol != rb.Protocol:
 		return
 	}
 	if p, ok := firstCommonPort(ra.Ports, rb.Ports); ok {
