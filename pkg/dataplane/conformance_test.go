@@ -9,6 +9,7 @@ package dataplane
 // by a tracked entry; one that reaches 192.0.2.4 was placed afresh.
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/xlbnet/xlb/hash"
@@ -379,7 +380,8 @@ func TestICMPErrorFollowsFlow(t *testing.T) {
 	}
 }
 
-// Echo requests to a VIP are answered by the appliance.
+// Echo requests to a VIP without an L3_DEFAULT rule are answered by the
+// appliance; with one, they go to its backends, hashed per packet (issue 14).
 func TestEchoRequestAnswered(t *testing.T) {
 	w := newWorld(t, ruleSpec{protocol: RuleTCP, backends: names(2)})
 	echo := pkt{src: "198.51.100.16", proto: packet.ProtoICMP, icmp: 8}
@@ -390,6 +392,21 @@ func TestEchoRequestAnswered(t *testing.T) {
 	notVIP.dst, notVIP.hasDst = addr16("203.0.113.99"), true
 	if got := w.send(notVIP); got != "drop:icmp-unsupported" {
 		t.Errorf("echo to a non-VIP: %s", got)
+	}
+
+	l3 := newWorld(t, ruleSpec{protocol: RuleL3Default, allPorts: true, backends: names(3)})
+	seen := map[uint32]bool{}
+	for i := range 64 {
+		p := echo
+		p.src = fmt.Sprintf("198.51.100.%d", 20+i)
+		d := l3.snap.Decide(p.meta(), l3.q, l3.now)
+		if d.Verdict != Tx || d.Tracked {
+			t.Fatalf("echo to an L3_DEFAULT VIP: %v %v tracked=%v, want Tx untracked", d.Verdict, d.Reason, d.Tracked)
+		}
+		seen[d.Backend] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("echoes from 64 clients reached %d of 3 backends", len(seen))
 	}
 }
 

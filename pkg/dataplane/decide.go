@@ -80,24 +80,22 @@ func (s *Snapshot) Decide(m *packet.Meta, q *FlowTables, now conntrack.Time) Dec
 // conntrack state. f must be zero or hold only a previous packet's flow.
 func (s *Snapshot) prepare(m *packet.Meta, q *FlowTables, f *flow) {
 	f.path = pathDone
-	if m.Proto == packet.ProtoICMP || m.Proto == packet.ProtoICMPv6 {
-		if m.Frag != packet.FragNonFirst {
-			if m.HasInner {
-				f.path = pathICMPErr
-				return
-			}
-			if isEchoRequest(m) && m.Frag == packet.FragNone && s.matcher.IsVIP(&m.Dst) {
-				f.done = Decision{Verdict: Reply}
-				return
-			}
-		}
+	icmp := m.Proto == packet.ProtoICMP || m.Proto == packet.ProtoICMPv6
+	if icmp && m.Frag != packet.FragNonFirst && m.HasInner {
+		f.path = pathICMPErr
+		return
 	}
 	hasPort := m.Frag != packet.FragNonFirst && (m.Proto == packet.ProtoTCP || m.Proto == packet.ProtoUDP)
 	mi := s.matcher.Match(&m.Dst, m.Proto, m.DstPort, hasPort)
 	if mi < 0 {
-		if m.Proto == packet.ProtoICMP || m.Proto == packet.ProtoICMPv6 {
+		switch {
+		case icmp && m.Frag == packet.FragNone && isEchoRequest(m) && s.matcher.IsVIP(&m.Dst):
+			// Only a VIP without an L3_DEFAULT rule answers echoes itself;
+			// an L3_DEFAULT rule matched above sends them to its backends.
+			f.done = Decision{Verdict: Reply}
+		case icmp:
 			f.done = drop(ReasonICMPUnsupported)
-		} else {
+		default:
 			f.done = drop(ReasonNoRule)
 		}
 		return

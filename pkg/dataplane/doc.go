@@ -94,8 +94,8 @@
 //
 //	ICMP error quoting a flow ─▶ reverse the quoted tuple ─▶ that flow's rule,
 //	                              entry (never created or confirmed) or Maglev
-//	ICMP echo request to a VIP ─▶ Reply (the worker rewrites it in place)
-//	rule = Matcher(dst, proto, port)     no rule ─▶ Drop(no-rule)
+//	rule = Matcher(dst, proto, port)     no rule ─▶ Drop(no-rule), except
+//	       an ICMP echo request to a VIP ─▶ Reply (rewritten in place)
 //	fragment_tracking and a fragment ─▶ the datagram's remembered backend,
 //	                              else place it (first fragment as if whole)
 //	tracking key (affinity × mode); SYN rule of "New or existing"
@@ -122,10 +122,13 @@
 //   - Backend and rule slots are stable across snapshots; the control
 //     plane must not reuse a slot before every entry that may name it has
 //     expired (drain deadline plus idle timeout).
-//   - Echo requests to a VIP are always answered by the appliance, even
-//     when an L3_DEFAULT rule covers the VIP (DESIGN §3 "ICMP"). Other ICMP
-//     messages to a VIP are forwarded only by an L3_DEFAULT rule, hashed per
-//     packet (never tracked).
+//   - Echo requests to a VIP are answered by the appliance only when no
+//     L3_DEFAULT rule covers the VIP; an L3_DEFAULT rule sends them to its
+//     backends like every other ICMP message to its VIP, hashed per packet
+//     (never tracked), so an operator who forwards "every protocol" sees
+//     the backends answer (issue 14; DESIGN §3 "ICMP" said the appliance
+//     answers every echo). The echo test runs after the rule match, so it
+//     costs nothing on the path of other packets.
 //   - An ICMP error is routed but never creates an entry nor confirms a
 //     SYN's entry (it is no proof the flow is established). Errors quoting a
 //     packet whose source is not a VIP are dropped (icmp-not-for-flow).
