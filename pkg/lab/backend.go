@@ -53,8 +53,11 @@ type Backend struct {
 	decap   *decap.Decap
 	healthy atomic.Bool
 	weight  atomic.Int64 // < 0: no weight header
-	http    atomic.Uint64
-	udp     atomic.Uint64
+	// weightText, when set, is sent as the weight header instead of weight
+	// (SetWeightText: a malformed header).
+	weightText atomic.Pointer[string]
+	http       atomic.Uint64
+	udp        atomic.Uint64
 }
 
 // Stats counts what a backend's servers handled.
@@ -85,7 +88,11 @@ func (b *Backend) SetHealthy(ok bool) { b.healthy.Store(ok) }
 
 // SetWeight makes the health endpoint send the weight header with w; a
 // negative w removes the header.
-func (b *Backend) SetWeight(w int) { b.weight.Store(int64(w)) }
+func (b *Backend) SetWeight(w int) { b.weightText.Store(nil); b.weight.Store(int64(w)) }
+
+// SetWeightText makes the health endpoint send the weight header with the
+// text v as it is ("abc", "1001": an INVALID_WEIGHT); SetWeight undoes it.
+func (b *Backend) SetWeightText(v string) { b.weightText.Store(&v) }
 
 // Stats returns the backend's counters. Safe from any goroutine.
 func (b *Backend) Stats() Stats {
@@ -184,7 +191,9 @@ func (b *Backend) serveHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (b *Backend) serveHealth(w http.ResponseWriter, r *http.Request) {
-	if wt := b.weight.Load(); wt >= 0 {
+	if txt := b.weightText.Load(); txt != nil {
+		w.Header().Set(WeightHeader, *txt)
+	} else if wt := b.weight.Load(); wt >= 0 {
 		w.Header().Set(WeightHeader, strconv.FormatInt(wt, 10))
 	}
 	if !b.healthy.Load() {

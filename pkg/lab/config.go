@@ -27,6 +27,18 @@ type Rule struct {
 	// means all. Their tunnel addresses (link addresses for DIRECT) of the
 	// VIP's family are used.
 	Backends []int
+	// Groups, when set, replace the one group "lab" of Backends: failover
+	// groups, zones, capacity scalers, preferred groups.
+	Groups []Group
+}
+
+// Group is one [[group]] of a lab rule.
+type Group struct {
+	Name     string
+	Backends []int // lab backend indexes, addressed as for Rule.Backends
+	// Extra is more keys of the group: `role = "failover"`, `zone = "a"`,
+	// `capacity_scaler = 0.5`, `preferred = true`, one per line.
+	Extra string
 }
 
 // DefaultRules are the rules `xlb lab` runs with: for each VIP a TCP rule
@@ -121,17 +133,33 @@ func (l *Lab) ruleText(r Rule) (string, error) {
 	if r.VIP.Is6() && !r.VIP.Is4In6() {
 		all = v6
 	}
-	var quoted []string
-	if r.Backends == nil {
-		for _, a := range all {
-			quoted = append(quoted, fmt.Sprintf("%q", a.String()))
+	list := func(idx []int) (string, error) {
+		var quoted []string
+		for _, i := range idx {
+			if i < 0 || i >= len(all) {
+				return "", fmt.Errorf("backend %d of %d", i, len(all))
+			}
+			quoted = append(quoted, fmt.Sprintf("%q", all[i].String()))
 		}
+		return strings.Join(quoted, ", "), nil
 	}
-	for _, i := range r.Backends {
-		if i < 0 || i >= len(all) {
-			return "", fmt.Errorf("backend %d of %d", i, len(all))
+	groups := r.Groups
+	if groups == nil {
+		idx := r.Backends
+		if idx == nil {
+			for i := range all {
+				idx = append(idx, i)
+			}
 		}
-		quoted = append(quoted, fmt.Sprintf("%q", all[i].String()))
+		groups = []Group{{Name: "lab", Backends: idx}}
+	}
+	var gtext strings.Builder
+	for _, g := range groups {
+		backends, err := list(g.Backends)
+		if err != nil {
+			return "", fmt.Errorf("group %s: %w", g.Name, err)
+		}
+		fmt.Fprintf(&gtext, "[[group]]\nname = %q\n%sbackends = [%s]\n\n", g.Name, g.Extra, backends)
 	}
 	health := r.Health
 	if health == "" {
@@ -142,8 +170,8 @@ func (l *Lab) ruleText(r Rule) (string, error) {
 	if tables != "" {
 		tables = "[" + tables
 	}
-	return fmt.Sprintf("name = %q\nvip = %q\nprotocol = %q\nports = %s\n%s\n[encap]\ntype = %q\ngue_port = %d\n\n[health_check]\n%s\n[[group]]\nname = \"lab\"\nbackends = [%s]\n\n%s",
-		r.Name, r.VIP.String(), r.Protocol, r.Ports, top, r.Encap, l.Opts.GUEPort, health, strings.Join(quoted, ", "), tables), nil
+	return fmt.Sprintf("name = %q\nvip = %q\nprotocol = %q\nports = %s\n%s\n[encap]\ntype = %q\ngue_port = %d\n\n[health_check]\n%s\n%s%s",
+		r.Name, r.VIP.String(), r.Protocol, r.Ports, top, r.Encap, l.Opts.GUEPort, health, gtext.String(), tables), nil
 }
 
 // Describe prints what the lab is: namespaces, addresses, VIPs and how to

@@ -43,6 +43,22 @@ func TestWriteConfigLoads(t *testing.T) {
 			}
 		})
 	}
+	t.Run("groups", func(t *testing.T) {
+		rules := l.DefaultRules("IPIP")[:1]
+		rules[0].Groups = []lab.Group{{Name: "p", Backends: []int{0}}, {Name: "f", Backends: []int{1}, Extra: "role = \"failover\"\nzone = \"z\"\n"}}
+		path, err := l.WriteConfig(t.TempDir(), rules)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, _, err := config.Load(path)
+		if err != nil {
+			t.Fatalf("config.Load: %v", err)
+		}
+		gs := cfg.Rules[0].Groups
+		if len(gs) != 2 || gs[1].Role != config.RoleFailover || gs[1].Zone != "z" || len(gs[1].Backends) != 1 || gs[1].Backends[0].Addr != l.Backends[1].Tunnel4 {
+			t.Errorf("groups: %+v", gs)
+		}
+	})
 	if _, err := l.WriteConfig(t.TempDir(), l.DefaultRules("vxlan")); err == nil {
 		t.Error("WriteConfig accepted vxlan")
 	}
