@@ -101,7 +101,8 @@
 //     placed in a group of its own, "<group>~<ROLE>", with the group's zone,
 //     capacity scaler and preference.
 //   - Backends removed by a reload stay in the rule's failover input as
-//     removed (entries honoured for connection_draining_timeout) and are
+//     removed (entries honoured for connection_draining_timeout), keep their
+//     next hop (and so their encapsulation template) meanwhile, and are
 //     forgotten once their drain deadline plus the idle timeout has passed.
 //   - Reload refuses to change the interface or the queues (restart
 //     instead); any configuration error rejects the whole reload and the

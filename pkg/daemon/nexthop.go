@@ -33,6 +33,14 @@ func (d *daemon) resolveAll(ctx context.Context) bool {
 		for _, gb := range r.Backends() {
 			want[nhKey{gb.Addr, r.Encap.Type == config.EncapDirect}] = true
 		}
+		// A backend a reload removed keeps its next hop while its
+		// connections drain: without a template they would be dropped
+		// (no-next-hop) at once, whatever connection_draining_timeout says.
+		if rt := d.rules[r.Name]; rt != nil {
+			for addr := range rt.removed {
+				want[nhKey{addr, r.Encap.Type == config.EncapDirect}] = true
+			}
+		}
 	}
 	changed := false
 	var wg sync.WaitGroup
