@@ -146,4 +146,7 @@
 //     generic mode every packet arrives on queue 0, so the lab's second
 //     queue would never be used (issue 12 item 11). --fabric-mtu 9000
 //     still builds a jumbo fabric; xlb then logs why it runs generic.
+//   - Rule.Groups writes several [[group]] tables (roles, zones, capacity
+//     scalers, preferred groups); Backend.SetWeightText sends a malformed
+//     weight header (INVALID_WEIGHT).
 package lab
