@@ -254,6 +254,16 @@ func openUDPFlow(t *testing.T, l *lab.Lab, src netip.Addr, dst netip.AddrPort) *
 // who sends a WHO? datagram of size bytes and returns the backend that
 // answered, or -1 when none did within a second (three tries).
 func (f *udpFlow) who(size int) int {
+	rep, ok := f.whoReply(size)
+	if !ok {
+		return -1
+	}
+	return rep.Index
+}
+
+// whoReply is who with the backend's whole answer (Size: the bytes it
+// received).
+func (f *udpFlow) whoReply(size int) (lab.Reply, bool) {
 	payload := make([]byte, max(size, len(lab.WhoPrefix)))
 	copy(payload, lab.WhoPrefix)
 	buf := make([]byte, 65536)
@@ -271,10 +281,10 @@ func (f *udpFlow) who(size int) int {
 			if from.Port() != f.dst.Port() || json.Unmarshal(buf[:n], &rep) != nil {
 				continue
 			}
-			return rep.Index
+			return rep, true
 		}
 	}
-	return -1
+	return lab.Reply{}, false
 }
 
 // udpFlowOn opens flows from successive client addresses until one lands
