@@ -6,8 +6,10 @@ package main
 // 12), driven through health checks, reloads and timers.
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -230,4 +232,96 @@ func TestWireBeyondTheSeeds(t *testing.T) {
 			t.Errorf("g1 undrained: %s; want be0 and be4 back beside g2", describe(res))
 		}
 	}})
+}
+
+// Table full: with max_entries 1024 (512 per queue) the flows of a flood
+// of new connections no longer all find a slot; those that do not are
+// forwarded by Maglev without an entry (every request is answered) and
+// counted as insert failures, while established connections that keep
+// sending keep their entries: after a backend joins, none of them moves.
+func TestWireTableFull(t *testing.T) {
+	wireTest(t)
+	l := labWith(t, lab.Options{Backends: 4, ClientAddrs: 1000})
+	l.Backends[3].SetHealthy(false)
+	rules := []lab.Rule{rule(l, "web4", "")}
+	dir := t.TempDir()
+	cfg, err := l.WriteConfig(dir, rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := strings.Replace(string(text), "max_entries = 262144", "max_entries = 1024", 1)
+	if small == string(text) {
+		t.Fatal("the lab's xlb.toml has no max_entries to shrink")
+	}
+	if err := os.WriteFile(cfg, []byte(small), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	x, err := runLabXLB(ctx, l.XLB.Name, dir, cfg, func(s string) { t.Log(s) })
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := x.Stop(); err != nil {
+			t.Errorf("stop xlb: %v", err)
+		}
+	})
+	waitHealth(t, l, x, "web4", "HEALTHY", 0, 1, 2)
+
+	var keep []*keepConn
+	where := map[*keepConn]int{}
+	for _, src := range l.ClientAddrs4[:20] {
+		k, err := dialVIP(l, src, l.Opts.VIP4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { k.c.Close() })
+		keep = append(keep, k)
+		where[k] = k.on()
+	}
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() { // the established connections keep sending during the flood
+		moved := 0
+		for {
+			select {
+			case <-stop:
+				done <- moved
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			for _, k := range keep {
+				if k.on() != where[k] {
+					moved++
+				}
+			}
+		}
+	}()
+	res := driveFor(t, l, 3000, 4, 5*time.Second)
+	close(stop)
+	if moved := <-done; moved > 0 {
+		t.Errorf("%d answers on established connections came from another backend during the flood", moved)
+	}
+	if !res.OK() {
+		t.Errorf("flood of 3000 connections into a table of 1024: %s; want every one answered", describe(res))
+	}
+	failures := metricSum(scrape(t, l), `xlb_conntrack_events_total{queue="0",event="insert_failure"}`) +
+		metricSum(scrape(t, l), `xlb_conntrack_events_total{queue="1",event="insert_failure"}`)
+	if failures == 0 {
+		t.Errorf("3000 new connections into a table of 1024 counted no insert failure")
+	}
+	t.Logf("insert failures: %.0f", failures)
+
+	l.Backends[3].SetHealthy(true)
+	waitHealth(t, l, x, "web4", "HEALTHY", 3)
+	for _, k := range keep {
+		if b := k.on(); b != where[k] {
+			t.Errorf("established connection on be%d went to %d after be3 joined: its entry was lost", where[k], b)
+		}
+	}
 }
