@@ -94,19 +94,7 @@ func TestWireEntryLifetime(t *testing.T) {
 	wireTest(t)
 	l := labWith(t, lab.Options{Backends: 4})
 	const streamPort = 9000
-	// A server on the VIP in every backend that answers a connection by
-	// streaming for 4 s after the client's FIN.
-	for _, b := range l.Backends {
-		var ln net.Listener
-		if err := b.NS.Do(func() (err error) {
-			ln, err = net.Listen("tcp", netip.AddrPortFrom(l.Opts.VIP4, streamPort).String())
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go serveStream(ln)
-	}
+	listenOnVIP(t, l, l.Opts.VIP4, streamPort, streamAfterFIN)
 	l.Backends[3].SetHealthy(false)
 	r := rule(l, "web4", "[connection_tracking]\nidle_timeout = \"2s\"\n")
 	r.Ports = fmt.Sprintf(`["%d", "%d"]`, l.Opts.HTTPPort, streamPort)
@@ -115,16 +103,8 @@ func TestWireEntryLifetime(t *testing.T) {
 	waitHealth(t, l, x, "web4", "UNHEALTHY", 3)
 
 	var idle, busy []*keepConn
-	where := map[*keepConn]int{}
-	for i, src := range l.ClientAddrs4[:60] {
-		k, err := dialVIP(l, src, l.Opts.VIP4)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { k.c.Close() })
-		if where[k] = k.on(); where[k] < 0 {
-			t.Fatalf("connection from %s: no answer", src)
-		}
+	all, where := openKeeps(t, l, l.ClientAddrs4[:60])
+	for i, k := range all {
 		if i%3 == 0 {
 			busy = append(busy, k)
 		} else {
@@ -185,28 +165,20 @@ func TestWireEntryLifetime(t *testing.T) {
 	t.Logf("%d of %d idle flows placed anew after the eligible set changed", replaced, len(idle))
 }
 
-// serveStream answers every connection on ln: it reads until the client's
-// FIN, then writes 40 chunks of 1 KiB 100 ms apart and closes.
-func serveStream(ln net.Listener) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
+// streamAfterFIN serves one connection: it reads until the client's FIN,
+// then writes 40 chunks of 1 KiB 100 ms apart and closes.
+func streamAfterFIN(_ int, c net.Conn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		return
+	}
+	chunk := make([]byte, 1024)
+	for range 40 {
+		if _, err := c.Write(chunk); err != nil {
 			return
 		}
-		go func() {
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(20 * time.Second))
-			if _, err := io.Copy(io.Discard, c); err != nil {
-				return
-			}
-			chunk := make([]byte, 1024)
-			for range 40 {
-				if _, err := c.Write(chunk); err != nil {
-					return
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		}()
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -273,17 +273,7 @@ func TestWireTableFull(t *testing.T) {
 	})
 	waitHealth(t, l, x, "web4", "HEALTHY", 0, 1, 2)
 
-	var keep []*keepConn
-	where := map[*keepConn]int{}
-	for _, src := range l.ClientAddrs4[:20] {
-		k, err := dialVIP(l, src, l.Opts.VIP4)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { k.c.Close() })
-		keep = append(keep, k)
-		where[k] = k.on()
-	}
+	keep, where := openKeeps(t, l, l.ClientAddrs4[:20])
 	stop := make(chan struct{})
 	done := make(chan int)
 	go func() { // the established connections keep sending during the flood

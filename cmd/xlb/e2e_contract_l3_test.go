@@ -128,26 +128,10 @@ func TestWireL3DefaultAndICMP(t *testing.T) {
 	wireTest(t)
 	l := labWith(t, lab.Options{Backends: 3})
 	const otherPort = 8081
-	for _, b := range l.Backends {
-		var ln net.Listener
-		if err := b.NS.Do(func() (err error) {
-			ln, err = net.Listen("tcp", netip.AddrPortFrom(l.Opts.VIP4, otherPort).String())
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				fmt.Fprintf(c, "%d\n", b.Index)
-				c.Close()
-			}
-		}()
-	}
+	listenOnVIP(t, l, l.Opts.VIP4, otherPort, func(b int, c net.Conn) {
+		fmt.Fprintf(c, "%d\n", b)
+		c.Close()
+	})
 	seen := captureL3(t, l, "ip4:50", "ip4:47", "ip4:icmp", "ip6:ipv6-icmp")
 	gw := lab.Rule{Name: "gw4", VIP: l.Opts.VIP4, Protocol: "L3_DEFAULT", Ports: `"ALL"`, Encap: "IPIP", Extra: "fragment_tracking = true\n",
 		Groups: []lab.Group{group("gw", "", 1, 2)}}

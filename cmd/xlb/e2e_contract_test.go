@@ -108,6 +108,52 @@ func dialVIP(l *lab.Lab, src, vip netip.Addr) (*keepConn, error) {
 	return &keepConn{c: c, br: bufio.NewReader(c)}, nil
 }
 
+// openKeeps opens one keep-alive IPv4 connection from each of srcs and
+// records the backend each landed on.
+func openKeeps(t *testing.T, l *lab.Lab, srcs []netip.Addr) ([]*keepConn, map[*keepConn]int) {
+	t.Helper()
+	var ks []*keepConn
+	where := map[*keepConn]int{}
+	for _, src := range srcs {
+		k, err := dialVIP(l, src, l.Opts.VIP4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { k.c.Close() })
+		if where[k] = k.on(); where[k] < 0 {
+			t.Fatalf("connection from %s: no answer", src)
+		}
+		ks = append(ks, k)
+	}
+	return ks, where
+}
+
+// listenOnVIP listens on vip:port in every backend namespace and serves
+// each connection with serve (given the backend's index) on its own
+// goroutine, until the test ends.
+func listenOnVIP(t *testing.T, l *lab.Lab, vip netip.Addr, port uint16, serve func(backend int, c net.Conn)) {
+	t.Helper()
+	for _, b := range l.Backends {
+		var ln net.Listener
+		if err := b.NS.Do(func() (err error) {
+			ln, err = net.Listen("tcp", netip.AddrPortFrom(vip, port).String())
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go serve(b.Index, c)
+			}
+		}()
+	}
+}
+
 // connOn opens keep-alive connections of family from successive client
 // addresses, starting at from, until one lands on backend idx, and closes
 // the others.
