@@ -155,6 +155,10 @@ func TestWireSessionAffinity(t *testing.T) {
 		t.Errorf("CLIENT_IP_PORT_PROTO: %d of 30 tracked UDP flows moved when be3 joined", movedTracked)
 	}
 	if movedUntracked == 0 {
-		t.Errorf("NONE: none of 30 untracked UDP flows moved when be3 joined (they are hashed per packet)")
+		var before []int
+		for _, f := range untracked {
+			before = append(before, where[f])
+		}
+		t.Errorf("NONE: none of 30 untracked UDP flows moved when be3 joined (they are hashed per packet): %v; udp6 %+v", before, ruleStatus(t, x.status(t), "udp6"))
 	}
 }

@@ -266,11 +266,17 @@ func health(l *lab.Lab, st control.Status, rule string) []string {
 	return out
 }
 
-// waitHealth waits until status reports want for the given backends of rule.
+// waitHealth waits until the published state of rule (its first round of
+// health checks done: before it, status shows verdicts the eligible set
+// does not use yet) has want for the given backends.
 func waitHealth(t *testing.T, l *lab.Lab, x *labXLB, rule, want string, idx ...int) {
 	t.Helper()
 	waitFor(t, 30*time.Second, fmt.Sprintf("%s: be%v %s", rule, idx, want), func() (bool, string) {
-		h := health(l, x.status(t), rule)
+		st := x.status(t)
+		if !ruleStatus(t, st, rule).FirstChecksDone {
+			return false, "first health checks not published yet"
+		}
+		h := health(l, st, rule)
 		for _, i := range idx {
 			if !strings.HasPrefix(h[i], want) {
 				return false, fmt.Sprint(h)
