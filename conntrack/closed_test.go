@@ -2,7 +2,10 @@ package conntrack
 
 import (
 	"context"
+	"reflect"
 	"testing"
+
+	"github.com/xlbnet/xlb/hash"
 )
 
 // TestCloseAt: a FIN or RST marks an entry closed (inactive); later
@@ -62,5 +65,65 @@ func TestCloseAt(t *testing.T) {
 	tb.Insert(&k, 0, Value{Backend: 2}, 4, minute, true) // the port is reused
 	if closed() {
 		t.Error("a SYN re-selecting left the entry closed")
+	}
+}
+
+// serveUntil runs the worker's side of Control until done is closed.
+func serveUntil(tb *Table, now Time, done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		default:
+			tb.Serve(now, 7) // a small budget: the walk spans many calls
+		}
+	}
+}
+
+// TestTally: live entries counted per rule and backend, active or
+// inactive (closed, or an unconfirmed SYN); expired and rejected entries
+// are not counted; slots beyond the caller's arrays go to Other.
+func TestTally(t *testing.T) {
+	tb := mustNew(t, 256)
+	ins := func(i uint32, rule uint16, backend uint32, syn bool, at Time) hash.Key {
+		k := flowKey(i)
+		if _, ok := tb.Insert(&k, rule, Value{Backend: backend, RuleGen: uint32(i)}, at, minute, syn); !ok {
+			t.Fatal("insert failed")
+		}
+		return k
+	}
+	ins(1, 0, 0, false, minute)       // active
+	ins(2, 0, 0, false, minute)       // active
+	ins(3, 0, 1, true, minute)        // SYN: inactive
+	k4 := ins(4, 0, 1, false, minute) // closed below: inactive
+	ins(5, 1, 0, false, minute)       // rule 1 backend 0
+	ins(6, 1, 5, false, minute)       // beyond the arrays: Other
+	ins(7, 0, 0, false, minute)       // rejected by Valid (RuleGen 7)
+	ins(8, 0, 0, false, 0)            // expired by now
+	tb.CloseAt(tb.Locate(&k4, 0), &k4, 0)
+	tally := &Tally{
+		Counts: [][][2]int{make([][2]int, 2), make([][2]int, 1)},
+		Valid:  func(rule uint16, v Value, proto uint8) bool { return v.RuleGen != 7 && proto == 6 },
+	}
+	done := make(chan struct{})
+	var err error
+	go func() { err = tb.Control().Tally(context.Background(), tally); close(done) }()
+	serveUntil(tb, minute+1, done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][][2]int{{{2, 0}, {0, 2}}, {{1, 0}}}
+	if !reflect.DeepEqual(tally.Counts, want) || tally.Other != 1 {
+		t.Errorf("counts %v other %d, want %v other 1", tally.Counts, tally.Other, want)
+	}
+	a := testing.AllocsPerRun(10, func() {
+		r := &request{op: opTally, tally: &Tally{Counts: tally.Counts}, done: make(chan struct{})}
+		tb.mail.Store(r)
+		for tb.mail.Load() != nil {
+			tb.Serve(minute+1, 1<<20)
+		}
+	})
+	if a > 3 { // the request, its Tally and channel, made by the test, not the worker
+		t.Errorf("%v allocations per tally", a)
 	}
 }

@@ -111,8 +111,10 @@
 //
 // # Control mailbox
 //
-// Control.Count, List, Flush and Stats (filter by rule and/or backend) are
-// requests to the worker. A caller takes Control's mutex, stores its
+// Control.Count, List, Flush, Tally and Stats (filter by rule and/or
+// backend; Tally counts active and inactive entries per rule and backend
+// into the caller's arrays, so counting a large table allocates nothing)
+// are requests to the worker. A caller takes Control's mutex, stores its
 // request into the table's mailbox (atomic.Pointer) and waits on the
 // request's done channel. The worker calls Serve once between batches:
 // it publishes Len (atomic store, read by Control.Len) and makes one

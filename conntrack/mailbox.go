@@ -40,6 +40,7 @@ const (
 	opFlush
 	opStats
 	opGet
+	opTally
 )
 
 // request is one Control call in flight. The requester fills the inputs,
@@ -51,6 +52,7 @@ type request struct {
 
 	cursor  int      // next slot to examine (worker-owned)
 	out     []Record // opList: pre-sized by the requester, filled up to cap
+	tally   *Tally   // opTally: sized by the requester
 	matched int
 	stats   Stats
 	done    chan struct{}
@@ -138,6 +140,49 @@ func (c *Control) Get(ctx context.Context, k hash.Key, rule uint16) (Record, boo
 	return r.out[0], true, nil
 }
 
+// Tally counts live entries per rule and backend slot, as active (open)
+// or inactive (closed by a FIN or RST, or still an unconfirmed SYN: IPVS
+// counts a connection that has not been established as inactive too).
+// The requester sizes Counts; the worker only increments what is there.
+type Tally struct {
+	// Counts[rule][backend] is {active, inactive}. Entries of a rule or
+	// backend beyond it are counted in Other.
+	Counts [][][2]int
+	Other  int
+	// Valid, when set, says whether an entry still decides (the
+	// dataplane's snapshot.EntryValid at the walk's time); entries it
+	// rejects are not counted. It runs on the worker: it must not block
+	// or allocate.
+	Valid func(rule uint16, v Value, proto uint8) bool
+}
+
+// Tally walks the table and adds its live entries to t. The walk
+// allocates nothing on the worker; on an error t is incomplete and must
+// not be read while the worker may still write it (the request was
+// withdrawn: it is not).
+func (c *Control) Tally(ctx context.Context, t *Tally) error {
+	r := &request{op: opTally, tally: t}
+	if err := c.do(ctx, r); err != nil {
+		return fmt.Errorf("tally conntrack entries: %w", err)
+	}
+	return nil
+}
+
+func (t *Tally) add(e *Entry, flags uint8) {
+	if t.Valid != nil && !t.Valid(e.rule, e.Value(), e.key.Proto) {
+		return
+	}
+	if int(e.rule) >= len(t.Counts) || int(e.backend) >= len(t.Counts[e.rule]) {
+		t.Other++
+		return
+	}
+	inactive := 0
+	if flags&(flagClosed|flagUnconfirmed) != 0 {
+		inactive = 1
+	}
+	t.Counts[e.rule][e.backend][inactive]++
+}
+
 // Stats returns a copy of the table's counters as of one worker batch.
 func (c *Control) Stats(ctx context.Context) (Stats, error) {
 	r := &request{op: opStats}
@@ -220,6 +265,8 @@ func (t *Table) Serve(now Time, budget int) {
 					ExpiresIn:   Ticks(max(left, 0)),
 				})
 			}
+		case opTally:
+			r.tally.add(e, b.flags[i])
 		case opFlush:
 			b.clear(i)
 			t.n--

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/xlbnet/xlb/pkg/buildinfo"
 )
 
 // Exit status, one rule for every command (printed by xlb --help):
@@ -66,9 +68,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Description: "xlb takes packets addressed to virtual IPs from AF_XDP sockets, places each flow on a backend\n" +
 			"with connection tracking and weighted Maglev hashing, and encapsulates it towards the backend,\n" +
 			"which answers the client directly.\n\n" + exitStatusHelp,
-		Writer:      stdout,
-		ErrWriter:   stderr,
-		HideVersion: true,
+		Writer:    stdout,
+		ErrWriter: stderr,
+		// xlb --version: the module version and VCS revision (pkg/buildinfo).
+		Version: buildinfo.Read().Short(),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return unknownCommand(c)
@@ -100,6 +103,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	for _, c := range app.Commands {
 		setUsageErrors(c)
 	}
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, buildinfo.Read().String()) }
 	return app
 }
 

@@ -5,7 +5,8 @@
 // # Files: one home per concern
 //
 //	main.go      main: run the app, print the error, exit 1 or 2
-//	app.go       the command tree (newApp), usage errors (exit status 2)
+//	app.go       the command tree (newApp), usage errors (exit status 2),
+//	             xlb --version (pkg/buildinfo)
 //	run.go       xlb run (the daemon: pkg/daemon.Run) and its log flags
 //	validate.go  xlb validate, and --config shared by every command
 //	ctl.go       the commands that talk to a running daemon over its control

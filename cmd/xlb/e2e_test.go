@@ -208,7 +208,7 @@ func TestEndToEndMetrics(t *testing.T) {
 	if total < 600 {
 		t.Errorf("xlb_backend_packets_total sums to %v after 200 requests, want ≥ 600", total)
 	}
-	for _, want := range []string{`xlb_rule_tier{rule="web4",vip="203.0.113.10",tier="PRIMARY"} 1`, `xlb_backend_eligible{rule="web4",backend=`, `xlb_conntrack_events_total{queue="0",event="insert"}`, `xlb_drop_packets_total{queue="0",reason="no-rule"}`} {
+	for _, want := range []string{`xlb_rule_tier{rule="web4",tier="PRIMARY",vip="203.0.113.10"} 1`, `xlb_backend_eligible{backend=`, `xlb_conntrack_events_total{event="insert",queue="0"}`, `xlb_drop_packets_total{queue="0",reason="no-rule"}`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
 		}

@@ -36,6 +36,9 @@ func printStatus(w io.Writer, st *control.Status, now time.Time) {
 		mode = st.XDPMode + " XDP, zero-copy"
 	}
 	fmt.Fprintf(w, "xlb: %s, published %s, %s, queues %s\n", st.Config, st.Loaded.In(now.Location()).Format(time.DateTime), mode, joinInts(st.Queues))
+	if st.Version != "" {
+		fmt.Fprintf(w, "version %s, up %s (since %s)\n", st.Version, uptime(st.UptimeSeconds), st.Started.In(now.Location()).Format(time.DateTime))
+	}
 	rate := "-"
 	if st.Rates.Seconds > 0 {
 		rate = fmt.Sprintf("%.0f/s over the last %s", st.Counters.RXPerSec, windowName(st.Rates))
@@ -51,6 +54,10 @@ func printStatus(w io.Writer, st *control.Status, now time.Time) {
 			if st.Rates.Seconds > 0 {
 				s += fmt.Sprintf(" (%.0f/s)", q.RXPerSec)
 			}
+			s += fmt.Sprintf(" tx %d drops %d", q.TXPackets, q.Drops)
+			if x := q.XSK; x.RXDropped+x.RXRingFull+x.RXInvalidDescs+x.TXInvalidDescs > 0 {
+				s += fmt.Sprintf(" (socket: rx dropped %d, rx ring full %d, invalid rx/tx descriptors %d/%d)", x.RXDropped, x.RXRingFull, x.RXInvalidDescs, x.TXInvalidDescs)
+			}
 			qs = append(qs, s)
 		}
 		fmt.Fprintf(w, "queues: %s\n", strings.Join(qs, ", "))
@@ -58,12 +65,17 @@ func printStatus(w io.Writer, st *control.Status, now time.Time) {
 	for _, warning := range st.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warning)
 	}
-	if len(st.Counters.Drops) > 0 {
-		var ds []string
-		for _, k := range slices.Sorted(maps.Keys(st.Counters.Drops)) {
-			ds = append(ds, fmt.Sprintf("%s %d", k, st.Counters.Drops[k]))
+	for _, c := range []struct {
+		what string
+		m    map[string]uint64
+	}{{"dropped", st.Counters.Drops}, {"passed (not ours)", st.Counters.Passes}} {
+		if len(c.m) > 0 {
+			var ds []string
+			for _, k := range slices.Sorted(maps.Keys(c.m)) {
+				ds = append(ds, fmt.Sprintf("%s %d", k, c.m[k]))
+			}
+			fmt.Fprintf(w, "%s: %s\n", c.what, strings.Join(ds, ", "))
 		}
-		fmt.Fprintf(w, "dropped or passed: %s\n", strings.Join(ds, ", "))
 	}
 	printAppliance(w, &st.Appliance, now) // appliance.go
 	for _, r := range st.Rules {
@@ -77,19 +89,39 @@ func printStatus(w io.Writer, st *control.Status, now time.Time) {
 			}
 			fmt.Fprintf(w, "  table digest %s%s\n", r.TableDigest, pending)
 		}
+		if r.Packets > 0 || r.NewConnections > 0 {
+			fmt.Fprintf(w, "  sent %d packets (%.0f/s), %s (%s/s), %d new connections (%.1f/s)", r.Packets, r.PacketsPerSec, bytesName(float64(r.Bytes)), bytesName(r.BytesPerSec), r.NewConnections, r.NewConnectionsPerSec)
+			if r.ActiveConnections >= 0 {
+				fmt.Fprintf(w, "; %d active, %d inactive", r.ActiveConnections, r.InactiveConnections)
+			}
+			fmt.Fprintln(w)
+		}
 		printBackendTable(w, r.Backends, nil, st.Rates, now)
 	}
 	if len(st.Events) > 0 {
 		fmt.Fprintln(w, "\nrecent events:")
 		for _, e := range st.Events {
 			what := e.Kind
-			if e.From != "" || e.To != "" {
+			switch {
+			case e.From != "":
 				what = fmt.Sprintf("%s %s → %s", e.Kind, e.From, e.To)
+			case e.To != "":
+				what = fmt.Sprintf("%s %s", e.Kind, e.To)
 			}
 			if e.Group != "" {
 				what += " group " + e.Group
 			}
-			fmt.Fprintf(w, "  %s  %s  %s  %s\n", e.At.In(now.Location()).Format(time.DateTime), e.Rule, what, e.Reason)
+			if e.Backend != "" {
+				what += " " + e.Backend
+			}
+			if e.By != "" {
+				what += " by " + e.By
+			}
+			rule := e.Rule
+			if rule == "" {
+				rule = "-"
+			}
+			fmt.Fprintf(w, "  %s  %s  %s  %s\n", e.At.In(now.Location()).Format(time.DateTime), rule, what, e.Reason)
 		}
 	}
 	if len(st.Stale) > 0 {
@@ -121,7 +153,7 @@ func printBackendList(w io.Writer, bs []control.Backend, vips map[string]string,
 func printBackendTable(w io.Writer, bs []control.Backend, vips map[string]string, rates control.RateInterval, now time.Time) {
 	withRule := vips != nil
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := "  -> BACKEND\tROLE\tADMIN\tHEALTH\tWEIGHT CFG\tEFF\tSHARE\tELIGIBLE\tCONNS\tPKTS/S"
+	head := "  -> BACKEND\tROLE\tADMIN\tHEALTH\tWEIGHT CFG\tEFF\tSHARE\tELIGIBLE\tCONNS (ACT/INACT)\tPKTS/S"
 	if rates.WindowSeconds > 0 {
 		head += " (" + windowName(rates) + ")"
 	}
@@ -141,6 +173,9 @@ func printBackendTable(w io.Writer, bs []control.Backend, vips map[string]string
 		conns := "-"
 		if b.Connections >= 0 {
 			conns = strconv.Itoa(b.Connections + b.SessionEntries)
+			if b.ActiveConnections >= 0 && b.Connections > 0 {
+				conns += fmt.Sprintf(" (%d/%d)", b.ActiveConnections, b.InactiveConnections)
+			}
 		}
 		pps := "-"
 		if b.Packets >= 0 {
@@ -328,4 +363,28 @@ func joinInts(xs []int) string {
 		s = append(s, strconv.Itoa(x))
 	}
 	return strings.Join(s, ",")
+}
+
+// uptime is a duration in seconds as "3d4h5m", "4h5m6s", "5m6s".
+func uptime(secs float64) string {
+	d := time.Duration(secs) * time.Second
+	if d >= 24*time.Hour {
+		days := d / (24 * time.Hour)
+		return fmt.Sprintf("%dd%s", days, (d % (24 * time.Hour)).Truncate(time.Minute))
+	}
+	return d.String()
+}
+
+// bytesName is a byte count with a binary prefix: "1.5 MiB".
+func bytesName(n float64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%.0f B", n)
+	}
+	exp, div := 0, float64(unit)
+	for n/div >= unit && exp < 4 {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", n/div, "KMGTP"[exp])
 }

@@ -61,6 +61,8 @@ type Status struct {
 	// Warnings are conditions an operator should look at (a bound queue
 	// that stays idle under load), one line each.
 	Warnings []string `json:"warnings,omitempty"`
+
+	Build // stats.go: version, start, uptime
 }
 
 // QueueStat is one served queue's packet counters and receive rate (over
@@ -70,6 +72,8 @@ type QueueStat struct {
 	RXPackets uint64  `json:"rx_packets"`
 	TXPackets uint64  `json:"tx_packets"`
 	RXPerSec  float64 `json:"rx_per_second"`
+
+	QueueTraffic // stats.go: tx/s, drops, XSK statistics
 }
 
 // RateInterval says over which window the per-second figures were
@@ -88,7 +92,8 @@ type Counters struct {
 	RX        uint64            `json:"rx_packets"`
 	TX        uint64            `json:"tx_packets"`
 	Tracked   uint64            `json:"tracked_hits"`
-	Drops     map[string]uint64 `json:"drops,omitempty"` // by reason, non-zero only
+	Drops     map[string]uint64 `json:"drops,omitempty"`  // by reason, non-zero only
+	Passes    map[string]uint64 `json:"passes,omitempty"` // frames not ours, by reason, non-zero only
 	RXPerSec  float64           `json:"rx_per_second"`
 	KernelRXD uint64            `json:"kernel_rx_dropped"`
 }
@@ -115,17 +120,25 @@ type Rule struct {
 	// FirstChecksDone: every backend's first health verdict is in the
 	// published snapshot (or the warm-up deadline passed).
 	FirstChecksDone bool `json:"first_checks_done"`
+
+	RuleTraffic // stats.go: packets, bytes, connections and their rates
 }
 
-// RuleEvent is one eligible-set event of a rule.
+// RuleEvent is one event of Status.Events: an eligible-set event of a
+// rule (tier switch, …), a backend's health change ("health"), a change
+// through the CLI ("cli"), a reload ("reload"), a VIP announced or
+// withdrawn ("bgp") or a BGP session's state change ("bgp-session").
 type RuleEvent struct {
-	Rule   string    `json:"rule"`
+	Rule   string    `json:"rule,omitempty"`
 	At     time.Time `json:"at"`
 	Kind   string    `json:"kind"`
 	From   string    `json:"from,omitempty"`
 	To     string    `json:"to,omitempty"`
 	Group  string    `json:"group,omitempty"`
 	Reason string    `json:"reason,omitempty"`
+
+	Backend string `json:"backend,omitempty"` // health, cli: the backend; bgp: the VIP; bgp-session: the peer
+	By      string `json:"by,omitempty"`      // cli: who asked (uid and pid)
 }
 
 // Backend is one backend of one rule, with every value's source.
@@ -171,6 +184,9 @@ type Backend struct {
 	Packets       int64   `json:"packets"`
 	PacketsPerSec float64 `json:"packets_per_second"`
 	NextHop       string  `json:"next_hop,omitempty"` // "" when resolved; the error otherwise
+
+	Traffic   // stats.go: bytes, connections and their rates
+	CheckInfo // stats.go: last check, probe latency, last health change
 }
 
 // BackendChange is POST /v1/backend/{mark,drain,undrain,weight,reset}.

@@ -48,6 +48,7 @@ func (o *ops) ChangeAppliance(ctx context.Context, a control.ApplianceAction) (*
 				return
 			}
 			d.log.Info("appliance changed by the CLI", "action", string(a), "by", control.PeerFrom(ctx).String())
+			d.events.add(control.RuleEvent{Kind: eventCLI, Reason: res.Message, By: control.PeerFrom(ctx).String()})
 			d.announce()
 		}
 		res.Appliance = d.applianceStatus()
@@ -104,20 +105,24 @@ func (o *ops) appliance(ctx context.Context) (control.Appliance, error) {
 	return out, err
 }
 
-// writeBGPMetrics writes the speaker's metrics (on the scraping goroutine).
-func (d *daemon) writeBGPMetrics(w *metrics.Writer) {
+// The BGP families (metrics.go declares the others).
+var (
+	mPeerUp    = family("xlb_bgp_peer_up", "1 while the BGP session to the peer is established.", metrics.Gauge, "peer", "peer_as")
+	mDrained   = family("xlb_appliance_drained", "1 while the appliance is drained (xlb appliance drain): every VIP withdrawn.", metrics.Gauge)
+	mAnnounced = family("xlb_bgp_announced", "1 while the VIP is announced to the routers (0: withdrawn; status says why).", metrics.Gauge, "vip")
+)
+
+// collectBGP writes the speaker's metrics (on the scraping goroutine).
+func (d *daemon) collectBGP(s metrics.Sink) {
 	b := d.bgp.Load()
 	if b == nil {
 		return
 	}
-	w.Family("xlb_bgp_peer_up", metrics.Gauge, "1 while the BGP session to the peer is established.")
 	for _, p := range b.speaker.Peers() {
-		w.Sample("xlb_bgp_peer_up", boolValue(p.Established()), "peer", p.Address.String(), "peer_as", strconv.FormatUint(uint64(p.AS), 10))
+		s.Add(mPeerUp, boolValue(p.Established()), p.Address.String(), strconv.FormatUint(uint64(p.AS), 10))
 	}
-	w.Family("xlb_appliance_drained", metrics.Gauge, "1 while the appliance is drained (xlb appliance drain): every VIP withdrawn.")
-	w.Sample("xlb_appliance_drained", boolValue(b.isDrained()))
-	w.Family("xlb_bgp_announced", metrics.Gauge, "1 while the VIP is announced to the routers (0: withdrawn; status says why).")
+	s.Add(mDrained, boolValue(b.isDrained()))
 	for _, v := range b.vipRows() {
-		w.Sample("xlb_bgp_announced", boolValue(v.announced), "vip", v.vip.String())
+		s.Add(mAnnounced, boolValue(v.announced), v.vip.String())
 	}
 }

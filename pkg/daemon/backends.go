@@ -11,6 +11,7 @@ import (
 	"github.com/xlbnet/xlb/hash"
 	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/control"
+	"github.com/xlbnet/xlb/pkg/health"
 )
 
 // Backends implements control.API.
@@ -19,18 +20,37 @@ func (o *ops) Backends(ctx context.Context, rule string) ([]control.Backend, err
 	if err != nil {
 		return nil, err
 	}
-	live, rates := o.d.takeSample(), o.d.rates.latest()
-	conns := o.countConnections(ctx)
+	in := o.d.statsInputs(ctx)
 	var out []control.Backend
 	for _, rr := range rules {
-		out = append(out, o.ruleInfo(rr, conns, live, rates).Backends...)
+		out = append(out, o.ruleInfo(rr, in).Backends...)
 	}
 	return out, nil
 }
 
-// ruleInfo builds a rule's status row: packet totals from live (a sample
-// taken for this request), packets/s from the estimator's last window.
-func (o *ops) ruleInfo(rr ruleRows, conns connCounts, live *sample, rates rateWindow) control.Rule {
+// statsInputs is what a rule's status row is computed from, read once per
+// request.
+type statsInputs struct {
+	conns  connCounts
+	live   *sample    // a sample taken for this request: totals
+	rates  rateWindow // the estimator's last window: rates
+	checks map[probeKey]health.Status
+}
+
+func (d *daemon) statsInputs(ctx context.Context) statsInputs {
+	in := statsInputs{conns: d.countConnections(ctx), live: d.takeSample(), rates: d.rates.latest(), checks: map[probeKey]health.Status{}}
+	if d.checker != nil {
+		for _, st := range d.checker.Status() {
+			in.checks[probeKey{st.Rule, st.Backend}] = st
+		}
+	}
+	return in
+}
+
+// ruleInfo builds a rule's status row: totals from in.live (a sample
+// taken for this request), rates from the estimator's last window.
+func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
+	conns, live, rates := in.conns, in.live, in.rates
 	r := rr.cfg
 	info := control.Rule{
 		Name: r.Name, VIP: r.VIP.String(), Protocol: r.Protocol.String(), Ports: r.Ports.String(),
@@ -101,18 +121,40 @@ func (o *ops) ruleInfo(rr ruleRows, conns connCounts, live *sample, rates rateWi
 				row.Share = float64(n) / float64(table.Size())
 			}
 		}
+		k := [2]uint32{uint32(rr.slot), br.slot}
+		row.ActiveConnections, row.InactiveConnections = -1, -1
 		if br.present && conns.ok {
-			k := [2]uint32{uint32(rr.slot), br.slot}
-			row.Connections, row.SessionEntries = conns.queue[k], conns.shared[k]
+			row.ActiveConnections, row.InactiveConnections = conns.active[k], conns.inactive[k]
+			row.Connections, row.SessionEntries = row.ActiveConnections+row.InactiveConnections, conns.shared[k]
 		}
 		if br.present && live != nil && live.backend != nil {
-			k := [2]uint32{uint32(rr.slot), br.slot}
-			row.Packets = int64(live.backend[k])
-			row.PacketsPerSec = rates.of(func(s *sample) uint64 { return s.backend[k] })
+			t := live.backend[k]
+			row.Packets, row.Bytes, row.NewConnections = int64(t.Packets), int64(t.Bytes), int64(t.Conns)
+			row.PacketsPerSec = rates.of(func(s *sample) uint64 { return s.backend[k].Packets })
+			row.BytesPerSec = rates.of(func(s *sample) uint64 { return s.backend[k].Bytes })
+			row.NewConnectionsPerSec = rates.of(func(s *sample) uint64 { return s.backend[k].Conns })
+		}
+		if st, ok := in.checks[probeKey{r.Name, b.Addr}]; ok {
+			row.CheckInfo = checkInfo(st)
 		}
 		info.Backends = append(info.Backends, row)
+		info.AddBackend(&row)
 	}
 	return info
+}
+
+// checkInfo is a health check's history as status shows it.
+func checkInfo(st health.Status) control.CheckInfo {
+	ci := control.CheckInfo{ProbeLatencySeconds: st.LastLatency.Seconds(), HealthChanges: st.Changes}
+	if !st.LastProbe.IsZero() {
+		t := st.LastProbe
+		ci.LastCheck = &t
+	}
+	if !st.Since.IsZero() {
+		t := st.Since
+		ci.HealthSince = &t
+	}
+	return ci
 }
 
 // ChangeBackend implements control.API.
@@ -177,6 +219,7 @@ func (o *ops) ChangeBackend(ctx context.Context, c control.BackendChange) (*cont
 			return
 		}
 		d.log.Info("backend changed by the CLI", "action", c.Action, "rule", c.Rule, "backend", addr.String(), "by", control.PeerFrom(ctx).String())
+		d.events.add(control.RuleEvent{Kind: eventCLI, Rule: c.Rule, Backend: addr.String(), Reason: res.Message, By: control.PeerFrom(ctx).String()})
 	})
 	if err != nil {
 		return nil, err

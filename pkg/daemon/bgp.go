@@ -14,6 +14,7 @@ import (
 	"github.com/xlbnet/xlb/failover"
 	"github.com/xlbnet/xlb/pkg/bgp"
 	"github.com/xlbnet/xlb/pkg/config"
+	"github.com/xlbnet/xlb/pkg/control"
 )
 
 // bgpRuntime is the daemon's BGP side ([bgp] in xlb.toml): the speaker and
@@ -104,6 +105,9 @@ func (d *daemon) openBGP(ctx context.Context, c *config.BGP) error {
 	}
 	o := speakerOptions(c, rid)
 	o.Log = d.log.With("component", "bgp")
+	o.OnPeerChange = func(p bgp.PeerStatus) {
+		d.events.add(control.RuleEvent{Kind: eventPeer, Backend: p.Address.String(), To: p.State, Reason: p.LastError, At: p.Since})
+	}
 	s, err := bgp.Start(ctx, o)
 	if err != nil {
 		return err
@@ -213,6 +217,7 @@ func (d *daemon) bgpChange(b *bgpRuntime, vip netip.Addr, announce bool, reason 
 			return false
 		}
 		d.log.Info("bgp announce", "vip", vip, "prefix", p, "reason", reason)
+		d.events.add(control.RuleEvent{Kind: eventBGP, Backend: vip.String(), To: "announced", Reason: reason})
 		return true
 	}
 	if err := b.speaker.Withdraw(p); err != nil {
@@ -220,6 +225,7 @@ func (d *daemon) bgpChange(b *bgpRuntime, vip netip.Addr, announce bool, reason 
 		return false
 	}
 	d.log.Info("bgp withdraw", "vip", vip, "prefix", p, "reason", reason)
+	d.events.add(control.RuleEvent{Kind: eventBGP, Backend: vip.String(), To: "withdrawn", Reason: reason})
 	return true
 }
 

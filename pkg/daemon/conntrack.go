@@ -141,55 +141,68 @@ func (o *ops) Conntrack(ctx context.Context, q control.ConntrackQuery) (*control
 	return res, nil
 }
 
-// conns counts tracked entries per (rule slot, backend slot): per-queue
-// tables and the shared session table.
+// connCounts are tracked entries per (rule slot, backend slot) that still
+// decide: active and inactive ones of the per-queue tables (conntrack
+// Tally), and PER_SESSION sessions of the shared table.
 type connCounts struct {
-	queue, shared map[[2]uint32]int
-	ok            bool
+	active, inactive, shared map[[2]uint32]int
+	ok                       bool // every queue answered
 }
 
-func (o *ops) countConnections(ctx context.Context) connCounts {
-	c := connCounts{queue: map[[2]uint32]int{}, shared: map[[2]uint32]int{}, ok: true}
-	e := o.d.engine
-	if e == nil {
+// countConnections tallies every queue's table (a walk on each worker,
+// spread over its batches, allocating nothing there) and lists the shared
+// session table. Safe from any goroutine.
+func (d *daemon) countConnections(ctx context.Context) connCounts {
+	c := connCounts{active: map[[2]uint32]int{}, inactive: map[[2]uint32]int{}, shared: map[[2]uint32]int{}, ok: true}
+	e := d.engine
+	snap := e.snapshotOrNil()
+	if snap == nil {
 		c.ok = false
 		return c
 	}
+	// Only entries that still decide count: a drained backend's entries
+	// stay in the tables after its deadline until they idle out.
+	now := conntrack.Now(d.clock)
+	valid := func(rule uint16, v conntrack.Value, proto uint8) bool { return snap.EntryValid(rule, v, proto, now) }
 	stats := e.Stats()
-	results := make([][]conntrack.Record, len(stats))
+	tallies := make([]conntrack.Tally, len(stats))
 	errs := make([]error, len(stats))
 	var wg sync.WaitGroup
 	for i, qs := range stats {
+		t := &tallies[i]
+		t.Valid = valid
+		t.Counts = make([][][2]int, len(snap.Rules))
+		for ri := range snap.Rules {
+			t.Counts[ri] = make([][2]int, len(snap.Rules[ri].Backends))
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctl := qs.Conntrack
-			limit := min(ctl.Cap(), max(ctl.Len()*2, 1024))
-			results[i], _, errs[i] = ctl.List(ctx, conntrack.Filter{}, limit)
+			errs[i] = qs.Conntrack.Tally(ctx, t)
 		}()
 	}
 	wg.Wait()
-	// Only entries that still decide count: a drained backend's entries
-	// stay in the tables after its deadline until they idle out.
-	snap := e.Snapshot()
-	now := conntrack.Now(o.d.clock)
-	valid := func(r *conntrack.Record) bool {
-		return snap != nil && snap.EntryValid(r.Rule, r.Value, r.Key.Proto, now)
-	}
-	for i := range results {
+	for i := range tallies {
 		if errs[i] != nil {
 			c.ok = false
+			continue
 		}
-		for j := range results[i] {
-			if r := &results[i][j]; valid(r) {
-				c.queue[[2]uint32{uint32(r.Rule), r.Value.Backend}]++
+		for ri, bs := range tallies[i].Counts {
+			for bi, n := range bs {
+				k := [2]uint32{uint32(ri), uint32(bi)}
+				if n[0] > 0 {
+					c.active[k] += n[0]
+				}
+				if n[1] > 0 {
+					c.inactive[k] += n[1]
+				}
 			}
 		}
 	}
 	sessions, _ := e.Shared()
 	recs := sessions.List(conntrack.Filter{}, now, sessions.Cap())
 	for j := range recs {
-		if r := &recs[j]; valid(r) {
+		if r := &recs[j]; valid(r.Rule, r.Value, r.Key.Proto) {
 			c.shared[[2]uint32{uint32(r.Rule), r.Value.Backend}]++
 		}
 	}

@@ -88,6 +88,8 @@ type daemon struct {
 	reloadsOK, reloadsRejected atomic.Uint64
 
 	capturing atomic.Bool // a capture runs (capture.go)
+	events    eventLog    // events.go
+	started   time.Time   // when Run started (status: uptime)
 }
 
 // Run loads the configuration, starts the data plane and serves until ctx
@@ -186,6 +188,7 @@ func (d *daemon) engineConfig() engineConfig {
 
 // Run starts the data plane and runs the control loop.
 func (d *daemon) Run(ctx context.Context) error {
+	d.started = time.Now()
 	var err error
 	d.seed = randomSeed()
 	if err := d.startFromStore(); err != nil {

@@ -18,7 +18,9 @@
 //	reload.go    Reload: a new configuration in whole, or none of it
 //	registry.go  rule and backend slots, never reused
 //	clock.go     the daemon's one clock (workers' ticks, control deadlines)
-//	metrics.go   /metrics (Prometheus text format)
+//	metrics.go   /metrics (client_golang, pkg/metrics): the families, each
+//	             declared once with family(), and the collect functions
+//	events.go    the event list of status (health, CLI, reload, BGP)
 //	simulate.go  Simulate: the effect of backend changes, without a daemon
 //	warmup.go    a rule's first round of health checks as published ("warm")
 //	bgp.go       [bgp]: the speaker, the announce decision per VIP, shutdown order
@@ -38,14 +40,16 @@
 //	control.go   ops (the control.API implementation), serving the socket,
 //	             copying rule and backend state off the control goroutine,
 //	             POST /v1/reload
-//	status.go    GET /v1/status
+//	status.go    GET /v1/status (version and uptime, queues with XSK
+//	             statistics, drops apart from passes, events)
 //	backends.go  GET /v1/backends and POST /v1/backend/{action}: rows and changes
-//	conntrack.go /v1/conntrack list, count and flush; connections per backend
+//	conntrack.go /v1/conntrack list, count and flush; active and inactive
+//	             connections per backend (conntrack Tally)
 //	lookup.go    GET /v1/lookup: the packet asked about and the answer's words
 //	rates.go     the rate estimator (fixed 2 s window, its own goroutine):
 //	             every per-second figure the daemon shows
 //	appliance.go POST /v1/appliance/{drain,undrain}, the appliance part of the
-//	             status (drain, peers, VIPs), the BGP metrics
+//	             status (drain, peers, VIPs), the BGP metric families
 //	capture.go   GET /v1/capture: a capture session's taps handed to the
 //	             workers, drained and streamed (pkg/capture)
 //
@@ -240,10 +244,35 @@
 // Decisions where DESIGN is silent:
 //   - control_socket is read when Run starts; a reload that changes it
 //     does not move the socket (restart xlb).
-//   - Tracked connections per backend are counted with one List walk per
-//     queue (conntrack.Control offers per-filter Count only, one table walk
-//     per backend) plus one walk of the shared session table; the walks are
-//     spread over the workers' batches by the conntrack mailbox.
+//   - Tracked connections per backend are counted with one Tally walk per
+//     queue (counts per rule and backend slot, active or inactive, into
+//     arrays sized from the snapshot: nothing is allocated per entry, so
+//     xlb top can ask every second of a table of millions) plus one List of
+//     the shared session table; the walks are spread over the workers'
+//     batches by the conntrack mailbox. Only entries that still decide
+//     count (snapshot.EntryValid, run by the worker during the walk).
+//     Active: no FIN or RST seen and confirmed; inactive: a FIN or RST seen,
+//     or a SYN not answered yet (IPVS's ActiveConn/InActConn); both fall
+//     to 0 as the entries idle out.
+//   - Per backend the status has packets, bytes (IP bytes as received) and
+//     new connections, as totals and rates; per rule their sums over its
+//     backends (what it forwarded: a rule's drops are in the drop reasons).
+//     Per backend also the health check's last probe time and latency,
+//     when its health last changed and how often (pkg/health.Status).
+//   - Events (events.go): tier switches and the other eligible-set events
+//     come from each rule's failover history (carried across a restart);
+//     health changes, CLI changes (backend and appliance, with who asked),
+//     reloads (accepted or rejected with the first issue), VIP
+//     announcements and withdrawals, and BGP session changes are kept in a
+//     list of the last 128 as they happen; status shows the newest 50 of
+//     both, oldest first.
+//   - Version and uptime: the module version and VCS revision
+//     (pkg/buildinfo) and the time Run started; a restart's successor
+//     starts its own uptime.
+//   - xlb_drop_packets_total counts drops only; frames that were not ours
+//     (dataplane.Reason.Pass) are xlb_pass_packets_total, and status lists
+//     them apart (counters.drops, counters.passes). A packet counts once,
+//     under its final outcome (pkg/dataplane "What a batch counts").
 //   - Every rate (packets/s of the appliance, of each queue and backend)
 //     comes from one estimator with a fixed 2 s window, as ipvsadm's
 //     (rates.go): a goroutine of its own samples the workers' counters
@@ -253,7 +282,9 @@
 //     (rates.window_seconds) and the measured distance (rates.seconds).
 //     Totals (packets since start) are read at the request. The workers
 //     count per backend in dataplane.BackendStats, at most one batch
-//     behind. New counters that need a rate go in rates.go's sample.
+//     behind. New counters that need a rate go in rates.go's sample (per
+//     queue rx, tx and drops; per backend packets, bytes and new
+//     connections are there).
 //   - lookup answers for an established packet (ACK) by default, --syn for
 //     a connection's first SYN. It searches every queue's table for the
 //     tracking key (the queue a flow lands on is the NIC's RSS choice,

@@ -6,6 +6,7 @@ import (
 
 	"github.com/xlbnet/xlb/failover"
 	"github.com/xlbnet/xlb/pkg/config"
+	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/health"
 )
 
@@ -51,6 +52,11 @@ func (d *daemon) applyProbes() bool {
 		if !had || old.health != p.health || old.weight != p.weight || old.weightState != p.weightState {
 			changed = true
 			if !had || old.health != p.health {
+				from := ""
+				if had {
+					from = old.health.String()
+				}
+				d.events.add(control.RuleEvent{Kind: eventHealth, Rule: k.rule, Backend: k.addr.String(), From: from, To: p.health.String(), Reason: p.lastError})
 				d.log.Info("health", "rule", k.rule, "backend", k.addr, "health", p.health.String(), "weight", p.weight, "weight_state", p.weightState.String(), "error", p.lastError)
 			}
 		}

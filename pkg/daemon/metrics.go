@@ -4,13 +4,82 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/xlbnet/xlb/failover"
+	"github.com/xlbnet/xlb/pkg/buildinfo"
 	"github.com/xlbnet/xlb/pkg/dataplane"
 	"github.com/xlbnet/xlb/pkg/encap"
 	"github.com/xlbnet/xlb/pkg/metrics"
+)
+
+// Metrics (pkg/metrics, client_golang): one collector whose families are
+// declared below (and where their values live: bgpFamilies in
+// appliance.go), filled at scrape time by collect from the workers'
+// counters, the published status, the conntrack tables (through each
+// worker's mailbox, bounded by a timeout) and the health checker. Adding
+// a metric: declare it with family (name xlb_<what>_<unit>, _total for
+// counters), emit it in collect or the collect function of its file, and
+// TestMetricsLint checks the name on a scrape; pkg/metrics/doc has the
+// rules.
+
+// metricFamilies lists every family the daemon's collector exports; family
+// appends to it, so a declaration is a registration.
+var metricFamilies []*metrics.Family
+
+func family(name, help string, kind metrics.Kind, labels ...string) *metrics.Family {
+	f := metrics.NewFamily(name, help, kind, labels...)
+	metricFamilies = append(metricFamilies, f)
+	return f
+}
+
+// The appliance.
+var (
+	mBuildInfo = family("xlb_build_info", "Constant 1, labelled with the running xlb's module version and VCS revision.", metrics.Gauge, "version", "revision", "go_version")
+	mInfo      = family("xlb_info", "Constant 1, labelled with how the data plane runs.", metrics.Gauge, "xdp_mode", "zerocopy", "queues")
+	mStarted   = family("xlb_start_time_seconds", "When this daemon started, in seconds since the epoch (uptime: time() - this).", metrics.Gauge)
+	mReloads   = family("xlb_config_reloads_total", "Configuration reloads, by result (ok, rejected).", metrics.Counter, "result")
+)
+
+// Per queue.
+var (
+	mRX        = family("xlb_rx_packets_total", "Frames received from the AF_XDP socket, per queue.", metrics.Counter, "queue")
+	mTX        = family("xlb_tx_packets_total", "Frames handed to the TX ring (fragments, replies and ICMP errors included), per queue.", metrics.Counter, "queue")
+	mVerdicts  = family("xlb_verdict_packets_total", "Received packets by what became of them (tx, reply, drop, pass), per queue; each packet counts once.", metrics.Counter, "queue", "verdict")
+	mDrops     = family("xlb_drop_packets_total", "Packets dropped, by reason, per queue (drops only: passes are xlb_pass_packets_total).", metrics.Counter, "queue", "reason")
+	mPasses    = family("xlb_pass_packets_total", "Frames that were not xlb's to handle (not IP, unsupported L2), by reason, per queue.", metrics.Counter, "queue", "reason")
+	mEncap     = family("xlb_encap_results_total", "Encapsulation results, per queue.", metrics.Counter, "queue", "result")
+	mTracked   = family("xlb_tracked_packets_total", "Packets placed by an existing connection-tracking entry, per queue.", metrics.Counter, "queue")
+	mKernelRXD = family("xlb_kernel_rx_dropped_total", "Frames the kernel dropped before the socket (XDP_STATISTICS: rx_dropped + rx_ring_full), per queue.", metrics.Counter, "queue")
+	mXSK       = family("xlb_xsk_events_total", "The kernel's XDP_STATISTICS of the queue's AF_XDP socket: rx_dropped, rx_invalid_descs, tx_invalid_descs, rx_ring_full, rx_fill_ring_empty, tx_ring_empty.", metrics.Counter, "queue", "event")
+	mCTEntries = family("xlb_conntrack_entries", "Connection-tracking entries in use (expired ones until reclaimed), per queue.", metrics.Gauge, "queue")
+	mCTCap     = family("xlb_conntrack_capacity", "Connection-tracking slots, per queue.", metrics.Gauge, "queue")
+	mCTEvents  = family("xlb_conntrack_events_total", "Connection-tracking events (hit, miss, insert, insert_failure, evictions, expirations), per queue.", metrics.Counter, "queue", "event")
+)
+
+// Per rule and backend.
+var (
+	mRuleTier     = family("xlb_rule_tier", "1 for the eligible tier each rule serves from.", metrics.Gauge, "rule", "vip", "tier")
+	mRuleSwitches = family("xlb_rule_tier_switches_total", "Eligible-tier changes since start (the last 64 are in xlb status).", metrics.Counter, "rule")
+	mRulePackets  = family("xlb_rule_packets_total", "Packets the rule sent to its backends.", metrics.Counter, "rule")
+	mRuleBytes    = family("xlb_rule_bytes_total", "IP bytes (as received) the rule sent to its backends.", metrics.Counter, "rule")
+	mRuleConns    = family("xlb_rule_connections_total", "New connections the rule placed (tracked flows placed by the Maglev table).", metrics.Counter, "rule")
+	mHealthy      = family("xlb_backend_healthy", "1 when the backend's health check passes.", metrics.Gauge, "rule", "backend")
+	mEligible     = family("xlb_backend_eligible", "1 when the backend takes new connections of the rule.", metrics.Gauge, "rule", "backend")
+	mWeight       = family("xlb_backend_weight", "The weight the health check reported (0 unless its state is OK).", metrics.Gauge, "rule", "backend", "weight_state")
+	mBEPackets    = family("xlb_backend_packets_total", "Packets sent to the backend, all queues.", metrics.Counter, "rule", "backend")
+	mBEBytes      = family("xlb_backend_bytes_total", "IP bytes (as received, before encapsulation) sent to the backend, all queues.", metrics.Counter, "rule", "backend")
+	mBEConns      = family("xlb_backend_connections_total", "New connections placed on the backend.", metrics.Counter, "rule", "backend")
+	mBEActive     = family("xlb_backend_connections_active", "Tracked connections of the backend that have seen neither FIN nor RST (IPVS ActiveConn).", metrics.Gauge, "rule", "backend")
+	mBEInactive   = family("xlb_backend_connections_inactive", "Tracked connections of the backend that saw a FIN or RST, or a SYN not yet answered (IPVS InActConn).", metrics.Gauge, "rule", "backend")
+	mCheckLatency = family("xlb_backend_check_latency_seconds", "How long the backend's last health probe took.", metrics.Gauge, "rule", "backend")
+	mCheckLast    = family("xlb_backend_check_last_timestamp_seconds", "When the backend's last health probe ended, in seconds since the epoch.", metrics.Gauge, "rule", "backend")
+	mHealthSince  = family("xlb_backend_health_change_timestamp_seconds", "When the backend's health last changed, in seconds since the epoch.", metrics.Gauge, "rule", "backend")
+	mHealthFlaps  = family("xlb_backend_health_changes_total", "Health changes since the backend's check started (rate() != 0: flapping).", metrics.Counter, "rule", "backend")
 )
 
 // startMetrics serves /metrics on the configured address ("" disables
@@ -19,6 +88,11 @@ import (
 func (d *daemon) startMetrics() func() {
 	addr := d.cfg.MetricsListen
 	if addr == "" {
+		return func() {}
+	}
+	reg, err := d.metricsRegistry()
+	if err != nil {
+		d.log.Error("metrics endpoint not served", "err", err)
 		return func() {}
 	}
 	if d.metricsLn == nil {
@@ -30,141 +104,131 @@ func (d *daemon) startMetrics() func() {
 		d.metricsLn = ln
 	}
 	d.log.Info("metrics", "listen", addr)
-	return metrics.ServeListener(d.metricsLn, metrics.Handler(d.writeMetrics))
+	return metrics.ServeListener(d.metricsLn, metrics.Handler(reg, d.log))
 }
 
-// writeMetrics writes the appliance's metrics (Prometheus text format).
-// It runs on the scraping goroutine: it reads the workers' atomic counters,
-// the published status, and the conntrack statistics through each worker's
-// mailbox (bounded by a timeout, so a stuck worker cannot hang a scrape).
-func (d *daemon) writeMetrics(w *metrics.Writer) {
+// metricsRegistry is the daemon's collector with the Go and process
+// collectors.
+func (d *daemon) metricsRegistry() (*prometheus.Registry, error) {
+	return metrics.NewRegistry(metrics.NewCollector(metricFamilies, d.collect))
+}
+
+// collect writes one scrape. It runs on the scraping goroutine.
+func (d *daemon) collect(s metrics.Sink) {
 	st := d.Status()
-	qs := d.engine.Stats()
-	q := func(i int) string { return strconv.Itoa(qs[i].Queue) }
-	// perQueue writes a family with one sample per queue.
-	perQueue := func(name string, kind metrics.Kind, help string, value func(s *queueStats) uint64) {
-		w.Family(name, kind, help)
-		for i := range qs {
-			w.Sample(name, float64(value(&qs[i])), "queue", q(i))
-		}
+	bi := buildinfo.Read()
+	s.Add(mBuildInfo, 1, bi.Version, bi.Revision, bi.GoVersion)
+	s.Add(mInfo, 1, st.XDPMode, strconv.FormatBool(st.ZeroCopy), strconv.Itoa(len(st.Queues)))
+	s.Add(mStarted, float64(d.started.UnixNano())/1e9)
+	s.Add(mReloads, float64(d.reloadsOK.Load()), "ok")
+	s.Add(mReloads, float64(d.reloadsRejected.Load()), "rejected")
+	if d.engine != nil {
+		d.collectQueues(s)
 	}
-	// perBackend writes a family with one sample per backend of each rule;
-	// labels are added after rule and backend.
-	perBackend := func(name string, kind metrics.Kind, help string, value func(r *ruleStatus, b *failover.BackendState) (float64, []string)) {
-		w.Family(name, kind, help)
-		for ri := range st.Rules {
-			r := &st.Rules[ri]
-			for bi := range r.State.Backends {
-				b := &r.State.Backends[bi]
-				v, labels := value(r, b)
-				w.Sample(name, v, append([]string{"rule", r.Name, "backend", b.Name}, labels...)...)
+	d.collectRules(s, &st)
+	d.collectBGP(s) // appliance.go
+}
+
+// collectQueues writes the per-queue families.
+func (d *daemon) collectQueues(s metrics.Sink) {
+	for _, qs := range d.engine.Stats() {
+		q, c, k := strconv.Itoa(qs.Queue), qs.Counters, qs.Kernel
+		s.Add(mRX, float64(c.RXPackets.Load()), q)
+		s.Add(mTX, float64(c.TXPackets.Load()), q)
+		for v := range c.Verdicts {
+			s.Add(mVerdicts, float64(c.Verdicts[v].Load()), q, dataplane.Verdict(v).String())
+		}
+		for r := range c.Reasons {
+			switch reason := dataplane.Reason(r); {
+			case reason == dataplane.ReasonNone:
+			case reason.Pass():
+				s.Add(mPasses, float64(c.Reasons[r].Load()), q, reason.String())
+			default:
+				s.Add(mDrops, float64(c.Reasons[r].Load()), q, reason.String())
 			}
 		}
-	}
-
-	w.Family("xlb_info", metrics.Gauge, "Constant 1, labelled with how the data plane runs.")
-	w.Sample("xlb_info", 1, "xdp_mode", st.XDPMode, "zerocopy", strconv.FormatBool(st.ZeroCopy), "queues", strconv.Itoa(len(st.Queues)))
-
-	perQueue("xlb_rx_packets_total", metrics.Counter, "Frames received from the AF_XDP socket, per queue.",
-		func(s *queueStats) uint64 { return s.Counters.RXPackets.Load() })
-	perQueue("xlb_tx_packets_total", metrics.Counter, "Frames handed to the TX ring (fragments and replies included), per queue.",
-		func(s *queueStats) uint64 { return s.Counters.TXPackets.Load() })
-	w.Family("xlb_verdict_packets_total", metrics.Counter, "Packets by verdict (drop, pass, tx, reply), per queue.")
-	for i := range qs {
-		for v := range qs[i].Counters.Verdicts {
-			w.Sample("xlb_verdict_packets_total", float64(qs[i].Counters.Verdicts[v].Load()), "queue", q(i), "verdict", dataplane.Verdict(v).String())
+		for r := range c.Encap {
+			s.Add(mEncap, float64(c.Encap[r].Load()), q, encap.Result(r).String())
 		}
-	}
-	w.Family("xlb_drop_packets_total", metrics.Counter, "Packets dropped or passed, by reason, per queue.")
-	for i := range qs {
-		for r := range qs[i].Counters.Reasons {
-			if r == int(dataplane.ReasonNone) {
-				continue
-			}
-			w.Sample("xlb_drop_packets_total", float64(qs[i].Counters.Reasons[r].Load()), "queue", q(i), "reason", dataplane.Reason(r).String())
+		s.Add(mTracked, float64(c.TrackedHit.Load()), q)
+		s.Add(mKernelRXD, float64(k.RXDropped+k.RXRingFull), q)
+		for _, e := range []struct {
+			name string
+			v    uint64
+		}{
+			{"rx_dropped", k.RXDropped}, {"rx_invalid_descs", k.RXInvalidDescs}, {"tx_invalid_descs", k.TXInvalidDescs},
+			{"rx_ring_full", k.RXRingFull}, {"rx_fill_ring_empty", k.RXFillRingEmpty}, {"tx_ring_empty", k.TXRingEmptyDescs},
+		} {
+			s.Add(mXSK, float64(e.v), q, e.name)
 		}
-	}
-	w.Family("xlb_encap_results_total", metrics.Counter, "Encapsulation results, per queue.")
-	for i := range qs {
-		for r := range qs[i].Counters.Encap {
-			w.Sample("xlb_encap_results_total", float64(qs[i].Counters.Encap[r].Load()), "queue", q(i), "result", encap.Result(r).String())
-		}
-	}
-	perQueue("xlb_tracked_packets_total", metrics.Counter, "Packets placed by an existing connection-tracking entry, per queue.",
-		func(s *queueStats) uint64 { return s.Counters.TrackedHit.Load() })
-	perQueue("xlb_kernel_rx_dropped_total", metrics.Counter, "Frames the kernel dropped before the socket (XDP_STATISTICS: rx_dropped + rx_ring_full), per queue.",
-		func(s *queueStats) uint64 { return s.Kernel.RXDropped + s.Kernel.RXRingFull })
-
-	perQueue("xlb_conntrack_entries", metrics.Gauge, "Connection-tracking entries in use (expired ones until reclaimed), per queue.",
-		func(s *queueStats) uint64 { return uint64(s.Conntrack.Len()) })
-	perQueue("xlb_conntrack_capacity", metrics.Gauge, "Connection-tracking slots, per queue.",
-		func(s *queueStats) uint64 { return uint64(s.Conntrack.Cap()) })
-	type ctRow struct {
-		queue string
-		name  string
-		v     uint64
-	}
-	var ct []ctRow
-	for i := range qs {
+		s.Add(mCTEntries, float64(qs.Conntrack.Len()), q)
+		s.Add(mCTCap, float64(qs.Conntrack.Cap()), q)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		s, err := qs[i].Conntrack.Stats(ctx)
+		cs, err := qs.Conntrack.Stats(ctx)
 		cancel()
 		if err != nil {
 			continue
 		}
-		for _, r := range []struct {
+		for _, e := range []struct {
 			name string
 			v    uint64
 		}{
-			{"hit", s.Hits}, {"miss", s.Misses}, {"insert", s.Inserts}, {"update", s.Updates},
-			{"insert_failure", s.InsertFailures}, {"evicted_expired", s.EvictedExpired},
-			{"evicted_unconfirmed", s.EvictedUnconfirmed}, {"evicted_lru", s.EvictedLRU},
-			{"expired", s.Expired}, {"flushed", s.Flushed},
+			{"hit", cs.Hits}, {"miss", cs.Misses}, {"insert", cs.Inserts}, {"update", cs.Updates},
+			{"insert_failure", cs.InsertFailures}, {"evicted_expired", cs.EvictedExpired},
+			{"evicted_unconfirmed", cs.EvictedUnconfirmed}, {"evicted_lru", cs.EvictedLRU},
+			{"expired", cs.Expired}, {"flushed", cs.Flushed},
 		} {
-			ct = append(ct, ctRow{q(i), r.name, r.v})
+			s.Add(mCTEvents, float64(e.v), q, e.name)
 		}
 	}
-	w.Family("xlb_conntrack_events_total", metrics.Counter, "Connection-tracking events (hit, miss, insert, insert_failure, evictions, expirations), per queue.")
-	for _, r := range ct {
-		w.Sample("xlb_conntrack_events_total", float64(r.v), "queue", r.queue, "event", r.name)
-	}
+}
 
-	w.Family("xlb_rule_tier", metrics.Gauge, "1 for the eligible tier each rule serves from.")
-	for _, r := range st.Rules {
-		w.Sample("xlb_rule_tier", 1, "rule", r.Name, "vip", r.VIP.String(), "tier", r.Tier)
-	}
-	w.Family("xlb_rule_tier_switches_total", metrics.Counter, "Eligible-tier changes since start (the last 64 are in xlb status).")
-	for _, r := range st.Rules {
+// collectRules writes the per-rule and per-backend families.
+func (d *daemon) collectRules(s metrics.Sink, st *publishedStatus) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	in := d.statsInputs(ctx)
+	for ri := range st.Rules {
+		r := &st.Rules[ri]
+		s.Add(mRuleTier, 1, r.Name, r.VIP.String(), r.Tier)
 		n := 0
 		for _, ev := range r.State.History {
 			if ev.Kind == failover.EventTierSwitch {
 				n++
 			}
 		}
-		w.Sample("xlb_rule_tier_switches_total", float64(n), "rule", r.Name)
-	}
-	perBackend("xlb_backend_healthy", metrics.Gauge, "1 when the backend's health check passes.",
-		func(_ *ruleStatus, b *failover.BackendState) (float64, []string) {
-			return boolValue(b.Health == failover.HealthHealthy), nil
-		})
-	perBackend("xlb_backend_eligible", metrics.Gauge, "1 when the backend takes new connections of the rule.",
-		func(_ *ruleStatus, b *failover.BackendState) (float64, []string) { return boolValue(b.Eligible), nil })
-	perBackend("xlb_backend_weight", metrics.Gauge, "The weight the health check reported (0 unless its state is OK).",
-		func(_ *ruleStatus, b *failover.BackendState) (float64, []string) {
-			return float64(b.Weight), []string{"weight_state", b.WeightState.String()}
-		})
-	perBackend("xlb_backend_packets_total", metrics.Counter, "Packets sent to the backend, all queues.",
-		func(r *ruleStatus, b *failover.BackendState) (float64, []string) {
-			var n uint64
-			for i := range qs {
-				n += qs[i].Backends.Packets(r.Slot, b.ID)
+		s.Add(mRuleSwitches, float64(n), r.Name)
+		var rule dataplane.Totals
+		for bi := range r.State.Backends {
+			b := &r.State.Backends[bi]
+			s.Add(mHealthy, boolValue(b.Health == failover.HealthHealthy), r.Name, b.Name)
+			s.Add(mEligible, boolValue(b.Eligible), r.Name, b.Name)
+			s.Add(mWeight, float64(b.Weight), r.Name, b.Name, b.WeightState.String())
+			k := [2]uint32{uint32(r.Slot), b.ID}
+			var t dataplane.Totals
+			if in.live != nil && in.live.backend != nil {
+				t = in.live.backend[k]
 			}
-			return float64(n), nil
-		})
-	w.Family("xlb_config_reloads_total", metrics.Counter, "Configuration reloads, by result (ok, rejected).")
-	w.Sample("xlb_config_reloads_total", float64(d.reloadsOK.Load()), "result", "ok")
-	w.Sample("xlb_config_reloads_total", float64(d.reloadsRejected.Load()), "result", "rejected")
-	d.writeBGPMetrics(w) // appliance.go
+			rule.Packets, rule.Bytes, rule.Conns = rule.Packets+t.Packets, rule.Bytes+t.Bytes, rule.Conns+t.Conns
+			s.Add(mBEPackets, float64(t.Packets), r.Name, b.Name)
+			s.Add(mBEBytes, float64(t.Bytes), r.Name, b.Name)
+			s.Add(mBEConns, float64(t.Conns), r.Name, b.Name)
+			if in.conns.ok {
+				s.Add(mBEActive, float64(in.conns.active[k]), r.Name, b.Name)
+				s.Add(mBEInactive, float64(in.conns.inactive[k]), r.Name, b.Name)
+			}
+			addr, _ := netip.ParseAddr(b.Name)
+			if hs, ok := in.checks[probeKey{r.Name, addr}]; ok && !hs.LastProbe.IsZero() {
+				s.Add(mCheckLatency, hs.LastLatency.Seconds(), r.Name, b.Name)
+				s.Add(mCheckLast, float64(hs.LastProbe.UnixNano())/1e9, r.Name, b.Name)
+				s.Add(mHealthSince, float64(hs.Since.UnixNano())/1e9, r.Name, b.Name)
+				s.Add(mHealthFlaps, float64(hs.Changes), r.Name, b.Name)
+			}
+		}
+		s.Add(mRulePackets, float64(rule.Packets), r.Name)
+		s.Add(mRuleBytes, float64(rule.Bytes), r.Name)
+		s.Add(mRuleConns, float64(rule.Conns), r.Name)
+	}
 }
 
 func boolValue(b bool) float64 {

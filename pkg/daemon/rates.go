@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/xlbnet/xlb/pkg/dataplane"
 )
 
 // Rates: a fixed-window estimator, as ipvsadm's (the kernel's IPVS
@@ -22,13 +24,18 @@ const estimatorWindow = 2 * time.Second
 type sample struct {
 	at      time.Time
 	rx      uint64
-	queueRX map[int]uint64       // by queue id
-	backend map[[2]uint32]uint64 // by (rule slot, backend slot); nil: not counted per backend
+	queueRX map[int]uint64 // by queue id
+	queueTX map[int]uint64
+	// queueDrops are drops (not passes) by queue id.
+	queueDrops map[int]uint64
+	// backend: packets, bytes, new connections by (rule slot, backend
+	// slot); nil: not counted per backend.
+	backend map[[2]uint32]dataplane.Totals
 }
 
 // takeSample reads the workers' counters; safe from any goroutine.
 func (d *daemon) takeSample() *sample {
-	s := &sample{at: time.Now(), queueRX: map[int]uint64{}}
+	s := &sample{at: time.Now(), queueRX: map[int]uint64{}, queueTX: map[int]uint64{}, queueDrops: map[int]uint64{}}
 	e := d.engine
 	if e == nil {
 		return s
@@ -37,27 +44,46 @@ func (d *daemon) takeSample() *sample {
 		n := q.Counters.RXPackets.Load()
 		s.rx += n
 		s.queueRX[q.Queue] = n
+		s.queueTX[q.Queue] = q.Counters.TXPackets.Load()
+		s.queueDrops[q.Queue], _ = dropsOf(q.Counters)
 	}
 	bstats := e.backendStats()
 	snap := e.Snapshot()
 	if bstats == nil || snap == nil {
 		return s
 	}
-	s.backend = map[[2]uint32]uint64{}
+	s.backend = map[[2]uint32]dataplane.Totals{}
 	for ri := range snap.Rules {
 		r := &snap.Rules[ri]
 		for bi := range r.Backends {
 			if !r.Backends[bi].Present {
 				continue
 			}
-			var n uint64
+			var n dataplane.Totals
 			for _, bs := range bstats {
-				n += bs.Packets(uint16(ri), uint32(bi))
+				t := bs.Totals(uint16(ri), uint32(bi))
+				n.Packets += t.Packets
+				n.Bytes += t.Bytes
+				n.Conns += t.Conns
 			}
 			s.backend[[2]uint32{uint32(ri), uint32(bi)}] = n
 		}
 	}
 	return s
+}
+
+// dropsOf sums a queue's drop and pass counters (every reason).
+func dropsOf(c *dataplane.Counters) (drops, passes uint64) {
+	for r := range c.Reasons {
+		switch reason := dataplane.Reason(r); {
+		case reason == dataplane.ReasonNone:
+		case reason.Pass():
+			passes += c.Reasons[r].Load()
+		default:
+			drops += c.Reasons[r].Load()
+		}
+	}
+	return drops, passes
 }
 
 // estimator keeps the two latest samples. tick takes the next one; run

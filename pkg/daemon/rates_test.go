@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/xlbnet/xlb/pkg/control"
+	"github.com/xlbnet/xlb/pkg/dataplane"
 )
 
 // TestEstimatorFixedWindow: a rate is the difference of the two latest
@@ -17,7 +18,7 @@ func TestEstimatorFixedWindow(t *testing.T) {
 	var at time.Time
 	var rx uint64
 	e := newEstimator(2*time.Second, func() *sample {
-		return &sample{at: at, rx: rx, backend: map[[2]uint32]uint64{{0, 1}: rx / 2}}
+		return &sample{at: at, rx: rx, backend: map[[2]uint32]dataplane.Totals{{0, 1}: {Packets: rx / 2, Bytes: rx * 50, Conns: rx / 10}}}
 	})
 	rate := func() float64 { return e.latest().of(func(s *sample) uint64 { return s.rx }) }
 
@@ -37,8 +38,11 @@ func TestEstimatorFixedWindow(t *testing.T) {
 		if got := rate(); got != 1000 {
 			t.Fatalf("window %d: rx rate %v, want 1000", i, got)
 		}
-		if got := w.of(func(s *sample) uint64 { return s.backend[[2]uint32{0, 1}] }); got != 500 {
+		if got := w.of(func(s *sample) uint64 { return s.backend[[2]uint32{0, 1}].Packets }); got != 500 {
 			t.Fatalf("window %d: backend rate %v, want 500", i, got)
+		}
+		if b, c := w.of(func(s *sample) uint64 { return s.backend[[2]uint32{0, 1}].Bytes }), w.of(func(s *sample) uint64 { return s.backend[[2]uint32{0, 1}].Conns }); b != 50000 || c != 100 {
+			t.Fatalf("window %d: backend bytes/s %v, connections/s %v, want 50000 and 100", i, b, c)
 		}
 		if w.seconds() != 2 {
 			t.Fatalf("window %d: %v s, want 2", i, w.seconds())

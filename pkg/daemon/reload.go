@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xlbnet/xlb/pkg/config"
+	"github.com/xlbnet/xlb/pkg/control"
 )
 
 // Reload re-reads the configuration and the state file. A configuration
@@ -20,8 +21,10 @@ func (d *daemon) Reload() error {
 	err := d.reload()
 	if err != nil {
 		d.reloadsRejected.Add(1)
+		d.events.add(control.RuleEvent{Kind: eventReload, To: "rejected", Reason: firstLine(err)})
 	} else {
 		d.reloadsOK.Add(1)
+		d.events.add(control.RuleEvent{Kind: eventReload, To: "accepted", Reason: fmt.Sprintf("%d rules", len(d.cfg.Rules))})
 	}
 	return err
 }
@@ -92,4 +95,18 @@ func ruleHas(r *config.Rule, addr netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// firstLine is an error's first issue, for the event list (a rejected
+// configuration's every issue is in the log and the reload's answer).
+func firstLine(err error) string {
+	var cerr *config.Error
+	if errors.As(err, &cerr) && len(cerr.Issues) > 0 {
+		msg := cerr.Issues[0].String()
+		if n := len(cerr.Issues); n > 1 {
+			msg += fmt.Sprintf(" (and %d more)", n-1)
+		}
+		return msg
+	}
+	return err.Error()
 }

@@ -3,9 +3,10 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"slices"
+	"time"
 
 	"github.com/xlbnet/xlb/failover"
+	"github.com/xlbnet/xlb/pkg/buildinfo"
 	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/dataplane"
 )
@@ -17,18 +18,19 @@ func (o *ops) Status(ctx context.Context) (*control.Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	live, rates := o.d.takeSample(), o.d.rates.latest()
-	conns := o.countConnections(ctx)
+	in := o.d.statsInputs(ctx)
+	rates := in.rates
 	out := &control.Status{
 		Config: st.Config, Loaded: st.Loaded, XDPMode: st.XDPMode, ZeroCopy: st.ZeroCopy,
 		Queues: st.Queues, Stale: stale, Rules: []control.Rule{},
+		Build: control.Build{Version: buildinfo.Read().Short(), Started: o.d.started, UptimeSeconds: time.Since(o.d.started).Seconds()},
 	}
 	out.Rates = control.RateInterval{Seconds: rates.seconds(), WindowSeconds: rates.nominal.Seconds()}
 	if rates.ok() {
 		out.Rates.At = rates.cur.at
 	}
 	if e := o.d.engine; e != nil {
-		out.Counters.Drops = map[string]uint64{}
+		out.Counters.Drops, out.Counters.Passes = map[string]uint64{}, map[string]uint64{}
 		for _, q := range e.Stats() {
 			c := q.Counters
 			out.Counters.RX += c.RXPackets.Load()
@@ -36,34 +38,54 @@ func (o *ops) Status(ctx context.Context) (*control.Status, error) {
 			out.Counters.Tracked += c.TrackedHit.Load()
 			out.Counters.KernelRXD += q.Kernel.RXDropped
 			out.Conntrack += q.Conntrack.Len()
-			qid := q.Queue
-			out.QueueStats = append(out.QueueStats, control.QueueStat{Queue: qid, RXPackets: c.RXPackets.Load(), TXPackets: c.TXPackets.Load(),
-				RXPerSec: rates.of(func(s *sample) uint64 { return s.queueRX[qid] })})
+			out.QueueStats = append(out.QueueStats, queueStat(&q, rates))
 			for r := range c.Reasons {
-				if n := c.Reasons[r].Load(); n != 0 && dataplane.Reason(r) != dataplane.ReasonNone {
-					out.Counters.Drops[dataplane.Reason(r).String()] += n
+				reason := dataplane.Reason(r)
+				if n := c.Reasons[r].Load(); n != 0 && reason != dataplane.ReasonNone {
+					if reason.Pass() {
+						out.Counters.Passes[reason.String()] += n
+					} else {
+						out.Counters.Drops[reason.String()] += n
+					}
 				}
 			}
 		}
 		out.Counters.RXPerSec = rates.of(func(s *sample) uint64 { return s.rx })
 		out.Warnings = append(out.Warnings, idleQueueWarnings(out.QueueStats, out.Counters.RXPerSec, st.XDPMode, rates)...)
 	}
+	var tiers []control.RuleEvent
 	for _, rr := range rules {
-		out.Rules = append(out.Rules, o.ruleInfo(rr, conns, live, rates))
+		out.Rules = append(out.Rules, o.ruleInfo(rr, in))
 		if rr.state != nil {
 			for _, ev := range rr.state.History {
-				out.Events = append(out.Events, control.RuleEvent{Rule: rr.name, At: ev.At, Kind: ev.Kind.String(), From: tierName(ev.From, ev.Kind), To: tierName(ev.To, ev.Kind), Group: ev.Group, Reason: ev.Reason})
+				tiers = append(tiers, control.RuleEvent{Rule: rr.name, At: ev.At, Kind: ev.Kind.String(), From: tierName(ev.From, ev.Kind), To: tierName(ev.To, ev.Kind), Group: ev.Group, Reason: ev.Reason})
 			}
 		}
 	}
 	if out.Appliance, err = o.appliance(ctx); err != nil {
 		return nil, err
 	}
-	slices.SortStableFunc(out.Events, func(a, b control.RuleEvent) int { return a.At.Compare(b.At) })
-	if len(out.Events) > 20 {
-		out.Events = out.Events[len(out.Events)-20:]
-	}
+	out.Events = newestEvents(tiers, o.d.events.list()) // events.go
 	return out, nil
+}
+
+// queueStat is one queue's row of status: packets, rates, drops, and the
+// kernel's statistics of its socket.
+func queueStat(q *queueStats, rates rateWindow) control.QueueStat {
+	c, qid := q.Counters, q.Queue
+	drops, passes := dropsOf(c)
+	k := q.Kernel
+	return control.QueueStat{
+		Queue: qid, RXPackets: c.RXPackets.Load(), TXPackets: c.TXPackets.Load(),
+		RXPerSec: rates.of(func(s *sample) uint64 { return s.queueRX[qid] }),
+		QueueTraffic: control.QueueTraffic{
+			TXPerSec: rates.of(func(s *sample) uint64 { return s.queueTX[qid] }),
+			Drops:    drops, Passes: passes,
+			DropsPerSec: rates.of(func(s *sample) uint64 { return s.queueDrops[qid] }),
+			XSK: control.XSK{RXDropped: k.RXDropped, RXInvalidDescs: k.RXInvalidDescs, TXInvalidDescs: k.TXInvalidDescs,
+				RXRingFull: k.RXRingFull, RXFillRingEmpty: k.RXFillRingEmpty, TXRingEmpty: k.TXRingEmptyDescs},
+		},
+	}
 }
 
 func tierName(t failover.Tier, k failover.EventKind) string {

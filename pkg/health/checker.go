@@ -236,7 +236,9 @@ func (c *Checker) run(ctx context.Context, t *target) {
 			return
 		case start = <-timer.C(): // the due time: the schedule does not drift with wake-up latency
 		}
+		began := time.Now() // probe timeouts run on real time, so does their latency
 		r := t.p.probe(ctx)
+		r.Latency = time.Since(began)
 		if ctx.Err() != nil {
 			return // removed or stopped mid-probe: the result means nothing
 		}

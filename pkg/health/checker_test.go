@@ -168,6 +168,11 @@ func TestCheckerRise(t *testing.T) {
 			if st := c.Status(); len(st) != 1 || state(st[0]) != "H37" {
 				t.Errorf("Status() = %v", st)
 			}
+			// The probe's latency: a loopback round trip, more than
+			// nothing and less than the timeout.
+			if l := ev[1].LastLatency; l <= 0 || l >= tg.Check.Timeout {
+				t.Errorf("last latency %v, want in (0, %v)", l, tg.Check.Timeout)
+			}
 		})
 	}
 }

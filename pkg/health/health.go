@@ -54,6 +54,7 @@ type Status struct {
 	WeightState failover.WeightState // WeightUnavailable until a probe has been answered
 	Since       time.Time            // when Health last changed (or the target was added)
 	LastProbe   time.Time            // when the last probe ended; zero before the first
+	LastLatency time.Duration        // how long the last probe took (connect, and the HTTP answer's head)
 	LastError   error                // the last probe's failure; nil after a success
 	Changes     uint64               // Health changes since the target was added: a flap counter
 }

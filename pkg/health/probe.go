@@ -33,6 +33,8 @@ type Result struct {
 	WeightState failover.WeightState
 
 	Err error // why the check failed; nil when OK
+
+	Latency time.Duration // how long the probe took, set by the Checker
 }
 
 // prober runs the probes of one target. It is immutable and used by one

@@ -30,6 +30,7 @@ func newTracker(k Key, rise, fall int, now time.Time) tracker {
 func (t *tracker) observe(r Result, now time.Time) bool {
 	before := t.st
 	t.st.LastProbe = now
+	t.st.LastLatency = r.Latency
 	t.st.LastError = r.Err
 	if r.OK {
 		t.successes++

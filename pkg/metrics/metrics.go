@@ -1,116 +1,111 @@
-// Package metrics writes metrics in the Prometheus text exposition format
-// (version 0.0.4) and serves them over HTTP. It is a small writer, not a
-// registry: the daemon reads its counters when scraped and writes them
-// here, so nothing on the packet path knows about metrics.
 package metrics
 
 import (
-	"bufio"
+	"errors"
 	"fmt"
-	"io"
-	"math"
+	"log/slog"
 	"net"
 	"net/http"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Kind is a metric type of the exposition format.
-type Kind string
+// Kind is a family's metric type.
+type Kind = prometheus.ValueType
 
+// Metric types.
 const (
-	Counter Kind = "counter"
-	Gauge   Kind = "gauge"
+	Counter = prometheus.CounterValue
+	Gauge   = prometheus.GaugeValue
 )
 
-// Writer writes one scrape. Samples of one metric must be written
-// together, after its Family line.
-type Writer struct {
-	w    *bufio.Writer
-	seen map[string]bool
-	err  error
+// Family is one metric family: name, help, type and label names.
+type Family struct {
+	Name   string
+	Help   string
+	Kind   Kind
+	Labels []string
+	desc   *prometheus.Desc
 }
 
-// NewWriter returns a Writer on w; call Flush at the end.
-func NewWriter(w io.Writer) *Writer {
-	return &Writer{w: bufio.NewWriter(w), seen: map[string]bool{}}
+// NewFamily declares a family.
+func NewFamily(name, help string, kind Kind, labels ...string) *Family {
+	return &Family{Name: name, Help: help, Kind: kind, Labels: labels, desc: prometheus.NewDesc(name, help, labels, nil)}
 }
 
-// Family starts a metric: its HELP and TYPE lines. A name given twice is
-// a bug in the caller and is reported by Flush.
-func (w *Writer) Family(name string, kind Kind, help string) {
-	if w.seen[name] && w.err == nil {
-		w.err = fmt.Errorf("metrics: family %s written twice", name)
+// Sink takes one scrape's samples.
+type Sink struct {
+	ch chan<- prometheus.Metric
+}
+
+// Add sends a sample of f; labelValues follow f.Labels. A sample that does
+// not fit its family is reported by the registry (and logged by Handler).
+func (s Sink) Add(f *Family, value float64, labelValues ...string) {
+	m, err := prometheus.NewConstMetric(f.desc, f.Kind, value, labelValues...)
+	if err != nil {
+		m = prometheus.NewInvalidMetric(f.desc, fmt.Errorf("%s: %w", f.Name, err))
 	}
-	w.seen[name] = true
-	fmt.Fprintf(w.w, "# HELP %s %s\n# TYPE %s %s\n", name, escapeHelp(help), name, kind)
+	s.ch <- m
 }
 
-// Sample writes one sample; labels alternate name, value.
-func (w *Writer) Sample(name string, value float64, labels ...string) {
-	if len(labels)%2 != 0 && w.err == nil {
-		w.err = fmt.Errorf("metrics: %s: odd label list %q", name, labels)
-		return
+// Collector is a prometheus.Collector of a fixed list of families whose
+// samples collect writes at each scrape.
+type Collector struct {
+	families []*Family
+	collect  func(Sink)
+}
+
+// NewCollector returns a collector of families, filled by collect.
+func NewCollector(families []*Family, collect func(Sink)) *Collector {
+	return &Collector{families: families, collect: collect}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, f := range c.families {
+		ch <- f.desc
 	}
-	w.w.WriteString(name)
-	if len(labels) > 0 {
-		w.w.WriteByte('{')
-		for i := 0; i < len(labels); i += 2 {
-			if i > 0 {
-				w.w.WriteByte(',')
-			}
-			fmt.Fprintf(w.w, "%s=\"%s\"", labels[i], escapeValue(labels[i+1]))
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) { c.collect(Sink{ch: ch}) }
+
+// NewRegistry returns a registry with the Go runtime and process
+// collectors and cs. It is pedantic: a sample of a family its collector
+// did not declare is an error of the scrape (a few microseconds per
+// scrape, to catch a metric added without its Family).
+func NewRegistry(cs ...prometheus.Collector) (*prometheus.Registry, error) {
+	reg := prometheus.NewPedanticRegistry()
+	all := append([]prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}, cs...)
+	for _, c := range all {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
 		}
-		w.w.WriteByte('}')
 	}
-	w.w.WriteByte(' ')
-	w.w.WriteString(formatValue(value))
-	w.w.WriteByte('\n')
+	return reg, nil
 }
 
-// Flush writes out what is buffered and reports the first error.
-func (w *Writer) Flush() error {
-	if err := w.w.Flush(); err != nil {
-		return err
-	}
-	return w.err
-}
-
-func formatValue(v float64) string {
-	switch {
-	case math.IsInf(v, 1):
-		return "+Inf"
-	case math.IsInf(v, -1):
-		return "-Inf"
-	case math.IsNaN(v):
-		return "NaN"
-	}
-	return strconv.FormatFloat(v, 'g', -1, 64)
-}
-
-var (
-	helpEscaper  = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
-	valueEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
-)
-
-func escapeHelp(s string) string  { return helpEscaper.Replace(s) }
-func escapeValue(s string) string { return valueEscaper.Replace(s) }
-
-// Handler serves GET /metrics with what write produces.
-func Handler(write func(w *Writer)) http.Handler {
+// Handler serves GET /metrics from g (text or protobuf, as the scraper
+// asks); a collect error is logged to log and the scrape carries on.
+func Handler(g prometheus.Gatherer, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", func(rw http.ResponseWriter, r *http.Request) {
-		rw.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		w := NewWriter(rw)
-		write(w)
-		if err := w.Flush(); err != nil {
-			// The header is gone already; the scrape shows a truncated body.
-			fmt.Fprintf(rw, "# error: %v\n", err)
-		}
-	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{
+		ErrorLog:      slogPrinter{log},
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
 	return mux
+}
+
+// slogPrinter is promhttp's error log on a slog.Logger.
+type slogPrinter struct{ log *slog.Logger }
+
+func (p slogPrinter) Println(v ...any) {
+	if p.log != nil {
+		p.log.Error("metrics", "err", errors.New(fmt.Sprint(v...)))
+	}
 }
 
 // Serve listens on addr and serves h until the returned stop is called.
@@ -128,14 +123,4 @@ func ServeListener(ln net.Listener, h http.Handler) (stop func()) {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return func() { srv.Close() }
-}
-
-// SortedKeys returns the keys of m in order, for stable output.
-func SortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
