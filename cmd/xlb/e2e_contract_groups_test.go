@@ -300,8 +300,8 @@ func TestWireTableFull(t *testing.T) {
 	if !res.OK() {
 		t.Errorf("flood of 3000 connections into a table of 1024: %s; want every one answered", describe(res))
 	}
-	failures := metricSum(scrape(t, l), `xlb_conntrack_events_total{queue="0",event="insert_failure"}`) +
-		metricSum(scrape(t, l), `xlb_conntrack_events_total{queue="1",event="insert_failure"}`)
+	failures := metricSum(scrape(t, l), `xlb_conntrack_events_total{event="insert_failure",queue="0"}`) +
+		metricSum(scrape(t, l), `xlb_conntrack_events_total{event="insert_failure",queue="1"}`)
 	if failures == 0 {
 		t.Errorf("3000 new connections into a table of 1024 counted no insert failure")
 	}
