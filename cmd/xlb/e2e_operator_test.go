@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netlink"
 
 	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/lab"
@@ -342,5 +346,66 @@ func TestLookupFindsRule(t *testing.T) {
 	}
 	if res := drive(t, l, 20, 4); !res.OK() || statusJSON(t, sock).Counters.RX == after.RX {
 		t.Errorf("port 80 traffic did not reach xlb (the check above would prove nothing)")
+	}
+}
+
+// plainVethConfig writes a configuration for interface plain0 with queues
+// (a TOML value) and one rule with health checks off, and returns its path.
+func plainVethConfig(t *testing.T, dir, queues string) string {
+	t.Helper()
+	os.MkdirAll(filepath.Join(dir, "rules.d"), 0o755)
+	main := fmt.Sprintf("interface = \"plain0\"\nqueues = %s\nhash_seed = \"0x1\"\nstate_file = %q\ncontrol_socket = %q\nmetrics_listen = \"\"\n[conntrack]\nmax_entries = 4096\n",
+		queues, filepath.Join(dir, "state.toml"), filepath.Join(dir, "xlb.sock"))
+	rule := "vip = \"203.0.113.10\"\nports = [\"80\"]\n[health_check]\ntype = \"NONE\"\n[[group]]\nname = \"a\"\nbackends = [\"198.18.0.100\"]\n"
+	if err := os.WriteFile(filepath.Join(dir, "xlb.toml"), []byte(main), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rules.d", "web.toml"), []byte(rule), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "xlb.toml")
+}
+
+// TestRunOnPlainVeth: queues = "all" binds the queues a plain veth uses
+// (one) instead of those it allocates (one per CPU: queue 1 failed with
+// "bind … invalid argument"); a list beyond them stops xlb run before it
+// attaches anything, naming the problem (issue 12 item 2).
+func TestRunOnPlainVeth(t *testing.T) {
+	ns := testutil.NewNetNS(t, "pv")
+	err := ns.Do(func() error {
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "plain0"}, PeerName: "plain1"}); err != nil {
+			return err
+		}
+		for _, n := range []string{"plain0", "plain1"} {
+			l, err := netlink.LinkByName(n)
+			if err != nil {
+				return err
+			}
+			if err := netlink.LinkSetUp(l); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	x, err := runLabXLB(ctx, ns.Name, dir, plainVethConfig(t, dir, `"all"`), func(s string) { t.Log(s) })
+	if err != nil {
+		t.Fatalf("queues = \"all\" on a plain veth: %v", err)
+	}
+	if !strings.Contains(x.log.String(), "msg=serving rules=1 queues=[0] ") {
+		t.Errorf("xlb does not serve queue 0 alone:\n%s", x.log)
+	}
+	if err := x.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	_, err = runLabXLB(ctx, ns.Name, dir, plainVethConfig(t, dir, "[0, 1]"), func(s string) { t.Log(s) })
+	if err == nil || !strings.Contains(err.Error(), "interface plain0 has 1 active receive queue(s), 0-0 (ethtool channels), so queue 1 cannot be served") {
+		t.Errorf("queues = [0, 1] on a plain veth: %v", err)
 	}
 }

@@ -253,10 +253,10 @@ func TestEndToEndNonVIPTraffic(t *testing.T) {
 	if err := l.Router.Run("ip", "neigh", "flush", "all"); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Client.Run("ping", "-c", "2", "-W", "2", l.XLBAddr4.String()); err != nil {
+	if err := lab.Ping(l.Client, l.XLBAddr4, 4*time.Second); err != nil {
 		t.Errorf("ping to the appliance: %v", err)
 	}
-	if err := l.Client.Run("ping", "-6", "-c", "2", "-W", "2", l.XLBAddr6.String()); err != nil {
+	if err := lab.Ping(l.Client, l.XLBAddr6, 4*time.Second); err != nil {
 		t.Errorf("ping6 to the appliance: %v", err)
 	}
 	var line string

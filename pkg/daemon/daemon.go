@@ -233,15 +233,17 @@ func (d *daemon) serve(ctx context.Context) error {
 		return err
 	}
 	defer stopBGP() // first of the deferred: withdraw, wait, then detach
-	d.log.Info("serving", "rules", len(d.cfg.Rules), "queues", d.engine.Queues(), "xdp_mode", d.engine.Mode().String(), "zerocopy", d.engine.ZeroCopy())
-	d.notify("READY=1\nSTATUS=serving")
-
+	// Signals are handled before "serving" is said: a SIGTERM sent as
+	// soon as the daemon says it serves must stop it cleanly, not kill it.
 	var sigs chan os.Signal
 	if d.opts.Signals {
 		sigs = make(chan os.Signal, 4)
 		signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR2)
 		defer signal.Stop(sigs)
 	}
+	d.log.Info("serving", "rules", len(d.cfg.Rules), "queues", d.engine.Queues(), "xdp_mode", d.engine.Mode().String(), "zerocopy", d.engine.ZeroCopy())
+	d.notify("READY=1\nSTATUS=serving")
+
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	lastResolve := time.Now()

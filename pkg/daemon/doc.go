@@ -108,6 +108,11 @@
 //     removed (entries honoured for connection_draining_timeout), keep their
 //     next hop (and so their encapsulation template) meanwhile, and are
 //     forgotten once their drain deadline plus the idle timeout has passed.
+//   - queues = "all" binds the interface's active receive queues
+//     (ETHTOOL_GCHANNELS via pkg/ethtool, else the real count in sysfs),
+//     not the allocated ones: a plain veth allocates one per CPU and uses
+//     one. A listed queue beyond them stops xlb run before anything is
+//     attached, with the count and how to change it (engine.go).
 //   - Reload refuses to change the interface or the queues (restart
 //     instead); any configuration error rejects the whole reload and the
 //     running configuration keeps serving.

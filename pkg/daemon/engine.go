@@ -15,6 +15,7 @@ import (
 
 	"github.com/xlbnet/xlb/conntrack"
 	"github.com/xlbnet/xlb/pkg/dataplane"
+	"github.com/xlbnet/xlb/pkg/ethtool"
 	"github.com/xlbnet/xlb/ring"
 	"github.com/xlbnet/xlb/ring/xsk"
 )
@@ -101,15 +102,9 @@ func startEngine(cfg engineConfig) (_ *engine, err error) {
 			e.Close()
 		}
 	}()
-	qs := cfg.Queues
-	if len(qs) == 0 {
-		n := l.Attrs().NumRxQueues
-		if n < 1 {
-			n = 1
-		}
-		for i := range n {
-			qs = append(qs, i)
-		}
+	qs, err := servedQueues(cfg.Interface, cfg.Queues)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.MaxEntries < len(qs) {
 		return nil, fmt.Errorf("conntrack max_entries %d is less than one per queue (%d queues)", cfg.MaxEntries, len(qs))
@@ -166,6 +161,30 @@ func startEngine(cfg engineConfig) (_ *engine, err error) {
 	}
 	e.startWorkers()
 	return e, nil
+}
+
+// servedQueues is the queues to bind: the list given, each checked
+// against the interface's active receive queues, or all of those (the
+// channels in use, ETHTOOL_GCHANNELS; an interface allocates more than it
+// uses, and binding a queue it does not use fails with EINVAL).
+func servedQueues(ifname string, list []int) ([]int, error) {
+	active, src, err := ethtool.ActiveRXQueues(ifname)
+	if err != nil {
+		return nil, fmt.Errorf("interface %s: %w", ifname, err)
+	}
+	if len(list) == 0 {
+		qs := make([]int, active)
+		for i := range qs {
+			qs[i] = i
+		}
+		return qs, nil
+	}
+	for _, q := range list {
+		if q >= active {
+			return nil, fmt.Errorf("queues: interface %s has %d active receive queue(s), 0-%d (%s), so queue %d cannot be served; change queues, or the channels (ethtool -L %s combined N)", ifname, active, active-1, src, q, ifname)
+		}
+	}
+	return list, nil
 }
 
 // nativeMaxMTU is the largest MTU a driver without XDP multi-buffer

@@ -41,7 +41,7 @@ func TestFleetLab(t *testing.T) {
 		}
 	}
 	for _, a := range l.Appliances {
-		if err := a.NS.Run("ping", "-c", "1", "-W", "2", l.Gateway4.String()); err != nil {
+		if err := lab.Ping(a.NS, l.Gateway4, 2*time.Second); err != nil {
 			t.Errorf("appliance %d: %v", a.Index, err)
 		}
 	}
@@ -83,7 +83,7 @@ func TestFleetLab(t *testing.T) {
 func TestFleetLabWithoutBIRD(t *testing.T) {
 	testutil.RequireRoot(t)
 	bin := t.TempDir()
-	for _, tool := range []string{"ip", "nft", "ping"} {
+	for _, tool := range []string{"ip", "nft"} {
 		p, err := lookPath(tool)
 		if err != nil {
 			t.Fatal(err)
