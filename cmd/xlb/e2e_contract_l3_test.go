@@ -222,7 +222,7 @@ func TestWireL3DefaultAndICMP(t *testing.T) {
 	// VIP of a TCP rule only, the appliance does.
 	echoes := map[int]int{}
 	for _, src := range l.ClientAddrs4[100:110] {
-		if err := l.Client.Run("ping", "-c", "2", "-i", "0.2", "-W", "2", "-I", src.String(), l.Opts.VIP4.String()); err != nil {
+		if err := lab.PingFrom(l.Client, src, l.Opts.VIP4, 2, 4*time.Second); err != nil {
 			t.Errorf("ping %s from %s: %v", l.Opts.VIP4, src, err)
 		}
 		w := seen.where(packet.ProtoICMP, src)
@@ -237,7 +237,7 @@ func TestWireL3DefaultAndICMP(t *testing.T) {
 		t.Errorf("echo requests to the L3_DEFAULT VIP reached %v; want be1/be2 only", echoes)
 	}
 	src6 := l.ClientAddrs6[3]
-	if err := l.Client.Run("ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", "-I", src6.String(), l.Opts.VIP6.String()); err != nil {
+	if err := lab.PingFrom(l.Client, src6, l.Opts.VIP6, 2, 4*time.Second); err != nil {
 		t.Errorf("ping %s (a TCP rule only): %v; want the appliance's answer", l.Opts.VIP6, err)
 	}
 	if w := seen.where(packet.ProtoICMPv6, src6); len(w) > 0 {
