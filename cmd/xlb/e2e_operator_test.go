@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 
 	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/lab"
+	"github.com/xlbnet/xlb/pkg/netns"
 	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
@@ -407,5 +411,113 @@ func TestRunOnPlainVeth(t *testing.T) {
 	_, err = runLabXLB(ctx, ns.Name, dir, plainVethConfig(t, dir, "[0, 1]"), func(s string) { t.Log(s) })
 	if err == nil || !strings.Contains(err.Error(), "interface plain0 has 1 active receive queue(s), 0-0 (ethtool channels), so queue 1 cannot be served") {
 		t.Errorf("queues = [0, 1] on a plain veth: %v", err)
+	}
+}
+
+// TestLabUpPrintsRunLine: `xlb lab up` without --xlb writes a ready
+// configuration and prints the line that runs xlb on it; running that line
+// serves every rule; zero counts are refused; Ctrl-C removes the lab
+// (issue 12 item 21).
+func TestLabUpPrintsRunLine(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, args := range [][]string{{"--backends", "0"}, {"--clients", "0"}, {"--queues", "-1"}, {"--fabric-mtu", "0"}} {
+		_, _, err := runXLB(t, append([]string{"lab", "up", "--prefix", "never-"}, args...)...)
+		if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), args[0]+" "+args[1]+": want ") {
+			t.Errorf("lab up %v: %v (exit %d); want a usage error", args, err, exitCode(err))
+		}
+	}
+	prefix := testutil.Unique("lu") + "-"
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := exec.Command(self, "lab", "up", "--prefix", prefix, "--backends", "2", "--clients", "20")
+	up.Env = append(os.Environ(), runMainEnv+"=1")
+	stdout, err := up.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		up.Process.Signal(syscall.SIGINT)
+		up.Wait()
+		lab.Down(prefix)
+	})
+	var out strings.Builder
+	var cfg string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		out.WriteString(line + "\n")
+		if f := strings.Fields(line); len(f) == 12 && strings.HasPrefix(line, "run xlb on it:") && f[4] == "ip" && f[7] == prefix+"xlb" && f[9] == "run" {
+			cfg = f[11]
+		}
+		if strings.Contains(line, "Ctrl-C tears it down") {
+			break
+		}
+	}
+	t.Logf("xlb lab up:\n%s", out.String())
+	if cfg == "" {
+		t.Fatalf("lab up printed no run line")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	x, err := runLabXLB(ctx, prefix+"xlb", filepath.Dir(cfg), cfg, func(s string) { t.Log(s) })
+	if err != nil {
+		t.Fatalf("the printed run line: %v", err)
+	}
+	outSt, errOut, err := runXLB(t, "status", "--json", "-c", cfg)
+	if err != nil {
+		t.Fatalf("status of the lab's xlb: %v %s", err, errOut)
+	}
+	var st control.Status
+	if err := json.Unmarshal([]byte(outSt), &st); err != nil || len(st.Rules) != 4 {
+		t.Errorf("the lab's xlb serves %d rules (%v), want 4", len(st.Rules), err)
+	}
+	if err := x.Stop(); err != nil {
+		t.Error(err)
+	}
+	up.Process.Signal(syscall.SIGINT)
+	if err := up.Wait(); err != nil {
+		t.Errorf("lab up after Ctrl-C: %v", err)
+	}
+	if left := lab.Namespaces(prefix); len(left) != 0 {
+		t.Errorf("lab up left %v", left)
+	}
+}
+
+// TestLabDownCLI: `xlb lab down` removes the lab's own namespaces, lists
+// them, and leaves a namespace that merely starts with the prefix (issue
+// 12 item 4).
+func TestLabDownCLI(t *testing.T) {
+	testutil.RequireRoot(t)
+	prefix := testutil.Unique("ldc") + "-"
+	for _, s := range []string{"client", "be3", "mine"} {
+		ns, err := netns.New(prefix + s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if netns.Exists(ns.Name) {
+				ns.Delete()
+			}
+		})
+	}
+	out, errOut, err := runXLB(t, "lab", "down", "--prefix", prefix)
+	if err != nil {
+		t.Fatalf("lab down: %v %s", err, errOut)
+	}
+	for _, want := range []string{"removed namespace " + prefix + "client\n", "removed namespace " + prefix + "be3\n", "removed 2 namespace(s) of lab"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lab down printed %q, lacking %q", out, want)
+		}
+	}
+	if !netns.Exists(prefix + "mine") {
+		t.Errorf("lab down removed %smine, which no lab creates", prefix)
+	}
+	if netns.Exists(prefix+"client") || netns.Exists(prefix+"be3") {
+		t.Errorf("lab down left the lab's namespaces")
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -27,12 +28,26 @@ func labFlags() []cli.Flag {
 	}
 }
 
-func labOptions(c *cli.Context, out func(string, ...any)) lab.Options {
+// labOptions reads the lab flags. Zero means "the default" to lab.Up, so
+// a flag given as 0 (or less) is refused here instead of silently taken
+// as the default.
+func labOptions(c *cli.Context, out func(string, ...any)) (lab.Options, error) {
+	for _, f := range []struct {
+		name     string
+		min, max int
+	}{
+		{"backends", 1, lab.MaxBackends}, {"appliances", 1, lab.MaxAppliances}, {"queues", 1, 256},
+		{"clients", 1, lab.MaxClientAddrs}, {"fabric-mtu", 1280, 65535}, {"client-mtu", 1280, 65535},
+	} {
+		if v := c.Int(f.name); v < f.min || v > f.max {
+			return lab.Options{}, usageError{fmt.Sprintf("--%s %d: want %d..%d", f.name, v, f.min, f.max)}
+		}
+	}
 	return lab.Options{
 		Prefix: c.String("prefix"), Backends: c.Int("backends"), Appliances: c.Int("appliances"), Queues: c.Int("queues"),
 		ClientAddrs: c.Int("clients"), FabricMTU: c.Int("fabric-mtu"), ClientMTU: c.Int("client-mtu"),
 		Logf: out,
-	}
+	}, nil
 }
 
 func encapFlag() *cli.StringFlag {
@@ -87,17 +102,26 @@ func labCommand() *cli.Command {
 			},
 			{
 				Name:  "down",
-				Usage: "remove every namespace of a lab (after a crash, or a lab up in another terminal)",
-				Flags: []cli.Flag{&cli.StringFlag{Name: "prefix", Value: lab.DefaultPrefix, Usage: "prefix of the lab's namespaces"}},
+				Usage: "remove the namespaces of a lab (after a crash, or a lab up in another terminal)",
+				Description: "Removes only the names a lab creates: <prefix>client, router, xlb, xlb1…, be0…; another\n" +
+					"namespace that merely starts with the prefix is left alone. Prints each one it removed.",
+				ArgsUsage: " ",
+				Flags:     []cli.Flag{&cli.StringFlag{Name: "prefix", Value: lab.DefaultPrefix, Usage: "prefix of the lab's namespaces"}},
 				Action: func(c *cli.Context) error {
+					if err := noArgs(c); err != nil {
+						return err
+					}
 					if err := requireRoot(); err != nil {
 						return err
 					}
-					before := lab.Namespaces(c.String("prefix"))
-					if err := lab.Down(c.String("prefix")); err != nil {
+					removed, err := lab.Down(c.String("prefix"))
+					for _, name := range removed {
+						fmt.Fprintf(c.App.Writer, "removed namespace %s\n", name)
+					}
+					if err != nil {
 						return err
 					}
-					fmt.Fprintf(c.App.Writer, "removed %d namespace(s) with prefix %q\n", len(before), c.String("prefix"))
+					fmt.Fprintf(c.App.Writer, "removed %d namespace(s) of lab %q\n", len(removed), c.String("prefix"))
 					return nil
 				},
 			},
@@ -126,8 +150,12 @@ func labDemo(c *cli.Context) error {
 	if c.Bool("verbose") {
 		logf = func(s string) { fmt.Fprintln(c.App.ErrWriter, "xlb: "+s) }
 	}
+	opts, err := labOptions(c, say)
+	if err != nil {
+		return err
+	}
 	return lab.Demo(ctx, lab.DemoOptions{
-		Lab:   labOptions(c, say),
+		Lab:   opts,
 		Drive: lab.DriveOptions{Requests: c.Int("requests")},
 		Out:   out,
 		Start: func(ctx context.Context, l *lab.Lab) (func() error, error) {
@@ -158,19 +186,23 @@ func labUp(c *cli.Context) error {
 		return err
 	}
 	say := func(f string, a ...any) { fmt.Fprintf(c.App.Writer, f+"\n", a...) }
+	opts, err := labOptions(c, say)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	l, err := lab.Up(ctx, labOptions(c, say))
+	l, err := lab.Up(ctx, opts)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
+	dir, err := os.MkdirTemp("", "xlb-lab-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
 	if c.Bool("xlb") {
-		dir, err := os.MkdirTemp("", "xlb-lab-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
 		xs, err := startLabFleet(ctx, l, dir, l.DefaultRules(encap), say, func(s string) { fmt.Fprintln(c.App.ErrWriter, "xlb: "+s) })
 		if err != nil {
 			return err
@@ -179,6 +211,11 @@ func labUp(c *cli.Context) error {
 	}
 	if err := l.Describe(c.App.Writer); err != nil {
 		return err
+	}
+	if !c.Bool("xlb") {
+		if err := printRunLines(c.App.Writer, l, dir, encap); err != nil {
+			return err
+		}
 	}
 	say("lab %s is up; Ctrl-C tears it down.", l.Opts.Prefix)
 	<-ctx.Done()
@@ -217,4 +254,24 @@ func stopLabFleet(xs []*labXLB) error {
 		}
 	}
 	return first
+}
+
+// printRunLines writes a ready configuration for every appliance of the
+// lab (under dir, removed with the lab) and prints the command that runs
+// xlb on each, and how to reach it.
+func printRunLines(w io.Writer, l *lab.Lab, dir, encap string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	for _, a := range l.Appliances {
+		cfg, err := l.WriteConfig(filepath.Join(dir, a.NS.Name), l.DefaultRules(encap))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "configuration for %s: %s (rules %s, %s encapsulation)\n", a.NS.Name, cfg, filepath.Join(filepath.Dir(cfg), "rules.d"), encap)
+		fmt.Fprintf(w, "run xlb on it:   ip netns exec %s %s run -c %s\n", a.NS.Name, self, cfg)
+		fmt.Fprintf(w, "then ask it:     %s status -c %s\n", self, cfg)
+	}
+	return nil
 }

@@ -76,7 +76,8 @@
 // therefore works while that process lives; `xlb lab up` must stay in the
 // foreground. Close stops servers and decapsulators and deletes every
 // namespace (veths and bridge die with them); Up does the same when any
-// step fails or ctx ends; Down(prefix) deletes leftover namespaces after a
+// step fails or ctx ends; Down(prefix) deletes the lab's leftover namespaces
+// (only the names Up creates, listed by Namespaces) after a
 // crash. IPv6 duplicate address detection is off in every namespace, so no
 // address is tentative when Up returns.
 //

@@ -81,10 +81,8 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 			l.Close()
 		}
 	}()
-	for _, ns := range listNamespaces(opts.Prefix) {
-		if ns == opts.Prefix+"client" || ns == opts.Prefix+"router" || strings.HasPrefix(ns, opts.Prefix+"xlb") || strings.HasPrefix(ns, opts.Prefix+"be") {
-			return nil, fmt.Errorf("lab %q exists (namespace %s): run Down(%q) first", opts.Prefix, ns, opts.Prefix)
-		}
+	if nss := Namespaces(opts.Prefix); len(nss) > 0 {
+		return nil, fmt.Errorf("lab %q exists (namespace %s): remove it first with `xlb lab down --prefix %s`", opts.Prefix, nss[0], opts.Prefix)
 	}
 	steps := []struct {
 		name string
@@ -140,38 +138,57 @@ func (l *Lab) Close() error {
 	return first
 }
 
-// Down deletes every namespace whose name starts with prefix, for
-// `xlb lab down` after a crash. It refuses an empty prefix.
-func Down(prefix string) error {
+// Down deletes the namespaces of the lab with this prefix, for `xlb lab
+// down` after a crash, and returns their names: only the names a lab
+// creates (Namespaces), never another namespace that merely starts with
+// the prefix. It refuses an empty prefix.
+func Down(prefix string) ([]string, error) {
 	if prefix == "" {
-		return errors.New("lab down: empty prefix would delete every namespace")
+		return nil, errors.New("lab down: empty prefix would delete every namespace")
 	}
+	var removed []string
 	var errs []error
-	for _, name := range listNamespaces(prefix) {
+	for _, name := range Namespaces(prefix) {
 		stopBIRDIn(name)
 		if err := (&netns.NS{Name: name}).Delete(); err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		removed = append(removed, name)
 	}
-	return errors.Join(errs...)
+	return removed, errors.Join(errs...)
 }
 
-// Namespaces lists the names of the existing namespaces that start with
-// prefix.
-func Namespaces(prefix string) []string { return listNamespaces(prefix) }
-
-func listNamespaces(prefix string) []string {
+// Namespaces lists the existing namespaces of the lab with this prefix:
+// prefix followed by client, router, xlb, xlb<N> (a fleet's appliances)
+// or be<N> (backends), as Up names them.
+func Namespaces(prefix string) []string {
 	entries, err := os.ReadDir("/run/netns")
 	if err != nil {
 		return nil
 	}
 	var names []string
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) {
+		if rest, ok := strings.CutPrefix(e.Name(), prefix); ok && labSuffix(rest) {
 			names = append(names, e.Name())
 		}
 	}
 	return names
+}
+
+// labSuffix reports whether a namespace name after the lab's prefix is
+// one Up creates.
+func labSuffix(s string) bool {
+	switch s {
+	case "client", "router", "xlb":
+		return true
+	}
+	for _, p := range []string{"xlb", "be"} {
+		if n, ok := strings.CutPrefix(s, p); ok && n != "" && strings.Trim(n, "0123456789") == "" && (n == "0" || n[0] != '0') {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *Lab) onClose(f func()) {

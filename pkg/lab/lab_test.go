@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -241,19 +242,40 @@ func TestUpRefusesExistingLabAndDownRemovesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if _, err := lab.Up(ctx, lab.Options{Prefix: prefix, Backends: 1, ClientAddrs: 2, NoDecap: true}); err == nil {
-		t.Fatal("second Up with the same prefix succeeded")
+	if _, err := lab.Up(ctx, lab.Options{Prefix: prefix, Backends: 1, ClientAddrs: 2, NoDecap: true}); err == nil || !strings.Contains(err.Error(), "remove it first with `xlb lab down --prefix "+prefix+"`") {
+		t.Fatalf("second Up with the same prefix: %v; want the command that removes the first", err)
 	}
 	if n := len(lab.Namespaces(prefix)); n != 4 {
 		t.Fatalf("%d namespaces, want 4 (client, router, xlb, be0)", n)
 	}
-	if err := lab.Down(prefix); err != nil {
+	// Namespaces that only start with the prefix are not the lab's: Down
+	// leaves them (issue 12 item 4: it deleted every one).
+	var others []string
+	for _, suffix := range []string{"other", "be", "be01", "xlbx", "clients"} {
+		ns, err := netns.New(prefix + suffix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ns.Delete()
+		others = append(others, ns.Name)
+	}
+	removed, err := lab.Down(prefix)
+	if err != nil {
 		t.Fatal(err)
+	}
+	slices.Sort(removed)
+	if want := []string{prefix + "be0", prefix + "client", prefix + "router", prefix + "xlb"}; !slices.Equal(removed, want) {
+		t.Errorf("Down removed %v, want %v", removed, want)
 	}
 	if left := lab.Namespaces(prefix); len(left) != 0 {
 		t.Fatalf("Down left %v", left)
 	}
-	if err := lab.Down(""); err == nil {
+	for _, name := range others {
+		if !netns.Exists(name) {
+			t.Errorf("Down removed %s, which is not the lab's", name)
+		}
+	}
+	if _, err := lab.Down(""); err == nil {
 		t.Fatal("Down with an empty prefix succeeded")
 	}
 }

@@ -19,7 +19,7 @@ import (
 func disableOffloads(ns *netns.NS, ifname string) error {
 	if _, err := exec.LookPath("ethtool"); err == nil {
 		if out, err := ns.Command("ethtool", "-K", ifname, "tx", "off", "sg", "off", "tso", "off", "gso", "off").CombinedOutput(); err != nil {
-			return fmt.Errorf("disable offloads on %s (or set KeepOffloads): %w: %s", ifname, err, strings.TrimSpace(string(out)))
+			return fmt.Errorf("disable offloads on %s: %w: %s", ifname, err, strings.TrimSpace(string(out)))
 		}
 		return nil
 	}
@@ -32,7 +32,7 @@ func disableOffloads(ns *netns.NS, ifname string) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("disable offloads on %s (or set KeepOffloads): %w", ifname, err)
+		return fmt.Errorf("disable offloads on %s: %w", ifname, err)
 	}
 	return nil
 }
