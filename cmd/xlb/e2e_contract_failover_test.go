@@ -62,25 +62,28 @@ func TestWireDrainingOnFailover(t *testing.T) {
 
 		l.Backends[0].SetHealthy(false)
 		l.Backends[1].SetHealthy(false)
+		// Look at the open connections as soon as status shows the
+		// switch, well inside the drain.
+		var switched time.Time
+		var until *time.Time
+		waitFor(t, 30*time.Second, "switch to FAILOVER", func() (bool, string) {
+			st := x.status(t)
+			var ok bool
+			switched, ok = tierSwitch(st, "web4", "FAILOVER")
+			until = backendOf(st, "web4", l.Backends[0].Tunnel4.String()).DrainUntil
+			return ok && until != nil, ruleStatus(t, st, "web4").Tier
+		})
+		if until.Sub(switched) != drainTimeout {
+			t.Fatalf("be0 drains until %v, switch at %v: want the switch + %v", until, switched, drainTimeout)
+		}
+		asked := time.Now()
+		if a, b := k0.on(), k1.on(); (a != 0 || b != 1) && asked.Before(until.Add(-time.Second)) {
+			t.Errorf("open connections %v after the switch went to %d and %d; want 0 and 1 (drained on failover)", asked.Sub(switched), a, b)
+		}
 		waitFor(t, 30*time.Second, "new connections on the failover backends", func() (bool, string) {
 			res := driveFor(t, l, 40, 4, 3*time.Second)
 			return onlyOn(res, 2, 3), describe(res)
 		})
-		st := x.status(t)
-		switched, ok := tierSwitch(st, "web4", "FAILOVER")
-		if !ok {
-			t.Fatalf("no switch to FAILOVER in the events: %+v", st.Events)
-		}
-		until := backendOf(st, "web4", l.Backends[0].Tunnel4.String()).DrainUntil
-		if until == nil || until.Sub(switched) != drainTimeout {
-			t.Fatalf("be0 drains until %v, switch at %v: want the switch + %v", until, switched, drainTimeout)
-		}
-		if time.Until(*until) < 2*time.Second {
-			t.Fatalf("too slow to look at the open connections before the drain ends (%v left)", time.Until(*until))
-		}
-		if a, b := k0.on(), k1.on(); a != 0 || b != 1 {
-			t.Errorf("open connections after the switch went to %d and %d; want 0 and 1 (drained on failover)", a, b)
-		}
 		time.Sleep(time.Until(until.Add(1500 * time.Millisecond)))
 		if a := k0.on(); a == 0 {
 			t.Errorf("open connection still on be0 after failover_drain_timeout")
