@@ -27,7 +27,7 @@ type Record struct {
 	Key         hash.Key
 	Rule        uint16
 	Value       Value
-	Unconfirmed bool  // created by a SYN, not yet confirmed
+	Unconfirmed bool  // new: its flow's next packet (other than a SYN) not seen yet
 	Closed      bool  // a FIN or RST was seen (CloseAt): inactive
 	ExpiresIn   Ticks // time left before the entry expires, as of the walk
 }
@@ -177,7 +177,7 @@ func (t *Tally) add(e *Entry, flags uint8) {
 		return
 	}
 	inactive := 0
-	if flags&(flagClosed|flagUnconfirmed) != 0 {
+	if flags&(flagClosed|flagSYN) != 0 { // closing, or not yet established
 		inactive = 1
 	}
 	t.Counts[e.rule][e.backend][inactive]++

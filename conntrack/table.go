@@ -71,8 +71,9 @@ func (e *Entry) set(v Value) {
 
 // Slot flags.
 const (
-	flagUnconfirmed uint8 = 1 << 0 // created by a SYN, no later non-SYN packet seen yet
+	flagUnconfirmed uint8 = 1 << 0 // new: no later packet of the flow (other than a SYN) seen yet
 	flagClosed      uint8 = 1 << 1 // a FIN or RST was seen (CloseAt): the connection is inactive
+	flagSYN         uint8 = 1 << 2 // unconfirmed, made by a SYN: a connection not yet established (inactive)
 )
 
 // header is the first cache line of a bucket: everything lookup filters on
@@ -105,13 +106,24 @@ type Stats struct {
 	Misses  uint64 // Lookup found nothing or an expired entry
 	Expired uint64 // entries removed because they were idle: by Lookup or Sweep
 
+	// New flows by kind (Katran's split): a TCP SYN that found no entry,
+	// a TCP segment without SYN that found none (after a restart that lost
+	// state, or an eviction: a spike means flows are losing their
+	// backend), and any other protocol's first packet.
+	MissSYN, MissNonSYN, MissOther uint64
+	// InsertSkipped counts new flows that got no entry because the new
+	// entry rate was above the limit (limit.go); they are forwarded by
+	// their hash.
+	InsertSkipped uint64
+	Confirmed     uint64 // new entries confirmed by their flow's next packet
+
 	Inserts        uint64 // new entries created by Insert
 	Updates        uint64 // existing entries overwritten by Insert or Reselect (re-selection)
 	InsertFailures uint64 // Insert found no slot it was allowed to take
 
 	EvictedExpired     uint64 // Insert took the slot of an expired entry in a full bucket
-	EvictedUnconfirmed uint64 // Insert evicted the oldest unconfirmed SYN entry
-	EvictedLRU         uint64 // Insert evicted the confirmed entry closest to expiry
+	EvictedUnconfirmed uint64 // Insert evicted the unconfirmed entry closest to expiry
+	EvictedLRU         uint64 // never since every new entry starts unconfirmed; kept for the metrics' continuity
 
 	Flushed uint64 // entries removed by a Control flush
 }
@@ -134,7 +146,8 @@ type Table struct {
 	mail      atomic.Pointer[request] // pending Control request
 	control   Control
 
-	arena *Arena // the memfd behind buckets (arena.go); nil on the Go heap
+	arena *Arena  // the memfd behind buckets (arena.go); nil on the Go heap
+	lim   limiter // the new-entry rate and the unconfirmed idle timeout (limit.go)
 }
 
 // ErrMaxEntries says the requested table size is unusable.
@@ -167,6 +180,7 @@ func New(maxEntries int, seed uint64) (*Table, error) {
 func newTable(buckets []bucket, seed uint64) *Table {
 	t := &Table{buckets: buckets, nBuckets: uint64(len(buckets)), seed: seed, secrets: newSecrets(seed)}
 	t.control.t = t
+	t.lim.unconfirmedIdle = DefaultUnconfirmedIdle
 	return t
 }
 
@@ -243,9 +257,12 @@ func (t *Table) search(p Probe, k *hash.Key, rule uint16) (*bucket, int) {
 
 // Lookup returns the live entry of (k, rule), or nil when there is none or
 // it has been idle for idle ticks or more by now. idle is the rule's idle
-// timeout (at least 1 tick; longer than 2^30 ticks counts as 2^30). A hit extends the entry's
-// life to now+idle and, when syn is false (the packet is not a SYN),
-// confirms an entry that a SYN created. An expired entry is removed. The
+// timeout (at least 1 tick; longer than 2^30 ticks counts as 2^30). When
+// syn is false (the packet is not a SYN) a hit confirms a new entry and
+// extends its life to now+idle; a SYN's hit (a retransmission, or an ICMP
+// error the dataplane looks up) leaves a new entry unconfirmed, on the
+// unconfirmed idle timeout. An expired entry is removed. A miss with syn
+// false is counted by kind (MissNonSYN for TCP, else MissOther). The
 // dataplane compares the entry's generations with its snapshot itself; a
 // stale entry is re-selected with Reselect or Insert.
 func (t *Table) Lookup(k *hash.Key, rule uint16, now Time, idle Ticks, syn bool) *Entry {
@@ -256,37 +273,57 @@ func (t *Table) Lookup(k *hash.Key, rule uint16, now Time, idle Ticks, syn bool)
 func (t *Table) LookupAt(p Probe, k *hash.Key, rule uint16, now Time, idle Ticks, syn bool) *Entry {
 	t.stats.Lookups++
 	b, i := t.search(p, k, rule)
-	if i < 0 {
-		t.stats.Misses++
-		return nil
-	}
-	if !now.Before(b.expires[i]) {
+	if i >= 0 && !now.Before(b.expires[i]) {
 		b.clear(i)
 		t.n--
 		t.stats.Expired++
+		i = -1
+	}
+	if i < 0 {
 		t.stats.Misses++
+		if !syn {
+			if k.Proto == tcpProto {
+				t.stats.MissNonSYN++
+			} else {
+				t.stats.MissOther++
+			}
+		}
 		return nil
 	}
-	b.expires[i] = now.Add(min(idle, maxTicks))
-	if !syn {
-		b.flags[i] &^= flagUnconfirmed
+	if b.flags[i]&flagUnconfirmed != 0 {
+		if syn {
+			b.expires[i] = now.Add(min(idle, t.lim.unconfirmedIdle, maxTicks))
+			t.stats.Hits++
+			return &b.slots[i]
+		}
+		b.flags[i] &^= flagUnconfirmed | flagSYN
+		t.stats.Confirmed++
 	}
+	b.expires[i] = now.Add(min(idle, maxTicks))
 	t.stats.Hits++
 	return &b.slots[i]
 }
 
-// Insert maps (k, rule) to v until now+idle. syn says the packet is a SYN
-// that opens a connection: the entry starts unconfirmed, may be evicted
-// before confirmed ones, and may itself never evict a confirmed entry.
+// tcpProto is IPPROTO_TCP, for the miss counters.
+const tcpProto = 6
+
+// Insert maps (k, rule) to v. Every entry Insert creates — for a SYN, a
+// TCP segment that found no entry, a UDP datagram — starts unconfirmed:
+// it lives the unconfirmed idle timeout (min with idle; SetUnconfirmedIdle,
+// default 5 s) until the flow's next packet other than a SYN confirms it
+// (Lookup), may be evicted before any confirmed entry, and may itself
+// never evict a confirmed one. So a flood of any protocol from random
+// tuples can only displace other unconfirmed entries.
 //
 // When (k, rule) already has an entry (live or not), Insert overwrites it
-// in place: this is how a SYN re-selects. Otherwise it takes an empty slot
-// of the emptier candidate bucket; when both are full it evicts, in this
-// order, an expired entry, the unconfirmed entry closest to expiry, or —
-// unless syn — the confirmed entry closest to expiry (which is the least
-// recently seen one when all rules share an idle timeout). It returns
-// false when it found no slot it may take; that is counted, and the caller
-// forwards the packet statelessly.
+// in place (how a SYN re-selects); a SYN's entry becomes unconfirmed
+// again, another packet's keeps its state. Otherwise, if the new-entry
+// rate allows (SetNewEntryLimit; InsertSkipped counts the refusals), it
+// takes an empty slot of the emptier candidate bucket; when both are full
+// it evicts an expired entry, else the unconfirmed entry closest to
+// expiry. It returns false when it made no entry; that is counted
+// (InsertSkipped, InsertFailures), and the caller forwards the packet
+// statelessly. syn also counts the new flow as MissSYN.
 func (t *Table) Insert(k *hash.Key, rule uint16, v Value, now Time, idle Ticks, syn bool) (*Entry, bool) {
 	return t.InsertAt(t.Locate(k, rule), k, rule, v, now, idle, syn)
 }
@@ -296,21 +333,40 @@ func (t *Table) InsertAt(p Probe, k *hash.Key, rule uint16, v Value, now Time, i
 	b, i := t.search(p, k, rule)
 	if i >= 0 {
 		t.stats.Updates++
-	} else {
-		b, i = t.victim(&t.buckets[p.b1], &t.buckets[p.b2], now, syn)
-		if b == nil {
-			t.stats.InsertFailures++
-			return nil, false
+		if syn || b.flags[i]&flagUnconfirmed != 0 {
+			b.flags[i] = flagUnconfirmed | b.flags[i]&flagSYN
+			if syn {
+				b.flags[i] |= flagSYN
+			}
+			b.expires[i] = now.Add(min(idle, t.lim.unconfirmedIdle, maxTicks))
+		} else {
+			b.flags[i] &^= flagClosed // the connection is active again
+			b.expires[i] = now.Add(min(idle, maxTicks))
 		}
-		t.stats.Inserts++
-		b.tags[i] = p.tag
-		b.slots[i].key = *k
-		b.slots[i].rule = rule
+		e := &b.slots[i]
+		e.set(v)
+		return e, true
 	}
-	b.expires[i] = now.Add(min(idle, maxTicks))
-	b.flags[i] = 0
 	if syn {
-		b.flags[i] = flagUnconfirmed
+		t.stats.MissSYN++
+	}
+	if !t.lim.allow(now) {
+		t.stats.InsertSkipped++
+		return nil, false
+	}
+	b, i = t.victim(&t.buckets[p.b1], &t.buckets[p.b2], now)
+	if b == nil {
+		t.stats.InsertFailures++
+		return nil, false
+	}
+	t.stats.Inserts++
+	b.tags[i] = p.tag
+	b.slots[i].key = *k
+	b.slots[i].rule = rule
+	b.expires[i] = now.Add(min(idle, t.lim.unconfirmedIdle, maxTicks))
+	b.flags[i] = flagUnconfirmed
+	if syn {
+		b.flags[i] |= flagSYN
 	}
 	e := &b.slots[i]
 	e.set(v)
@@ -351,9 +407,10 @@ func (t *Table) Reselect(e *Entry, v Value) {
 	e.set(v)
 }
 
-// victim picks the slot a new entry goes to, or nil when syn forbids the
-// only candidates. A slot that is empty is counted as used by the caller.
-func (t *Table) victim(b1, b2 *bucket, now Time, syn bool) (*bucket, int) {
+// victim picks the slot a new entry goes to, or nil when only live
+// confirmed entries are left, which a new entry never evicts. An empty
+// slot it picks is counted as used.
+func (t *Table) victim(b1, b2 *bucket, now Time) (*bucket, int) {
 	e1, n1 := b1.empties()
 	e2, n2 := b2.empties()
 	if n1 > 0 || n2 > 0 {
@@ -364,8 +421,8 @@ func (t *Table) victim(b1, b2 *bucket, now Time, syn bool) (*bucket, int) {
 		return b2, e2
 	}
 	var (
-		unconfB, confB *bucket
-		unconfI, confI int
+		unconfB *bucket
+		unconfI int
 	)
 	for _, b := range [2]*bucket{b1, b2} {
 		for i := range Ways {
@@ -374,24 +431,15 @@ func (t *Table) victim(b1, b2 *bucket, now Time, syn bool) (*bucket, int) {
 				t.stats.EvictedExpired++
 				return b, i
 			}
-			if b.flags[i]&flagUnconfirmed != 0 {
-				if unconfB == nil || exp.Before(unconfB.expires[unconfI]) {
-					unconfB, unconfI = b, i
-				}
-			} else if confB == nil || exp.Before(confB.expires[confI]) {
-				confB, confI = b, i
+			if b.flags[i]&flagUnconfirmed != 0 && (unconfB == nil || exp.Before(unconfB.expires[unconfI])) {
+				unconfB, unconfI = b, i
 			}
 		}
 	}
 	if unconfB != nil {
 		t.stats.EvictedUnconfirmed++
-		return unconfB, unconfI
 	}
-	if syn {
-		return nil, 0
-	}
-	t.stats.EvictedLRU++
-	return confB, confI
+	return unconfB, unconfI
 }
 
 // empties returns the first empty slot of b and how many there are.

@@ -173,6 +173,19 @@ func TestLookupInsert(t *testing.T) {
 	}
 }
 
+// establish inserts (k, rule) and confirms it with a non-SYN lookup at
+// the same instant: an established flow.
+func establish(t testing.TB, tb *Table, k *hash.Key, rule uint16, v Value, at Time, idle Ticks) bool {
+	t.Helper()
+	if _, ok := tb.Insert(k, rule, v, at, idle, false); !ok {
+		return false
+	}
+	if tb.Lookup(k, rule, at, idle, false) == nil {
+		t.Fatalf("entry of %v gone right after its insert", k)
+	}
+	return true
+}
+
 func TestIdleBoundary(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -186,7 +199,7 @@ func TestIdleBoundary(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			tb := mustNew(t, 64)
 			k := flowKey(5)
-			tb.Insert(&k, 0, Value{Backend: 1}, 100, minute, false)
+			establish(t, tb, &k, 0, Value{Backend: 1}, 100, minute)
 			got := tb.Lookup(&k, 0, c.at, minute, false) != nil
 			if got != c.wantHit {
 				t.Fatalf("hit = %v, want %v", got, c.wantHit)
@@ -199,7 +212,7 @@ func TestIdleBoundary(t *testing.T) {
 	// A hit refreshes: a flow seen every 59 s lives forever.
 	tb := mustNew(t, 64)
 	k := flowKey(6)
-	tb.Insert(&k, 0, Value{Backend: 1}, 0, minute, false)
+	establish(t, tb, &k, 0, Value{Backend: 1}, 0, minute)
 	for now := Time(minute - 16); now < 20*minute; now += minute - 16 {
 		if tb.Lookup(&k, 0, now, minute, false) == nil {
 			t.Fatalf("refreshed entry expired at %d", now)
@@ -249,7 +262,7 @@ func TestSYNConfirm(t *testing.T) {
 		{"ACK confirms", func() { tb.Lookup(&k, 0, 2, minute, false) }, false},
 		{"later SYN looked up keeps it confirmed", func() { tb.Lookup(&k, 0, 3, minute, true) }, false},
 		{"SYN re-selects: new connection, unconfirmed", func() { tb.Insert(&k, 0, Value{Backend: 2}, 4, minute, true) }, true},
-		{"non-SYN insert is confirmed", func() { tb.Insert(&k, 0, Value{Backend: 3}, 5, minute, false) }, false},
+		{"non-SYN insert over it keeps it unconfirmed", func() { tb.Insert(&k, 0, Value{Backend: 3}, 5, minute, false) }, true},
 	}
 	for _, s := range steps {
 		s.do()
@@ -263,6 +276,28 @@ func TestSYNConfirm(t *testing.T) {
 	}
 	if e := tb.Lookup(&k, 0, 6, minute, false); e == nil || e.Backend() != 3 {
 		t.Fatal("re-selected value not stored")
+	}
+	// A new flow of any kind starts unconfirmed, on the short timeout,
+	// and its next packet confirms it onto the rule's.
+	for _, syn := range []bool{false, true} {
+		u := flowKey(2)
+		if syn {
+			u = flowKey(3)
+		}
+		tb.Insert(&u, 0, Value{Backend: 7}, 10, minute, syn)
+		if present, unconf := unconfirmed(tb, &u, 0); !present || !unconf {
+			t.Fatalf("new entry (syn %v): present %v unconfirmed %v", syn, present, unconf)
+		}
+		if tb.Lookup(&u, 0, 10+Time(DefaultUnconfirmedIdle), minute, syn) != nil {
+			t.Fatalf("unconfirmed entry (syn %v) alive after the unconfirmed timeout", syn)
+		}
+		tb.Insert(&u, 0, Value{Backend: 7}, 20, minute, syn)
+		if tb.Lookup(&u, 0, 21, minute, false) == nil {
+			t.Fatal("the next packet found no entry")
+		}
+		if tb.Lookup(&u, 0, 21+minute-1, minute, false) == nil {
+			t.Fatalf("confirmed entry (syn %v) gone before the rule's idle timeout", syn)
+		}
 	}
 }
 
@@ -291,9 +326,10 @@ func TestEvictionOrder(t *testing.T) {
 	type slot struct {
 		syn     bool
 		at      Time // insert time; idle is one minute
-		confirm bool // a non-SYN lookup at `at`
+		confirm bool // the flow's next packet, at `at`
 	}
 	const now = 1000
+	u := Time(DefaultUnconfirmedIdle)
 	tests := []struct {
 		name      string
 		fill      [Ways]slot
@@ -303,44 +339,36 @@ func TestEvictionOrder(t *testing.T) {
 		wantKind  string
 	}{
 		{
-			name: "expired first, even over older unconfirmed",
+			name: "expired first, even over unconfirmed",
 			fill: [Ways]slot{
-				{false, now - 100, false}, {true, now - 200, false}, {false, now - minute - 5, false}, {false, now - 50, false},
-				{false, now - 40, false}, {false, now - 30, false}, {false, now - 20, false}, {false, now - 10, false},
+				{false, now - 100, true}, {true, now - 10, false}, {false, now - minute - 5, true}, {false, now - 50, true},
+				{false, now - 40, true}, {false, now - 30, true}, {false, now - 20, false}, {false, now - 10, true},
 			},
 			insertSYN: true, wantOK: true, wantGone: 2, wantKind: "expired",
 		},
 		{
-			name: "oldest unconfirmed before any confirmed",
+			name: "the unconfirmed entry closest to expiry before any confirmed",
 			fill: [Ways]slot{
-				{false, now - 500, false}, {true, now - 100, false}, {true, now - 300, false}, {true, now - 200, false},
-				{false, now - 40, false}, {false, now - 30, false}, {false, now - 20, false}, {false, now - 10, false},
+				{false, now - 500, true}, {true, now - u + 20, false}, {false, now - u + 5, false}, {true, now - u + 10, false},
+				{false, now - 40, true}, {false, now - 30, true}, {false, now - 20, true}, {false, now - 10, true},
 			},
 			insertSYN: false, wantOK: true, wantGone: 2, wantKind: "unconfirmed",
 		},
 		{
-			name: "confirmed SYN entries count as confirmed",
-			fill: [Ways]slot{
-				{true, now - 500, true}, {false, now - 100, false}, {false, now - 90, false}, {false, now - 80, false},
-				{false, now - 40, false}, {false, now - 30, false}, {false, now - 20, false}, {false, now - 10, false},
-			},
-			insertSYN: false, wantOK: true, wantGone: 0, wantKind: "lru",
-		},
-		{
-			name: "least recently seen confirmed for a non-SYN",
-			fill: [Ways]slot{
-				{false, now - 100, false}, {false, now - 90, false}, {false, now - 300, false}, {false, now - 80, false},
-				{false, now - 40, false}, {false, now - 30, false}, {false, now - 20, false}, {false, now - 10, false},
-			},
-			insertSYN: false, wantOK: true, wantGone: 2, wantKind: "lru",
-		},
-		{
 			name: "a SYN never evicts a confirmed entry",
 			fill: [Ways]slot{
-				{false, now - 100, false}, {false, now - 90, false}, {false, now - 300, false}, {false, now - 80, false},
-				{true, now - 40, true}, {false, now - 30, false}, {false, now - 20, false}, {false, now - 10, false},
+				{false, now - 100, true}, {false, now - 90, true}, {false, now - 300, true}, {false, now - 80, true},
+				{true, now - 40, true}, {false, now - 30, true}, {false, now - 20, true}, {false, now - 10, true},
 			},
 			insertSYN: true, wantOK: false, wantGone: -1,
+		},
+		{
+			name: "nor does any other new flow (a random-tuple ACK or UDP flood)",
+			fill: [Ways]slot{
+				{false, now - 100, true}, {false, now - 90, true}, {false, now - 500, true}, {false, now - 80, true},
+				{true, now - 40, true}, {false, now - 30, true}, {false, now - 20, true}, {false, now - 10, true},
+			},
+			insertSYN: false, wantOK: false, wantGone: -1,
 		},
 	}
 	for _, c := range tests {
@@ -397,7 +425,7 @@ func TestSweepBounded(t *testing.T) {
 		if i%2 == 0 {
 			idle = 10 * minute
 		}
-		tb.Insert(&k, 0, Value{}, 0, idle, false)
+		establish(t, tb, &k, 0, Value{}, 0, idle)
 	}
 	if tb.Len() != n/2 {
 		t.Fatalf("len = %d", tb.Len())
@@ -430,26 +458,20 @@ func TestSweepBounded(t *testing.T) {
 }
 
 // TestFlood: a table full of established flows takes ten times its
-// capacity in SYNs from random sources; no established flow is evicted,
-// every SYN insert fails and is counted, and no memory is allocated.
+// capacity in new flows from random tuples — SYNs, TCP segments without
+// SYN, UDP datagrams; no established flow is evicted, every insert fails
+// and is counted, and no memory is allocated.
 func TestFlood(t *testing.T) {
 	const capacity = 4096
 	tb := mustNew(t, capacity)
 	vals := map[hash.Key]uint32{}
 	for i := uint32(0); tb.Len() < tb.Cap(); i++ {
 		k := flowKey(i)
-		if _, ok := tb.Insert(&k, 0, Value{Backend: i}, 0, minute, false); !ok {
-			t.Fatal("established insert failed")
+		if establish(t, tb, &k, 0, Value{Backend: i}, 0, minute) {
+			vals[k] = i
 		}
 		if i > 100*capacity {
 			t.Fatal("table never filled")
-		}
-	}
-	// Which flows survived the fill (non-SYN inserts may evict each other).
-	for bi := range tb.buckets {
-		b := &tb.buckets[bi]
-		for i := range Ways {
-			vals[b.slots[i].key] = b.slots[i].backend
 		}
 	}
 	if len(vals) != tb.Cap() {
@@ -459,12 +481,17 @@ func TestFlood(t *testing.T) {
 	arena := tb.ArenaBytes()
 	rng := rand.New(rand.NewPCG(1, 2))
 	var k hash.Key
+	kinds := [3]struct {
+		proto uint8
+		syn   bool
+	}{{6, true}, {6, false}, {17, false}}
 	allocs := testing.AllocsPerRun(1, func() {
-		for range 10 * capacity {
+		for i := range 10 * capacity {
+			kind := kinds[i%3]
 			k = flowKey(rng.Uint32())
-			k.SrcPort = uint16(rng.Uint32())
-			if _, ok := tb.Insert(&k, 0, Value{Backend: 1 << 31}, 1, minute, true); ok {
-				t.Fatal("SYN evicted an established flow")
+			k.SrcPort, k.Proto = uint16(rng.Uint32()), kind.proto
+			if _, ok := tb.Insert(&k, 0, Value{Backend: 1 << 31}, 1, minute, kind.syn); ok {
+				t.Fatalf("a new flow (proto %d, syn %v) evicted an established one", kind.proto, kind.syn)
 			}
 		}
 	})
@@ -475,7 +502,7 @@ func TestFlood(t *testing.T) {
 	if got := st.InsertFailures - before.InsertFailures; got != 2*10*capacity { // AllocsPerRun runs twice
 		t.Errorf("insert failures = %d, want %d", got, 2*10*capacity)
 	}
-	if st.EvictedLRU != before.EvictedLRU || st.EvictedUnconfirmed != 0 || tb.Len() != tb.Cap() || tb.ArenaBytes() != arena {
+	if st.EvictedLRU != 0 || st.EvictedUnconfirmed != 0 || tb.Len() != tb.Cap() || tb.ArenaBytes() != arena {
 		t.Errorf("after flood: stats %+v, len %d, arena %d", st, tb.Len(), tb.ArenaBytes())
 	}
 	for k, v := range vals {
@@ -539,8 +566,12 @@ func TestControl(t *testing.T) {
 			if r == 2 {
 				idle = 10
 			}
-			if _, ok := tb.Insert(&k, r, Value{Backend: i % 4, RuleGen: uint32(r)}, 0, idle, r == 1 && i < 10); !ok {
+			syn := r == 1 && i < 10
+			if _, ok := tb.Insert(&k, r, Value{Backend: i % 4, RuleGen: uint32(r)}, 0, idle, syn); !ok {
 				t.Fatal("insert failed")
+			}
+			if !syn { // the flow's next packet: established
+				tb.Lookup(&k, r, 0, idle, false)
 			}
 		}
 	}
@@ -573,7 +604,11 @@ func TestControl(t *testing.T) {
 	}
 	for _, r := range recs {
 		i := binary.BigEndian.Uint32(r.Key.Src[12:]) & 0xffff
-		if r.Rule != 1 || r.Value.Backend != i%4 || r.Value.RuleGen != 1 || r.Unconfirmed != (i < 10) || r.ExpiresIn != minute-20 {
+		left := Ticks(minute - 20)
+		if i < 10 {
+			left = DefaultUnconfirmedIdle - 20
+		}
+		if r.Rule != 1 || r.Value.Backend != i%4 || r.Value.RuleGen != 1 || r.Unconfirmed != (i < 10) || r.ExpiresIn != left {
 			t.Errorf("bad record %+v", r)
 		}
 	}
@@ -709,7 +744,11 @@ func TestControlGet(t *testing.T) {
 		if _, ok := tb.Insert(&k, 1, Value{Backend: i}, 0, 100, i == 7); !ok {
 			t.Fatal("insert failed")
 		}
+		if i != 7 {
+			tb.Lookup(&k, 1, 0, 100, false) // established
+		}
 	}
+	left := Ticks(min(100, DefaultUnconfirmedIdle) - 20) // 7 is unconfirmed, at 20
 	stop := runWorker(tb, 20, 16)
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -717,8 +756,8 @@ func TestControlGet(t *testing.T) {
 	c := tb.Control()
 	k := flowKey(7)
 	rec, ok, err := c.Get(ctx, k, 1)
-	if err != nil || !ok || rec.Value.Backend != 7 || !rec.Unconfirmed || rec.ExpiresIn != 80 {
-		t.Errorf("Get(7, rule 1) = %+v, %v, %v; want backend 7, unconfirmed, 80 ticks left", rec, ok, err)
+	if err != nil || !ok || rec.Value.Backend != 7 || !rec.Unconfirmed || rec.ExpiresIn != left {
+		t.Errorf("Get(7, rule 1) = %+v, %v, %v; want backend 7, unconfirmed, %d ticks left", rec, ok, err, left)
 	}
 	if _, ok, err := c.Get(ctx, k, 2); ok || err != nil {
 		t.Errorf("Get of the same key under another rule found %v, %v", ok, err)
@@ -729,7 +768,7 @@ func TestControlGet(t *testing.T) {
 	}
 	// Get changes nothing: the entry stays unconfirmed with the same expiry.
 	k = flowKey(7)
-	if rec, _, _ := c.Get(ctx, k, 1); !rec.Unconfirmed || rec.ExpiresIn != 80 {
+	if rec, _, _ := c.Get(ctx, k, 1); !rec.Unconfirmed || rec.ExpiresIn != left {
 		t.Errorf("second Get: %+v", rec)
 	}
 }

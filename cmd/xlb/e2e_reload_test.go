@@ -23,6 +23,7 @@ type keepAlive struct {
 	src  netip.Addr
 	conn net.Conn
 	br   *bufio.Reader
+	wait time.Duration // for an answer; 0: 5 s
 }
 
 func openKeepAlive(t *testing.T, l *lab.Lab, src netip.Addr) *keepAlive {
@@ -42,7 +43,11 @@ func openKeepAlive(t *testing.T, l *lab.Lab, src netip.Addr) *keepAlive {
 
 func (k *keepAlive) ask() (lab.Reply, error) {
 	var rep lab.Reply
-	k.conn.SetDeadline(time.Now().Add(5 * time.Second))
+	wait := k.wait
+	if wait == 0 {
+		wait = 5 * time.Second
+	}
+	k.conn.SetDeadline(time.Now().Add(wait))
 	if _, err := fmt.Fprintf(k.conn, "GET / HTTP/1.1\r\nHost: vip\r\n\r\n"); err != nil {
 		return rep, err
 	}

@@ -131,6 +131,7 @@ func readMain(t *table, cfg *Config) {
 	readPinDir(t, cfg)
 	ct := t.sub("conntrack")
 	ct.intField("max_entries", MinMaxEntries, MaxMaxEntries, &cfg.Conntrack.MaxEntries)
+	readFloodLimits(ct, &cfg.Conntrack)
 	ct.done()
 	readBGP(t, cfg)
 	t.done()

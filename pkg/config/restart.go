@@ -35,3 +35,25 @@ func readGracefulRestart(bt *table, b *BGP) {
 		bt.errorf("graceful_restart", "%s is not a whole number of seconds (BGP carries seconds)", b.GracefulRestart)
 	}
 }
+
+// Flood defence defaults ([conntrack]): Katran's 125 k new connections per
+// second and core, per queue here (one worker per queue and core); an
+// insert into a full table costs 80-170 CPU-ns (BenchmarkConntrack), so
+// the limit keeps inserts under 2 % of a worker's core. Bursts of a
+// quarter second. A new entry lives 5 s until confirmed.
+const (
+	DefaultNewEntriesPerSecond = 125000
+	MaxNewEntriesPerSecond     = 1 << 30
+	DefaultUnconfirmedIdle     = 5 * time.Second
+)
+
+// readFloodLimits reads new_entries_per_second (0: no limit),
+// new_entries_burst (default a quarter of the rate) and
+// unconfirmed_idle_timeout.
+func readFloodLimits(ct *table, c *Conntrack) {
+	if ct.intField("new_entries_per_second", 0, MaxNewEntriesPerSecond, &c.NewEntriesPerSecond) && !ct.has("new_entries_burst") {
+		c.NewEntriesBurst = c.NewEntriesPerSecond / 4
+	}
+	ct.intField("new_entries_burst", 1, MaxNewEntriesPerSecond, &c.NewEntriesBurst)
+	ct.duration("unconfirmed_idle_timeout", time.Second, time.Hour, &c.UnconfirmedIdle)
+}

@@ -43,6 +43,12 @@ type Queues struct {
 // Conntrack is the [conntrack] table.
 type Conntrack struct {
 	MaxEntries int // whole appliance, split evenly over the queues
+	// Flood defences (restart.go): new entries admitted per second and
+	// queue (0: no limit) with bursts of NewEntriesBurst, and how long a
+	// new entry lives until its flow's next packet confirms it.
+	NewEntriesPerSecond int
+	NewEntriesBurst     int
+	UnconfirmedIdle     time.Duration
 }
 
 // Rule is one forwarding rule (one file in rules_dir).
@@ -207,7 +213,7 @@ func Default() Config {
 		ControlSocket:   DefaultControlSocket,
 		MetricsListen:   DefaultMetricsListen,
 		PinDir:          DefaultPinDir,
-		Conntrack:       Conntrack{MaxEntries: DefaultMaxEntries},
+		Conntrack:       Conntrack{MaxEntries: DefaultMaxEntries, NewEntriesPerSecond: DefaultNewEntriesPerSecond, NewEntriesBurst: DefaultNewEntriesPerSecond / 4, UnconfirmedIdle: DefaultUnconfirmedIdle},
 	}
 }
 

@@ -183,6 +183,10 @@ func (d *daemon) engineConfig() engineConfig {
 		ClockBase:  d.clock.Base(),
 		PinDir:     d.cfg.PinDir,
 		Log:        d.log,
+
+		NewEntriesPerSecond: d.cfg.Conntrack.NewEntriesPerSecond,
+		NewEntriesBurst:     d.cfg.Conntrack.NewEntriesBurst,
+		UnconfirmedIdle:     d.cfg.Conntrack.UnconfirmedIdle,
 	}
 }
 

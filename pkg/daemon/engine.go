@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -47,6 +48,9 @@ type engineConfig struct {
 	// with Keep (entries naming unknown slots go) before a worker runs.
 	Arenas func(name string) (int, bool)
 	Keep   func(rule uint16, backend uint32) bool
+	// Flood defences of every queue's table (conntrack/limit.go).
+	NewEntriesPerSecond, NewEntriesBurst int
+	UnconfirmedIdle                      time.Duration
 }
 
 // queue is one served queue: its socket, tables and worker.
@@ -220,8 +224,14 @@ func (e *engine) openProgram() (*xsk.Program, error) {
 	return p, nil
 }
 
-// newWorker (re)creates q's worker over its socket and tables.
+// newWorker (re)creates q's worker over its socket and tables, and gives
+// the table its flood defences (before its worker runs: they are the
+// worker's).
 func (e *engine) newWorker(q *queue) {
+	q.table.SetNewEntryLimit(e.cfg.NewEntriesPerSecond, e.cfg.NewEntriesBurst)
+	if e.cfg.UnconfirmedIdle > 0 {
+		q.table.SetUnconfirmedIdle(conntrack.TicksOf(e.cfg.UnconfirmedIdle))
+	}
 	tables := dataplane.FlowTables{Conntrack: q.table, Sessions: e.sessions, Fragments: e.frags}
 	sock := q.sock
 	q.worker = dataplane.NewWorker(sock.Rings(), &e.snapshot, tables, e.cfg.Clock, func() { sock.Poll(1) })

@@ -58,7 +58,7 @@ var (
 	mXSK       = family("xlb_xsk_events_total", "The kernel's XDP_STATISTICS of the queue's AF_XDP socket: rx_dropped, rx_invalid_descs, tx_invalid_descs, rx_ring_full, rx_fill_ring_empty, tx_ring_empty.", metrics.Counter, "queue", "event")
 	mCTEntries = family("xlb_conntrack_entries", "Connection-tracking entries in use (expired ones until reclaimed), per queue.", metrics.Gauge, "queue")
 	mCTCap     = family("xlb_conntrack_capacity", "Connection-tracking slots, per queue.", metrics.Gauge, "queue")
-	mCTEvents  = family("xlb_conntrack_events_total", "Connection-tracking events (hit, miss, insert, insert_failure, evictions, expirations), per queue.", metrics.Counter, "queue", "event")
+	mCTEvents  = family("xlb_conntrack_events_total", "Connection-tracking events (hit, miss, insert, insert_failure, evictions, expirations; new flows by kind: miss_syn, miss_non_syn, miss_other; insert_skipped by the new-entry rate; confirmed), per queue.", metrics.Counter, "queue", "event")
 )
 
 // Per rule and backend.
@@ -177,6 +177,11 @@ func (d *daemon) collectQueues(s metrics.Sink) {
 			{"insert_failure", cs.InsertFailures}, {"evicted_expired", cs.EvictedExpired},
 			{"evicted_unconfirmed", cs.EvictedUnconfirmed}, {"evicted_lru", cs.EvictedLRU},
 			{"expired", cs.Expired}, {"flushed", cs.Flushed},
+			// Flood defences: new flows by kind (a non-SYN spike means
+			// flows are losing their state), refused by the rate limit,
+			// confirmed by their next packet.
+			{"miss_syn", cs.MissSYN}, {"miss_non_syn", cs.MissNonSYN}, {"miss_other", cs.MissOther},
+			{"insert_skipped", cs.InsertSkipped}, {"confirmed", cs.Confirmed},
 		} {
 			s.Add(mCTEvents, float64(e.v), q, e.name)
 		}

@@ -46,6 +46,7 @@ func (d *daemon) reload() error {
 	if cfg.Interface != d.cfg.Interface || !slices.Equal(queueList(cfg.Queues), queueList(d.cfg.Queues)) || cfg.Queues.All != d.cfg.Queues.All {
 		return fmt.Errorf("reload: interface and queues cannot change while running (restart xlb)")
 	}
+	d.warnRestartOnly(cfg) // lifecycle.go
 	if err := checkBGPReload(d.cfg.BGP, cfg.BGP); err != nil {
 		return err
 	}

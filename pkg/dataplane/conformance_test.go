@@ -247,6 +247,7 @@ func TestIdleExpiry(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			w := probeWorld(t, ruleSpec{protocol: RuleTCP})
 			b := w.send(tcp(c, 5, syn))
+			w.send(tcp(c, 5, ack)) // the handshake's ACK confirms the entry
 			w.advance(10 * 16)
 			w.send(tcp(c, 5, ack)) // refreshes
 			w.switchAll()

@@ -225,7 +225,10 @@ func (s *Snapshot) decideFlow(r *Rule, m *packet.Meta, q *FlowTables, now conntr
 		v := conntrack.Value{Backend: id, RuleGen: r.FlushGen, BackendGen: r.Backends[id].Stamp()}
 		switch {
 		case f.shared:
-			q.Sessions.Set(&f.key, slot, v, now, r.Idle)
+			// The queue's new-entry rate covers the sessions it makes too.
+			if q.Conntrack == nil || q.Conntrack.AllowNew(now) {
+				q.Sessions.Set(&f.key, slot, v, now, r.Idle)
+			}
 		case e != nil && !f.syn:
 			q.Conntrack.Reselect(e, v)
 		default:

@@ -144,8 +144,13 @@
 //     sessions in the shared table: one client's connections arrive on
 //     different RSS queues. Every other entry lives in the worker's own
 //     table (RSS keeps a 5-tuple, and a port-less 3-tuple, on one queue).
-//   - Table full: a SYN that finds no slot it may take is forwarded by its
-//     hash without an entry (counted by conntrack), never dropped.
+//   - Table full, or the queue's new-entry rate exceeded (conntrack's
+//     flood defences): a new flow that gets no entry is forwarded by its
+//     hash, never dropped (counted by conntrack: insert_failure,
+//     insert_skipped). A new PER_SESSION session in the shared table is
+//     charged to the same per-queue rate (Table.AllowNew). Every new entry
+//     is unconfirmed until the flow's next packet; an ICMP error's lookup
+//     never confirms one.
 //
 // # Explain
 //
