@@ -301,8 +301,10 @@ func (s *udpStream) loss(from, to time.Time, echo bool) (sent, lost uint64, maxG
 // (what xlb did not forward); the echo's loss, which adds the lab's own
 // backends, is logged beside it. It returns the loss of the datagrams
 // sent from 100 ms before the cut-over to 100 ms after the successor's
-// workers started, and of the whole phase.
-func phaseLoss(t *testing.T, l *lab.Lab, src netip.Addr, what string, during func() (time.Time, time.Duration)) (window, whole float64) {
+// workers started, and of the whole phase; measured is false when the
+// sender itself did not get the CPU to send the stream around the
+// cut-over (a loaded machine): that attempt says nothing.
+func phaseLoss(t *testing.T, l *lab.Lab, src netip.Addr, what string, during func() (time.Time, time.Duration)) (window, whole float64, measured bool) {
 	t.Helper()
 	s := startUDPStream(t, l, src, 20000)
 	time.Sleep(time.Second)
@@ -323,15 +325,16 @@ func phaseLoss(t *testing.T, l *lab.Lab, src netip.Addr, what string, during fun
 		t.Logf("%s: not forwarded per 100 ms from %s (the cut-over at %v):%s", what, s.start.UTC().Format("15:04:05.000"), cut.Sub(s.start).Round(time.Millisecond), b.String())
 	}
 	if cut.IsZero() {
-		return 1, whole
+		return 1, whole, false
 	}
 	wsent, wlost, wgap := s.loss(cut.Add(-100*time.Millisecond), cut.Add(pause+100*time.Millisecond), false)
 	window = float64(wlost) / float64(max(wsent, 1))
 	t.Logf("%s: across the cut-over (pause %v): %d sent, %d not forwarded (%.3f %%), longest gap %v", what, pause, wsent, wlost, 100*window, wgap)
 	if sent < 20000 || wsent < 500 {
-		t.Errorf("%s: only %d datagrams sent (%d across the cut-over): the stream did not run", what, sent, wsent)
+		t.Logf("%s: only %d datagrams sent (%d across the cut-over): the sender was starved; not a measurement", what, sent, wsent)
+		return window, whole, false
 	}
-	return window, whole
+	return window, whole, true
 }
 
 // stopDaemon runs `xlb stop` in the appliance's namespace and waits for
@@ -456,6 +459,7 @@ func TestEndToEndRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		k.wait = 15 * time.Second // a loaded machine may stall a request; a broken one fails at once
 		ws = append(ws, &watched{k: k, home: rep.Backend})
 	}
 	for i := range rules {
@@ -508,7 +512,7 @@ func TestEndToEndRestart(t *testing.T) {
 		t.Helper()
 		var res *control.RestartResult
 		for attempt := 1; attempt <= 3; attempt++ {
-			loss, _ := phaseLoss(t, l, udpSrc, fmt.Sprintf("%s (attempt %d)", what, attempt), func() (time.Time, time.Duration) {
+			loss, _, measured := phaseLoss(t, l, udpSrc, fmt.Sprintf("%s (attempt %d)", what, attempt), func() (time.Time, time.Duration) {
 				res, err = restartXLB(t, x, args...)
 				if err != nil {
 					return time.Time{}, 0
@@ -520,11 +524,11 @@ func TestEndToEndRestart(t *testing.T) {
 			}
 			t.Logf("%s (attempt %d): successor pid %d, build %s, %d queues, pause %.2f ms, notes %q", what, attempt, res.PID, res.Build, res.Queues, res.PauseMS, res.Notes)
 			check(fmt.Sprintf("after %s (attempt %d)", what, attempt))
-			if loss <= 0.001 {
+			if measured && loss <= 0.001 {
 				return res
 			}
 		}
-		t.Errorf("%s: UDP loss across the cut-over above 0.1 %% in three attempts", what)
+		t.Errorf("%s: no attempt of three measured a UDP loss across the cut-over of at most 0.1 %%", what)
 		return res
 	}
 	restarted := handOver("xlb restart", "restart")
@@ -573,6 +577,7 @@ func TestEndToEndRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		k.wait = 15 * time.Second
 		fresh = append(fresh, &watched{k: k, home: rep.Backend})
 	}
 	stopFresh := watchAll(fresh)
@@ -711,6 +716,7 @@ func TestEndToEndRestartBGP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		k.wait = 15 * time.Second
 		ws = append(ws, &watched{k: k, home: rep.Backend})
 	}
 	stopWatch := watchAll(ws)

@@ -202,6 +202,7 @@ func TestEndToEndSystemd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		k.wait = 15 * time.Second
 		ws = append(ws, &watched{k: k, home: rep.Backend})
 	}
 	rules[0].Backends = []int{0, 1, 2, 3}
