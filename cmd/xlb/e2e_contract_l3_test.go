@@ -220,11 +220,22 @@ func TestWireL3DefaultAndICMP(t *testing.T) {
 
 	// Echo requests: to the L3_DEFAULT VIP the backends answer; to the
 	// VIP of a TCP rule only, the appliance does.
-	echoes := map[int]int{}
-	for _, src := range l.ClientAddrs4[100:110] {
+	pingers := l.ClientAddrs4[100:110]
+	for _, src := range pingers {
 		if err := lab.PingFrom(l.Client, src, l.Opts.VIP4, 2, 4*time.Second); err != nil {
 			t.Errorf("ping %s from %s: %v", l.Opts.VIP4, src, err)
 		}
+	}
+	waitFor(t, 10*time.Second, "every echo request seen at a backend", func() (bool, string) {
+		for _, src := range pingers {
+			if len(seen.where(packet.ProtoICMP, src)) == 0 {
+				return false, src.String()
+			}
+		}
+		return true, ""
+	})
+	echoes := map[int]int{}
+	for _, src := range pingers {
 		w := seen.where(packet.ProtoICMP, src)
 		if len(w) != 1 {
 			t.Errorf("echo requests from %s reached backends %v; want one (3-tuple)", src, w)
@@ -240,6 +251,7 @@ func TestWireL3DefaultAndICMP(t *testing.T) {
 	if err := lab.PingFrom(l.Client, src6, l.Opts.VIP6, 2, 4*time.Second); err != nil {
 		t.Errorf("ping %s (a TCP rule only): %v; want the appliance's answer", l.Opts.VIP6, err)
 	}
+	time.Sleep(500 * time.Millisecond) // as long as the backends' captures could lag
 	if w := seen.where(packet.ProtoICMPv6, src6); len(w) > 0 {
 		t.Errorf("echo requests to a VIP without an L3_DEFAULT rule reached backends %v", w)
 	}
