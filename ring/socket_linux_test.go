@@ -453,18 +453,7 @@ func TestSocketVethIPv6(t *testing.T) {
 			return fmt.Errorf("tcp over ipv6 to the interface address: %w", err)
 		}
 		c.Close()
-		for i := range sent {
-			u, err := net.DialUDP("udp6", nil, &net.UDPAddr{IP: vip.AsSlice(), Port: 5000})
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(u, "v6-%d", i)
-			u.Close()
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		return sendDatagrams("udp6", vip, "v6-", 0, sent)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -600,20 +589,7 @@ func TestAdoptBoundSocket(t *testing.T) {
 	}
 	send := func(from, to int) {
 		t.Helper()
-		if err := v.peer.Do(func() error {
-			for i := from; i < to; i++ {
-				c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: vip.AsSlice(), Port: 5000})
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(c, "seq-%d", i)
-				c.Close()
-				if err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
+		if err := v.peer.Do(func() error { return sendDatagrams("udp4", vip, "seq-", from, to) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -688,4 +664,22 @@ func TestAdoptBoundSocket(t *testing.T) {
 			t.Errorf("queue %d: kernel counted drops across the hand-over: %+v", i, st)
 		}
 	}
+}
+
+// sendDatagrams sends the datagrams prefix+"from" .. prefix+"to-1" to
+// dst:5000, each from a new socket (a new source port, so the flows
+// spread over the receive queues).
+func sendDatagrams(network string, dst netip.Addr, prefix string, from, to int) error {
+	for i := from; i < to; i++ {
+		c, err := net.DialUDP(network, nil, &net.UDPAddr{IP: dst.AsSlice(), Port: 5000})
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(c, "%s%d", prefix, i)
+		c.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

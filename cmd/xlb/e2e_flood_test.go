@@ -94,16 +94,7 @@ func TestEndToEndFlood(t *testing.T) {
 	}
 	defer func() { stopDaemon(t, l, x) }()
 
-	var ws []*watched
-	for _, src := range l.ClientAddrs4[:200] {
-		k := openKeepAlive(t, l, src)
-		rep, err := k.ask()
-		if err != nil {
-			t.Fatal(err)
-		}
-		k.wait = 40 * time.Second // a flooded request may wait for retransmissions
-		ws = append(ws, &watched{k: k, home: rep.Backend})
-	}
+	ws := openWatched(t, l, l.ClientAddrs4[:200], 40*time.Second) // a flooded request may wait for retransmissions
 	stopWatch := watchAll(ws)
 	defer stopWatch()
 	time.Sleep(2 * time.Second) // the daemon warm, the watchers going

@@ -47,6 +47,24 @@ type watched struct {
 	moved  atomic.Value // string: the backend it answered from instead
 }
 
+// openWatched opens a long-lived connection from each source and asks
+// once, which makes the backend it answers from its home; an answer may
+// take up to wait.
+func openWatched(t *testing.T, l *lab.Lab, srcs []netip.Addr, wait time.Duration) []*watched {
+	t.Helper()
+	ws := make([]*watched, 0, len(srcs))
+	for _, src := range srcs {
+		k := openKeepAlive(t, l, src)
+		rep, err := k.ask()
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.wait = wait
+		ws = append(ws, &watched{k: k, home: rep.Backend})
+	}
+	return ws
+}
+
 // watchAll keeps every connection busy until the returned stop is called.
 func watchAll(ws []*watched) (stop func()) {
 	done := make(chan struct{})
@@ -452,16 +470,7 @@ func TestEndToEndRestart(t *testing.T) {
 		return err == nil, fmt.Sprint(err)
 	})
 
-	var ws []*watched
-	for _, src := range l.ClientAddrs4[:200] {
-		k := openKeepAlive(t, l, src)
-		rep, err := k.ask()
-		if err != nil {
-			t.Fatal(err)
-		}
-		k.wait = 15 * time.Second // a loaded machine may stall a request; a broken one fails at once
-		ws = append(ws, &watched{k: k, home: rep.Backend})
-	}
+	ws := openWatched(t, l, l.ClientAddrs4[:200], 15*time.Second) // a loaded machine may stall a request; a broken one fails at once
 	for i := range rules {
 		rules[i].Backends = []int{0, 1, 2, 3}
 	}
@@ -570,16 +579,7 @@ func TestEndToEndRestart(t *testing.T) {
 	// the tables start empty, the answer and the log say so, and the
 	// daemon serves on (flows keep their backend where Maglev agrees,
 	// which after the cold start above is everywhere).
-	var fresh []*watched
-	for _, src := range l.ClientAddrs4[:50] {
-		k := openKeepAlive(t, l, src)
-		rep, err := k.ask()
-		if err != nil {
-			t.Fatal(err)
-		}
-		k.wait = 15 * time.Second
-		fresh = append(fresh, &watched{k: k, home: rep.Backend})
-	}
+	fresh := openWatched(t, l, l.ClientAddrs4[:50], 15*time.Second)
 	stopFresh := watchAll(fresh)
 	res, err := restartXLB(t, x, "upgrade", "--binary", built(t, relayout, buildErr))
 	if err != nil {
@@ -709,16 +709,7 @@ func TestEndToEndRestartBGP(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the VIP is not announced: %v\n%s", err, l.BIRDLog())
 	}
-	var ws []*watched
-	for _, src := range l.ClientAddrs4[:50] {
-		k := openKeepAlive(t, l, src)
-		rep, err := k.ask()
-		if err != nil {
-			t.Fatal(err)
-		}
-		k.wait = 15 * time.Second
-		ws = append(ws, &watched{k: k, home: rep.Backend})
-	}
+	ws := openWatched(t, l, l.ClientAddrs4[:50], 15*time.Second)
 	stopWatch := watchAll(ws)
 	// Watch the router's route every 20 ms through the hand-over.
 	var gone atomic.Int64

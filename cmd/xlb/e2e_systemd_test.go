@@ -195,16 +195,7 @@ func TestEndToEndSystemd(t *testing.T) {
 	if got := sd.names(); !slices.Equal(got, want) {
 		t.Errorf("while serving the store holds %v, want %v", got, want)
 	}
-	var ws []*watched
-	for _, src := range l.ClientAddrs4[:100] {
-		k := openKeepAlive(t, l, src)
-		rep, err := k.ask()
-		if err != nil {
-			t.Fatal(err)
-		}
-		k.wait = 15 * time.Second
-		ws = append(ws, &watched{k: k, home: rep.Backend})
-	}
+	ws := openWatched(t, l, l.ClientAddrs4[:100], 15*time.Second)
 	rules[0].Backends = []int{0, 1, 2, 3}
 	if _, err := l.WriteConfig(dir, rules); err != nil {
 		t.Fatal(err)

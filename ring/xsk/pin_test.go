@@ -17,7 +17,6 @@ import (
 
 	"github.com/xlbnet/xlb/pkg/netns"
 	"github.com/xlbnet/xlb/pkg/testutil"
-	"github.com/xlbnet/xlb/ring"
 )
 
 const xdpDrop = 1
@@ -87,19 +86,7 @@ func registeredFD(t *testing.T, p *Program) int {
 	if err := ns.Run("ip", "link", "add", "x0", "type", "veth", "peer", "name", "x1"); err != nil {
 		t.Fatal(err)
 	}
-	var s *ring.Socket
-	if err := ns.Do(func() error {
-		ifi, err := net.InterfaceByName("x0")
-		if err != nil {
-			return err
-		}
-		s, err = ring.Open(ring.Options{Ifindex: ifi.Index, NumFrames: 64, RingSize: 64})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s.FD()
+	return vethSocket(t, ns).FD()
 }
 
 // pinRoot returns a fresh pin root on the bpf filesystem, removed at the
@@ -187,6 +174,44 @@ func (v *vethNS) openPinned(t *testing.T, root string) (*Program, string) {
 		t.Fatal(err)
 	}
 	return p, dir
+}
+
+// pinDir returns x0's pin directory under root, on a bpf filesystem.
+func (v *vethNS) pinDir(t *testing.T, root string) string {
+	t.Helper()
+	var dir string
+	if err := v.lb.Do(func() (err error) {
+		dir, err = PinDir(root, "x0")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureBPFFS(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// pinAttached attaches objs' program to x0 and pins the link and maps in
+// dir, as a process of another build would have left them.
+func (v *vethNS) pinAttached(t *testing.T, dir string, objs *xskObjects) {
+	t.Helper()
+	var l link.Link
+	if err := v.lb.Do(func() (err error) {
+		l, err = link.AttachXDP(link.XDPOptions{Program: objs.XlbRedirect, Interface: v.ifindex})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Pin(filepath.Join(dir, pinLink)); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	for name, m := range map[string]*ebpf.Map{"xlb_vips": objs.XlbVips, "xlb_vip_addrs": objs.XlbVipAddrs, "xlb_xsks": objs.XlbXsks, "xlb_ctl": objs.XlbCtl, "xlb_nosock": objs.XlbNosock} {
+		if err := m.Pin(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func (v *vethNS) attach(t *testing.T, p *Program) AttachMode {
@@ -312,16 +337,7 @@ func TestPinnedUpgradeSwaps(t *testing.T) {
 	testutil.RequireRoot(t)
 	root := pinRoot(t)
 	v := newVethNS(t)
-	var dir string
-	if err := v.lb.Do(func() (err error) {
-		dir, err = PinDir(root, "x0")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := ensureBPFFS(dir); err != nil {
-		t.Fatal(err)
-	}
+	dir := v.pinDir(t, root)
 	// The "old build": one more instruction up front (r0 = 0), so its
 	// tag differs; same maps.
 	spec, err := loadXsk()
@@ -337,22 +353,7 @@ func TestPinnedUpgradeSwaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer old.Close()
-	var l link.Link
-	if err := v.lb.Do(func() (err error) {
-		l, err = link.AttachXDP(link.XDPOptions{Program: old.XlbRedirect, Interface: v.ifindex})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Pin(filepath.Join(dir, pinLink)); err != nil {
-		t.Fatal(err)
-	}
-	l.Close()
-	for name, m := range map[string]*ebpf.Map{"xlb_vips": old.XlbVips, "xlb_vip_addrs": old.XlbVipAddrs, "xlb_xsks": old.XlbXsks, "xlb_ctl": old.XlbCtl, "xlb_nosock": old.XlbNosock} {
-		if err := m.Pin(filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	v.pinAttached(t, dir, &old)
 	oldID := linkProgram(t, dir)
 	p, _ := v.openPinned(t, root)
 	defer p.Close()
@@ -417,16 +418,7 @@ func TestPinnedLayoutChange(t *testing.T) {
 	testutil.RequireRoot(t)
 	root := pinRoot(t)
 	v := newVethNS(t)
-	var dir string
-	if err := v.lb.Do(func() (err error) {
-		dir, err = PinDir(root, "x0")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := ensureBPFFS(dir); err != nil {
-		t.Fatal(err)
-	}
+	dir := v.pinDir(t, root)
 	// The "old build": the same program over a smaller xlb_vips.
 	spec, err := loadXsk()
 	if err != nil {
@@ -446,22 +438,7 @@ func TestPinnedLayoutChange(t *testing.T) {
 	if err := old.XlbCtl.Put(uint32(0), uint32(1)); err != nil {
 		t.Fatal(err)
 	}
-	var l link.Link
-	if err := v.lb.Do(func() (err error) {
-		l, err = link.AttachXDP(link.XDPOptions{Program: old.XlbRedirect, Interface: v.ifindex})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Pin(filepath.Join(dir, pinLink)); err != nil {
-		t.Fatal(err)
-	}
-	l.Close()
-	for name, m := range map[string]*ebpf.Map{"xlb_vips": old.XlbVips, "xlb_vip_addrs": old.XlbVipAddrs, "xlb_xsks": old.XlbXsks, "xlb_ctl": old.XlbCtl, "xlb_nosock": old.XlbNosock} {
-		if err := m.Pin(filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	v.pinAttached(t, dir, &old)
 
 	p, _ := v.openPinned(t, root)
 	defer p.Close()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xlbnet/xlb/pkg/netns"
 	"github.com/xlbnet/xlb/pkg/testutil"
 	"github.com/xlbnet/xlb/ring"
 )
@@ -246,18 +247,7 @@ func loadForTest(t testing.TB) *Program {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	var s *ring.Socket
-	if err := ns.Do(func() error {
-		ifi, err := net.InterfaceByName("x0")
-		if err != nil {
-			return err
-		}
-		s, err = ring.Open(ring.Options{Ifindex: ifi.Index, NumFrames: 64, RingSize: 64})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := vethSocket(t, ns)
 	if err := p.Register(0, s.FD()); err != nil {
 		t.Fatal(err)
 	}
@@ -422,4 +412,23 @@ func TestAttachAutoFallsBackToGeneric(t *testing.T) {
 	if _, ok := p.Mode(); ok {
 		t.Error("Mode() reports attached after Detach")
 	}
+}
+
+// vethSocket binds a small AF_XDP socket to queue 0 of x0 in ns, closed at
+// the end of the test.
+func vethSocket(t testing.TB, ns *netns.NS) *ring.Socket {
+	t.Helper()
+	var s *ring.Socket
+	if err := ns.Do(func() error {
+		ifi, err := net.InterfaceByName("x0")
+		if err != nil {
+			return err
+		}
+		s, err = ring.Open(ring.Options{Ifindex: ifi.Index, NumFrames: 64, RingSize: 64})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
