@@ -93,6 +93,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			conntrackCommand(),
 			lookupCommand(),
 			captureCommand(),
+			topCommand(),
 			simulateCommand(),
 			pktgenCommand(),
 		},

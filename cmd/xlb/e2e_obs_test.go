@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,8 +17,10 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"golang.org/x/sys/unix"
 
+	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/lab"
 	"github.com/xlbnet/xlb/pkg/packettest"
 )
@@ -262,4 +265,353 @@ func TestEndToEndCapture(t *testing.T) {
 			t.Errorf("stderr %q", stderr)
 		}
 	})
+}
+
+// metricValues parses a scrape into name{labels} → value (labels as
+// client_golang writes them: sorted by name).
+func metricValues(body string) map[string]float64 {
+	out := map[string]float64{}
+	for _, line := range strings.Split(body, "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		var v float64
+		if _, err := fmt.Sscan(line[i+1:], &v); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
+}
+
+// sumMetric adds every sample of name whose labels contain all of want
+// ("reason=\"no-rule\"").
+func sumMetric(m map[string]float64, name string, want ...string) float64 {
+	total := 0.0
+	for k, v := range m {
+		if k != name && !strings.HasPrefix(k, name+"{") {
+			continue
+		}
+		ok := true
+		for _, w := range want {
+			ok = ok && strings.Contains(k, w)
+		}
+		if ok {
+			total += v
+		}
+	}
+	return total
+}
+
+// scrapeBody returns the body of a scrape (without the HTTP head).
+func scrapeBody(t *testing.T, l *lab.Lab) string {
+	t.Helper()
+	raw := scrape(t, l)
+	if i := strings.Index(raw, "\r\n\r\n"); i >= 0 {
+		return raw[i+4:]
+	}
+	t.Fatalf("scrape without a body:\n%s", raw)
+	return ""
+}
+
+// TestEndToEndStatistics: during lab traffic the metrics and status --json
+// agree with what was sent: the connections the clients made are the new
+// connections counted, spread over the backends as the backends saw them;
+// packets per backend sum to the packets forwarded; injected malformed
+// packets appear under their drop reason; connections kept open are active
+// and fall to 0 once the clients close them; a scrape passes
+// client_golang's linter (promtool check metrics' checks).
+func TestEndToEndStatistics(t *testing.T) {
+	l := labWith(t, lab.Options{Backends: 2})
+	rules := l.DefaultRules("IPIP")[:1]
+	x := xlbIn(t, l, rules)
+	waitHealth(t, l, x, "web4", "HEALTHY", 0, 1)
+	sock := x.Socket()
+	backendIdx := map[string]int{}
+	for i, b := range l.Backends {
+		backendIdx[b.Tunnel4.String()] = i
+	}
+	rule := func(st control.Status) control.Rule { return ruleStatus(t, st, "web4") }
+	before := statusJSON(t, sock)
+
+	// Traffic: 300 connections, one request each.
+	const requests = 300
+	res := drive(t, l, requests, 4)
+	if !res.OK() {
+		t.Fatalf("%d of %d requests failed: %v", res.Errors, requests, res.FirstError)
+	}
+	// Malformed packets to the VIP: dropped by the parser, under their reasons.
+	injectFrames(t, l, malformed(l, "ipv4-bad-checksum", 7))
+	injectFrames(t, l, malformed(l, "bad-tcp-flags", 5))
+	// Connections kept open: active until the clients close them.
+	var keep []*keepConn
+	for _, src := range l.ClientAddrs4[:8] {
+		k, err := dialKeep(l, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.get(); err != nil {
+			t.Fatal(err)
+		}
+		keep = append(keep, k)
+	}
+	var st control.Status
+	waitFor(t, 20*time.Second, "the drops counted", func() (bool, string) {
+		st = statusJSON(t, sock)
+		d := st.Counters.Drops
+		return d["ipv4-bad-checksum"]-before.Counters.Drops["ipv4-bad-checksum"] == 7 && d["bad-tcp-flags"]-before.Counters.Drops["bad-tcp-flags"] == 5, fmt.Sprint(d)
+	})
+
+	r, r0 := rule(st), rule(before)
+	// New connections: every connection the clients opened, on the
+	// backend that answered it.
+	if got := r.NewConnections - r0.NewConnections; got != requests+int64(len(keep)) {
+		t.Errorf("rule new connections +%d, want %d (%d requests + %d kept connections)", got, requests+len(keep), requests, len(keep))
+	}
+	perBackend := make([]int64, len(l.Backends))
+	var pkts int64
+	for i, b := range r.Backends {
+		idx, ok := backendIdx[b.Address]
+		if !ok {
+			t.Fatalf("status backend %s is not a lab backend", b.Address)
+		}
+		perBackend[idx] = b.NewConnections - r0.Backends[i].NewConnections
+		pkts += b.Packets
+		if b.Bytes < b.Packets*40 {
+			t.Errorf("backend %s: %d bytes for %d packets", b.Address, b.Bytes, b.Packets)
+		}
+		if b.LastCheck == nil || b.HealthSince == nil || b.ProbeLatencySeconds <= 0 {
+			t.Errorf("backend %s: no health-check history: %+v", b.Address, b.CheckInfo)
+		}
+	}
+	t.Logf("new connections per backend %v; backends answered %v (+%d kept)", perBackend, res.PerBackend, len(keep))
+	for i, n := range res.PerBackend {
+		if perBackend[i] < int64(n) || perBackend[i] > int64(n+len(keep)) {
+			t.Errorf("be%d answered %d requests but status counts %d new connections to it", i, n, perBackend[i])
+		}
+	}
+	if pkts != r.Packets || r.Packets < 3*(requests+int64(len(keep))) {
+		t.Errorf("rule packets %d, its backends' %d; want equal and ≥ 3 per connection", r.Packets, pkts)
+	}
+	if r.ActiveConnections < len(keep) {
+		t.Errorf("%d active connections with %d kept open", r.ActiveConnections, len(keep))
+	}
+
+	// Metrics, taken when nothing moves: they agree with status and
+	// with themselves.
+	m := metricValues(scrapeBody(t, l))
+	st = statusJSON(t, sock)
+	r = rule(st)
+	tx := sumMetric(m, "xlb_verdict_packets_total", `verdict="tx"`)
+	if be := sumMetric(m, "xlb_backend_packets_total"); be != tx || be != float64(r.Packets) || sumMetric(m, "xlb_rule_packets_total") != tx {
+		t.Errorf("backend packets %v, rule packets %v, verdict tx %v, status %d: want all equal", be, sumMetric(m, "xlb_rule_packets_total"), tx, r.Packets)
+	}
+	if rx := sumMetric(m, "xlb_rx_packets_total"); rx != sumMetric(m, "xlb_verdict_packets_total") || rx != float64(st.Counters.RX) {
+		t.Errorf("rx %v, verdicts %v, status rx %d: each packet counts once", rx, sumMetric(m, "xlb_verdict_packets_total"), st.Counters.RX)
+	}
+	for reason, n := range map[string]uint64{"ipv4-bad-checksum": 7, "bad-tcp-flags": 5} {
+		if got := sumMetric(m, "xlb_drop_packets_total", `reason="`+reason+`"`); got != float64(st.Counters.Drops[reason]) || got < float64(n) {
+			t.Errorf("xlb_drop_packets_total{reason=%q} = %v, status %d, injected %d", reason, got, st.Counters.Drops[reason], n)
+		}
+	}
+	if got := sumMetric(m, "xlb_drop_packets_total") + sumMetric(m, "xlb_pass_packets_total"); got != sumMetric(m, "xlb_verdict_packets_total", `verdict="drop"`)+sumMetric(m, "xlb_verdict_packets_total", `verdict="pass"`) {
+		t.Errorf("drop and pass reasons sum to %v, the drop and pass verdicts to %v", got, sumMetric(m, "xlb_verdict_packets_total", `verdict="drop"`)+sumMetric(m, "xlb_verdict_packets_total", `verdict="pass"`))
+	}
+	if got := sumMetric(m, "xlb_backend_connections_total"); got != float64(r.NewConnections) {
+		t.Errorf("xlb_backend_connections_total %v, status %d", got, r.NewConnections)
+	}
+	if got := sumMetric(m, "xlb_backend_connections_active"); got < float64(len(keep)) {
+		t.Errorf("xlb_backend_connections_active %v with %d connections open", got, len(keep))
+	}
+	var qrx, qdrops uint64
+	for _, q := range st.QueueStats {
+		qrx += q.RXPackets
+		qdrops += q.Drops
+	}
+	var drops uint64
+	for _, n := range st.Counters.Drops {
+		drops += n
+	}
+	if qrx != st.Counters.RX || qdrops != drops {
+		t.Errorf("queues: rx %d drops %d; appliance rx %d drops %d", qrx, qdrops, st.Counters.RX, drops)
+	}
+	if st.Version == "" || st.UptimeSeconds <= 0 {
+		t.Errorf("version %q, uptime %v", st.Version, st.UptimeSeconds)
+	}
+
+	// The clients close: every connection becomes inactive.
+	for _, k := range keep {
+		k.c.Close()
+	}
+	waitFor(t, 20*time.Second, "active connections fall to 0", func() (bool, string) {
+		r := rule(statusJSON(t, sock))
+		return r.ActiveConnections == 0 && r.InactiveConnections > 0, fmt.Sprintf("active %d, inactive %d", r.ActiveConnections, r.InactiveConnections)
+	})
+	m = metricValues(scrapeBody(t, l))
+	if got := sumMetric(m, "xlb_backend_connections_active"); got != 0 {
+		t.Errorf("xlb_backend_connections_active %v after the clients closed", got)
+	}
+
+	t.Run("lint", func(t *testing.T) {
+		problems, err := promlint.New(strings.NewReader(scrapeBody(t, l))).Lint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range problems {
+			t.Errorf("%s: %s", p.Metric, p.Text)
+		}
+		if _, err := exec.LookPath("promtool"); err != nil {
+			t.Skip("skipped promtool: not installed (the linter above runs the same checks)")
+		}
+		cmd := exec.Command("promtool", "check", "metrics")
+		cmd.Stdin = strings.NewReader(scrapeBody(t, l))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool check metrics: %v\n%s", err, out)
+		}
+	})
+}
+
+// TestEndToEndTop runs xlb top under tmux as a user who may only read the
+// control socket (a member of control_socket_group): it shows the lab's
+// rule and backends, its counters move with the traffic, a key sorts, and
+// q quits.
+func TestEndToEndTop(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("skipped: tmux is not installed (.ci/run installs it)")
+	}
+	l := labWith(t, lab.Options{Backends: 2})
+	rules := l.DefaultRules("IPIP")[:1]
+	rules[0].Health = healthNone
+	// The daemon's files in a directory every user may enter, and its
+	// socket open to a group of its own.
+	const group = 64998
+	dir, err := os.MkdirTemp("", "xlb-top-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	cfg, err := l.WriteConfig(dir, rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A top-level key goes before the first table.
+	main := strings.Replace(string(data), "\n[", fmt.Sprintf("\ncontrol_socket_group = \"%d\"\n[", group), 1)
+	if err := os.WriteFile(cfg, []byte(main), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	x, err := runLabXLB(ctx, l.XLB.Name, dir, cfg, func(s string) { t.Log(s) })
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := x.Stop(); err != nil {
+			t.Errorf("stop xlb: %v", err)
+		}
+	})
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "xlb.test")
+	if data, err = os.ReadFile(self); err == nil {
+		err = os.WriteFile(bin, data, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	backgroundTraffic(t, l)
+
+	top := fmt.Sprintf("%s top --socket %s --interval 500ms", bin, x.Socket())
+	if _, err := exec.LookPath("setpriv"); err == nil {
+		top = fmt.Sprintf("setpriv --reuid=65534 --regid=65534 --groups=%d %s", group, top)
+	} else {
+		t.Log("setpriv is missing: xlb top runs as root, not over the read-only level")
+	}
+	server := "xlbtop" + strings.TrimPrefix(filepath.Base(dir), "xlb-top-") // tmux -L: a server of our own
+	tmux := func(args ...string) (string, error) {
+		out, err := exec.Command("tmux", append([]string{"-L", server}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := tmux("new-session", "-d", "-s", "top", "-x", "180", "-y", "40", "env", runMainEnv+"=1", "sh", "-c", top); err != nil {
+		t.Fatalf("tmux new-session: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { tmux("kill-server") })
+	screen := func() string {
+		out, err := tmux("capture-pane", "-p", "-t", "top")
+		if err != nil {
+			t.Fatalf("tmux capture-pane: %v\n%s", err, out)
+		}
+		return out
+	}
+	// packets is the PACKETS column of the rule's row.
+	packets := func(s string) int64 {
+		for _, line := range strings.Split(s, "\n") {
+			if f := strings.Fields(line); len(f) > 3 && f[0] == "web4" {
+				n, _ := strconv.ParseInt(f[len(f)-2], 10, 64)
+				return n
+			}
+		}
+		return -1
+	}
+	var first string
+	waitFor(t, 30*time.Second, "xlb top shows the rule and its backends", func() (bool, string) {
+		first = screen()
+		ok := strings.Contains(first, "web4 TCP "+l.Opts.VIP4.String()) && strings.Contains(first, "RULE / BACKEND") && packets(first) > 0
+		for _, b := range l.Backends {
+			ok = ok && strings.Contains(first, b.Tunnel4.String())
+		}
+		return ok, first
+	})
+	waitFor(t, 30*time.Second, "its counters move", func() (bool, string) {
+		s := screen()
+		return packets(s) > packets(first), fmt.Sprintf("packets %d → %d", packets(first), packets(s))
+	})
+	if strings.HasPrefix(top, "setpriv") {
+		// It really is the unprivileged user's process that reads.
+		if uids := processUIDs(bin); len(uids) != 1 || uids[0] != "65534" {
+			t.Errorf("xlb top runs as uid %v, want 65534 (read-only)", uids)
+		}
+	}
+	if out, err := tmux("send-keys", "-t", "top", "n"); err != nil {
+		t.Fatalf("send-keys: %v %s", err, out)
+	}
+	waitFor(t, 10*time.Second, "n sorts by name", func() (bool, string) {
+		s := screen()
+		return strings.Contains(s, "n name ↑"), s
+	})
+	if out, err := tmux("send-keys", "-t", "top", "q"); err != nil {
+		t.Fatalf("send-keys: %v %s", err, out)
+	}
+	waitFor(t, 10*time.Second, "q quits", func() (bool, string) {
+		_, err := tmux("has-session", "-t", "top")
+		return err != nil, "session still there"
+	})
+}
+
+// processUIDs returns the real user ids of the processes running exe.
+func processUIDs(exe string) []string {
+	var out []string
+	pids, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range pids {
+		if link, err := os.Readlink(filepath.Join(p, "exe")); err != nil || link != exe {
+			continue
+		}
+		status, err := os.ReadFile(filepath.Join(p, "status"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+				out = append(out, f[1])
+			}
+		}
+	}
+	return out
 }

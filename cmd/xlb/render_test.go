@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -106,6 +107,13 @@ func TestRender(t *testing.T) {
 	}{
 		{"status", func(w *bytes.Buffer) { printStatus(w, renderStatus(), renderNow) }},
 		{"status-quiet", func(w *bytes.Buffer) { printStatus(w, &quiet, renderNow) }},
+		{"top", func(w *bytes.Buffer) {
+			// Sorted by packets/s, then by name backwards, cut to a
+			// terminal of 100 columns and 12 lines.
+			printTop(w, renderStatus(), topView{Sort: "pkts", Interval: time.Second}, renderNow, 0, 0)
+			fmt.Fprintln(w, "---")
+			printTop(w, renderStatus(), topView{Sort: "name", Reverse: true, Interval: time.Second, Err: "control socket: connection refused"}, renderNow, 100, 12)
+		}},
 		{"backend-list", func(w *bytes.Buffer) {
 			// dns's VIP is unknown (the status request failed for it).
 			printBackendList(w, renderBackends(), map[string]string{"web": "203.0.113.10"}, control.RateInterval{Seconds: 2.004, WindowSeconds: 2}, renderNow)
