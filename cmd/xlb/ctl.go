@@ -97,19 +97,25 @@ func statusCommand() *cli.Command {
 			if err := noArgs(c); err != nil {
 				return err
 			}
-			return withClient(c, func(ctx context.Context, cl *control.Client) error {
-				st, err := cl.Status(ctx)
-				if err != nil {
-					return err
-				}
-				if c.Bool("json") {
-					return printJSON(c.App.Writer, st)
-				}
-				printStatus(c.App.Writer, st, time.Now())
-				return nil
-			})
+			return withStatus(c, func(st *control.Status) { printStatus(c.App.Writer, st, time.Now()) })
 		},
 	}
+}
+
+// withStatus asks the daemon for its status and prints it as JSON with
+// --json, else with print.
+func withStatus(c *cli.Context, print func(st *control.Status)) error {
+	return withClient(c, func(ctx context.Context, cl *control.Client) error {
+		st, err := cl.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, st)
+		}
+		print(st)
+		return nil
+	})
 }
 
 // ruleFlag is --rule. Required flags are checked by need, not by

@@ -21,7 +21,9 @@
 //	capture.go   xlb capture: the daemon's capture stream written as pcapng,
 //	             pcap or a listing (pkg/capture's writers)
 //	top.go       xlb top: the terminal loop (raw keys, alternate screen,
-//	             redraw every --interval); the frame is render.go's printTop
+//	             redraw every --interval)
+//	render_top.go  xlb top's frame (printTop), golden file
+//	             testdata/render/top.golden
 //	appliance.go xlb appliance drain|undrain and the appliance part of status
 //	             (drain, BGP peers, each VIP's announcement); golden file
 //	             testdata/render/appliance.golden

@@ -6,7 +6,6 @@ package main
 // 12), driven through health checks, reloads and timers.
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -260,17 +259,7 @@ func TestWireTableFull(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(small), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	x, err := runLabXLB(ctx, l.XLB.Name, dir, cfg, func(s string) { t.Log(s) })
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := x.Stop(); err != nil {
-			t.Errorf("stop xlb: %v", err)
-		}
-	})
+	x := xlbRun(t, l, dir, cfg)
 	waitHealth(t, l, x, "web4", "HEALTHY", 0, 1, 2)
 
 	keep, where := openKeeps(t, l, l.ClientAddrs4[:20])

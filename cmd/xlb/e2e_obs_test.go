@@ -504,17 +504,7 @@ func TestEndToEndTop(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(main), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	x, err := runLabXLB(ctx, l.XLB.Name, dir, cfg, func(s string) { t.Log(s) })
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := x.Stop(); err != nil {
-			t.Errorf("stop xlb: %v", err)
-		}
-	})
+	x := xlbRun(t, l, dir, cfg)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -47,9 +47,21 @@ func labWith(t *testing.T, o lab.Options) *lab.Lab {
 // xlbIn starts xlb in the lab with rules and stops it when the test ends.
 func xlbIn(t *testing.T, l *lab.Lab, rules []lab.Rule) *labXLB {
 	t.Helper()
+	dir := t.TempDir()
+	cfg, err := l.WriteConfig(dir, rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return xlbRun(t, l, dir, cfg)
+}
+
+// xlbRun starts xlb in the lab's appliance namespace with the
+// configuration cfg (its files in dir) and stops it when the test ends.
+func xlbRun(t *testing.T, l *lab.Lab, dir, cfg string) *labXLB {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	x, err := startLabXLB(ctx, l, t.TempDir(), rules, func(s string) { t.Log(s) })
+	x, err := runLabXLB(ctx, l.XLB.Name, dir, cfg, func(s string) { t.Log(s) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,17 +56,7 @@ func runTop(c *cli.Context) error {
 		return usageError{fmt.Sprintf("--interval %s: want at least 100ms", v.Interval)}
 	}
 	if c.Bool("json") || c.Bool("once") {
-		return withClient(c, func(ctx context.Context, cl *control.Client) error {
-			st, err := cl.Status(ctx)
-			if err != nil {
-				return err
-			}
-			if c.Bool("json") {
-				return printJSON(c.App.Writer, st)
-			}
-			printTop(c.App.Writer, st, v, time.Now(), 0, 0)
-			return nil
-		})
+		return withStatus(c, func(st *control.Status) { printTop(c.App.Writer, st, v, time.Now(), 0, 0) })
 	}
 	path, err := socketPath(c)
 	if err != nil {

@@ -242,22 +242,28 @@ func testPackets(t *testing.T) []Packet {
 	}
 }
 
-func TestWritePcapNG(t *testing.T) {
+// writeAll writes pkts in format and closes the writer with dropped.
+func writeAll(t *testing.T, format string, pkts []Packet, dropped uint64) *bytes.Buffer {
+	t.Helper()
 	var buf bytes.Buffer
-	w, err := NewWriter(FormatPcapNG, &buf, 2048)
+	w, err := NewWriter(format, &buf, 2048)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pkts := testPackets(t)
 	for i := range pkts {
 		if err := w.Write(&pkts[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := w.Close(7); err != nil {
+	if err := w.Close(dropped); err != nil {
 		t.Fatal(err)
 	}
-	r, err := pcapgo.NewNgReader(&buf, pcapgo.DefaultNgReaderOptions)
+	return &buf
+}
+
+func TestWritePcapNG(t *testing.T) {
+	pkts := testPackets(t)
+	r, err := pcapgo.NewNgReader(writeAll(t, FormatPcapNG, pkts, 7), pcapgo.DefaultNgReaderOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,19 +304,8 @@ func TestWriteEmptyPcapNG(t *testing.T) {
 }
 
 func TestWritePcap(t *testing.T) {
-	var buf bytes.Buffer
-	w, err := NewWriter(FormatPcap, &buf, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
 	pkts := testPackets(t)
-	for i := range pkts {
-		if err := w.Write(&pkts[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w.Close(0)
-	r, err := pcapgo.NewReader(&buf)
+	r, err := pcapgo.NewReader(writeAll(t, FormatPcap, pkts, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,13 +321,7 @@ func TestWritePcap(t *testing.T) {
 }
 
 func TestWriteListing(t *testing.T) {
-	var buf bytes.Buffer
-	w, _ := NewWriter(FormatListing, &buf, 2048)
-	pkts := testPackets(t)
-	for i := range pkts {
-		w.Write(&pkts[i])
-	}
-	w.Close(3)
+	buf := writeAll(t, FormatListing, testPackets(t), 3)
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	want := []string{
 		"1 03:04:05.123456 q0 rx tx rule web → 10.0.1.10  IPv4 198.51.100.7 > 203.0.113.10 | TCP 40000 > 80 [.]  len 60",
