@@ -117,7 +117,11 @@ func printTop(w io.Writer, st *control.Status, v topView, now time.Time, width, 
 			if !be.Eligible {
 				weight = "-"
 			}
-			backends[name] = append(backends[name], topRow{name: "  " + be.Address, state: be.Health, weight: weight,
+			state := be.Health
+			if be.HealthSince != nil && now.After(*be.HealthSince) {
+				state += " " + now.Sub(*be.HealthSince).Round(time.Second).String() // since the last change
+			}
+			backends[name] = append(backends[name], topRow{name: "  " + be.Address, state: state, weight: weight,
 				pps: be.PacketsPerSec, bps: be.BytesPerSec, cps: be.NewConnectionsPerSec, active: be.ActiveConnections,
 				inactive: be.InactiveConnections, packets: be.Packets, conns: be.NewConnections})
 		}
