@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/BurntSushi/toml"
 	"github.com/urfave/cli/v2"
 
 	"github.com/xlbnet/xlb/pkg/config"
@@ -31,34 +29,27 @@ func jsonFlag() cli.Flag {
 }
 
 // socketPath finds the control socket: --socket, else control_socket of
-// the configuration file (only that key is read, so a configuration being
-// edited does not keep `xlb reload` from reaching the daemon), else the
-// default.
+// the configuration file, else the default. Only that key is read, and a
+// file that does not parse (being edited, during exactly the incident
+// where the CLI is needed) still gives its control_socket line, or the
+// default: its syntax error is printed as a warning in validate's
+// file:line: form, and the command goes on.
 func socketPath(c *cli.Context) (string, error) {
 	if s := c.String("socket"); s != "" {
 		return s, nil
 	}
 	path := c.String("config")
-	data, err := os.ReadFile(path)
+	sock, problem, err := config.ControlSocket(path)
 	if err != nil {
 		if !c.IsSet("config") && errors.Is(err, os.ErrNotExist) {
 			return config.DefaultControlSocket, nil
 		}
 		return "", fmt.Errorf("find the control socket: %w (or give --socket)", err)
 	}
-	var v struct {
-		ControlSocket string `toml:"control_socket"`
+	if problem != nil {
+		fmt.Fprintf(c.App.ErrWriter, "warning: %s: %s does not parse; using control socket %s (--socket chooses another)\n", problem, path, sock)
 	}
-	if _, err := toml.Decode(string(data), &v); err != nil {
-		return "", fmt.Errorf("find the control socket in %s: %w (or give --socket)", path, err)
-	}
-	if v.ControlSocket == "" {
-		return config.DefaultControlSocket, nil
-	}
-	if !filepath.IsAbs(v.ControlSocket) {
-		return filepath.Join(filepath.Dir(path), v.ControlSocket), nil
-	}
-	return v.ControlSocket, nil
+	return sock, nil
 }
 
 // withClient runs f with a client of the daemon's socket.

@@ -405,3 +405,33 @@ func TestApplianceCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokenConfigStillReachesDaemon: a syntax error in xlb.toml does not
+// stop the CLI: it finds control_socket on its line (or the default),
+// warns with the error in validate's file:line: form, and talks to the
+// daemon — reload included (issue 12 item 7).
+func TestBrokenConfigStillReachesDaemon(t *testing.T) {
+	f, _, cfg := fakeSocket(t)
+	broken := "interface = \"eth0\"\ncontrol_socket = \"run/xlb.sock\"\nqueues = [0, 1\n[conntrack]\nmax_entries = 4096\n"
+	if err := os.WriteFile(cfg, []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := runXLB(t, "status", "-c", cfg)
+	if err != nil || !strings.Contains(out, "rule web") {
+		t.Fatalf("status with a broken xlb.toml: %v %s\n%s", err, errOut, out)
+	}
+	if !strings.HasPrefix(errOut, "warning: xlb.toml:4: ") || !strings.Contains(errOut, "using control socket "+filepath.Join(filepath.Dir(cfg), "run", "xlb.sock")) {
+		t.Errorf("status warned %q; want the syntax error as xlb.toml:LINE: and the socket it uses", errOut)
+	}
+	if _, errOut, err := runXLB(t, "backend", "drain", "-c", cfg, "-r", "web", "192.0.2.1"); err != nil {
+		t.Errorf("drain with a broken xlb.toml: %v %s", err, errOut)
+	}
+	if o := f.override("192.0.2.1"); o == nil || !o.drained {
+		t.Errorf("the drain did not reach the daemon")
+	}
+	// reload reaches the daemon (whose answer, here, is a rejection).
+	_, errOut, err = runXLB(t, "reload", "-c", cfg)
+	if err == nil || exitCode(err) != 1 || !strings.Contains(errOut, "error: rules.d/web.toml:14: failover.ratio") {
+		t.Errorf("reload with a broken xlb.toml: %v %s; want the daemon's answer", err, errOut)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,7 +110,7 @@ func TestFlagsAfterArguments(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	out, _, err := runXLB(t, "validate", "-c", "../../deploy/examples/xlb.toml")
+	out, _, err := runXLB(t, "validate", "--offline", "-c", "../../deploy/examples/xlb.toml")
 	if err != nil || !strings.Contains(out, ": ok: 4 rule(s)") {
 		t.Fatalf("examples: err %v, out %q", err, out)
 	}
@@ -135,5 +136,48 @@ backends = ["192.0.2.1"]
 	}
 	if want := "rules.d/web.toml:5: failover.ratio: 1.5 is outside [0, 1]"; !strings.Contains(errOut, want) {
 		t.Errorf("stderr %q does not contain %q", errOut, want)
+	}
+}
+
+// TestValidateWhatRunNeeds: validate fails where xlb run would (issue 12
+// items 6 and 22): a missing interface, with its line; a corrupt state
+// file, naming it and what removing it would drop (before, validate passed
+// it, so systemd's ExecStartPre passed and the unit restart-looped). run
+// refuses both with the same words before it attaches anything.
+func TestValidateWhatRunNeeds(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "rules.d"), 0o755)
+	state := filepath.Join(dir, "state.toml")
+	write := func(iface string) string {
+		p := filepath.Join(dir, "xlb.toml")
+		os.WriteFile(p, []byte(fmt.Sprintf("hash_seed = \"0x1\"\ninterface = %q\nstate_file = %q\ncontrol_socket = %q\n", iface, state, filepath.Join(dir, "xlb.sock"))), 0o644)
+		os.WriteFile(filepath.Join(dir, "rules.d", "web.toml"), []byte("vip = \"203.0.113.10\"\nports = [\"80\"]\n[health_check]\ntype = \"NONE\"\n[[group]]\nname = \"a\"\nbackends = [\"192.0.2.1\", \"192.0.2.2\"]\n"), 0o644)
+		return p
+	}
+	cfg := write("nosuch0")
+	_, errOut, err := runXLB(t, "validate", "-c", cfg)
+	if err == nil || exitCode(err) != 1 || !strings.Contains(errOut, `error: xlb.toml:2: interface: no interface "nosuch0" on this machine`) {
+		t.Errorf("validate with a missing interface: %v, %q", err, errOut)
+	}
+	if out, _, err := runXLB(t, "validate", "--offline", "-c", cfg); err != nil || !strings.Contains(out, "ok: 1 rule(s)") {
+		t.Errorf("validate --offline: %v %s", err, out)
+	}
+	if _, _, err := runXLB(t, "run", "-c", cfg); err == nil || !strings.Contains(err.Error(), `interface: no interface "nosuch0"`) {
+		t.Errorf("run with a missing interface: %v", err)
+	}
+
+	cfg = write("lo")
+	if _, errOut, err := runXLB(t, "validate", "-c", cfg); err != nil {
+		t.Fatalf("validate: %v %s", err, errOut)
+	}
+	// A state file cut short in its third override.
+	os.WriteFile(state, []byte("version = 1\n[[override]]\nrule = \"web\"\nbackend = \"192.0.2.1\"\ndrained = true\n[[override]]\nrule = \"web\"\nbackend = \"192.0.2.2\"\nrole = \"failover\"\n[appliance]\ndrained = true\n[[override]\nrule = \"web\"\n"), 0o644)
+	_, errOut, err = runXLB(t, "validate", "-c", cfg)
+	wantLoss := "fix it, or remove it and lose 3 CLI override(s) (web 192.0.2.1: drained; web 192.0.2.2: role failover; web ?: no change that reads) and the appliance drain"
+	if err == nil || exitCode(err) != 1 || !strings.Contains(errOut, "error: "+state+":13: ") || !strings.Contains(err.Error(), "state file "+state+": 1 error(s): "+wantLoss) {
+		t.Errorf("validate with a corrupt state file: %v\n%s", err, errOut)
+	}
+	if _, _, err := runXLB(t, "run", "-c", cfg); err == nil || !strings.Contains(err.Error(), "state file "+state+" rejected: "+wantLoss) {
+		t.Errorf("run with a corrupt state file: %v", err)
 	}
 }

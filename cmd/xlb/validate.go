@@ -22,8 +22,11 @@ func validateCommand() *cli.Command {
 		ArgsUsage: " ",
 		Description: "Loads xlb.toml and every rules_dir/*.toml, reports every error and warning with file, line and\n" +
 			"key, and exits 1 when there is an error. Warnings (for example a UDP rule that is not\n" +
-			"fragment-safe) do not fail the check.",
-		Flags: []cli.Flag{configFlag()},
+			"fragment-safe) do not fail the check. It also checks what xlb run would need: the state file\n" +
+			"(state_file, the CLI's changes: an error names what removing it would drop) and, unless\n" +
+			"--offline, this machine (the interface, the listed queues among its active ones, the control\n" +
+			"socket's group), so that ExecStartPre fails where xlb run would.",
+		Flags: []cli.Flag{configFlag(), &cli.BoolFlag{Name: "offline", Usage: "check the files only, not this machine (a configuration for another appliance)"}},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usageError{fmt.Sprintf("validate takes no arguments, got %q", c.Args().First())}
@@ -41,6 +44,26 @@ func validateCommand() *cli.Command {
 					return fmt.Errorf("%s: %d error(s); the configuration was not accepted", c.String("config"), len(cerr.Issues))
 				}
 				return err
+			}
+			var host []config.Issue
+			if !c.Bool("offline") {
+				host = config.CheckHost(cfg)
+			}
+			for _, i := range host {
+				fmt.Fprintf(c.App.ErrWriter, "error: %s\n", i)
+			}
+			if _, err := config.LoadState(cfg.StateFile); err != nil {
+				var serr *config.StateFileError
+				if !errors.As(err, &serr) {
+					return err
+				}
+				for _, i := range serr.Err.Issues {
+					fmt.Fprintf(c.App.ErrWriter, "error: %s\n", i)
+				}
+				return fmt.Errorf("state file %s: %d error(s): fix it, or remove it and lose %s", cfg.StateFile, len(serr.Err.Issues), serr.Loss)
+			}
+			if len(host) > 0 {
+				return fmt.Errorf("%s: %d error(s) on this machine; xlb run would fail (--offline checks the files only)", c.String("config"), len(host))
 			}
 			backends := 0
 			for _, r := range cfg.Rules {

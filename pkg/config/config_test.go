@@ -175,9 +175,6 @@ func TestValidation(t *testing.T) {
 		{"unknown key in xlb.toml", map[string]string{"xlb.toml": lines(`interfaces = "eth0"`, `hash_seed = "1"`), "rules.d/web.toml": webRule},
 			[]string{"xlb.toml: interface: missing (the one network interface xlb receives and sends on, e.g. \"eth0\")",
 				"xlb.toml:1: interfaces: unknown key (did you mean interface?)"}},
-		{"control socket group unknown", map[string]string{"xlb.toml": mainOK + lines(`control_socket_group = "no-such-group-xlb"`), "rules.d/web.toml": webRule},
-			[]string{`xlb.toml:3: control_socket_group: no group "no-such-group-xlb" on this machine (groupadd no-such-group-xlb, or a numeric id)`}},
-		{"control socket group by id", map[string]string{"xlb.toml": mainOK + lines(`control_socket_group = "65534"`), "rules.d/web.toml": webRule}, nil},
 		{"bad enum", map[string]string{"rules.d/web.toml": lines(`session_affinity = "CLIENT"`) + webRule},
 			[]string{`rules.d/web.toml:1: session_affinity: "CLIENT" is not one of NONE, CLIENT_IP_PORT_PROTO, CLIENT_IP_PROTO, CLIENT_IP`}},
 		{"enum case", map[string]string{"rules.d/web.toml": lines(`protocol = "tcp"`) + webRule},
@@ -315,10 +312,42 @@ func TestValidation(t *testing.T) {
 			[]string{`rules.d/web.toml: group: missing: a rule needs at least one [[group]] with backends`}},
 		{"empty group list", map[string]string{"rules.d/web.toml": lines(`vip = "203.0.113.10"`, `ports = ["80"]`, `group = []`, `[health_check]`, `type = "NONE"`)},
 			[]string{`rules.d/web.toml:3: group: empty: a rule needs at least one [[group]] with backends`}},
+		// One message, one suggestion (issue 12 item 22: "try 101" and
+		// "e.g. 211" contradicted each other).
 		{"table size bad twice", map[string]string{"xlb.toml": mainOK + lines(`maglev_table_size = 100`), "rules.d/web.toml": webRule},
+			[]string{`xlb.toml:3: maglev_table_size: 100 is not prime and smaller than 100 × 2 backends of rule "web" (200); use a prime ≥ 200, e.g. 211`}},
+		{"table size not prime", map[string]string{"xlb.toml": mainOK + lines(`maglev_table_size = 1000`), "rules.d/web.toml": webRule},
+			[]string{`xlb.toml:3: maglev_table_size: 1000 is not prime (try 1009)`}},
+		// The syntax error alone: no rules_dir error it did not cause, and
+		// the rule files are still checked (item 22).
+		{"syntax error in xlb.toml", map[string]string{"xlb.toml": mainOK + lines(`queues = [0, 1`), "rules.d/web.toml": lines(`colour = "blue"`) + webRule},
 			[]string{
-				"xlb.toml:3: maglev_table_size: 100 is not prime (try 101)",
-				`xlb.toml:3: maglev_table_size: 100 is smaller than 100 × 2 backends of rule "web" (200); use a prime ≥ 200, e.g. 211`,
+				"xlb.toml:3: expected a comma (',') or array terminator (']'), but got end of file",
+				"rules.d/web.toml:1: colour: unknown key",
+			}},
+		{"syntax error in xlb.toml, other rules_dir", map[string]string{"xlb.toml": lines(`rules_dir = "rules"`, `interface = "eth0"`, `bad line`), "rules/web.toml": lines(`colour = "blue"`) + webRule},
+			[]string{
+				"xlb.toml:3: expected '.' or '=', but got 'l' instead",
+				"rules/web.toml:1: colour: unknown key",
+			}},
+		// An integer beyond 64 bits: reported with its key, and the file's
+		// other errors still found (item 22).
+		{"integers out of range", map[string]string{
+			"xlb.toml":         mainOK + lines(`maglev_table_size = 99999999999999999999`, `queues = "bogus"`, `[conntrack]`, `max_entries = -99999999999999999999`),
+			"rules.d/web.toml": lines(`idle = 1`) + strings.Replace(webRule, `type = "TCP"`, `type = "TCP"`+"\n"+`port = 123456789012345678901`, 1)},
+			[]string{
+				"xlb.toml:3: maglev_table_size: 99999999999999999999 does not fit in a 64-bit integer",
+				`xlb.toml:4: queues: "bogus" is not "all", a number of queues or a list of queue ids`,
+				"xlb.toml:6: conntrack.max_entries: -99999999999999999999 does not fit in a 64-bit integer",
+				"rules.d/web.toml:1: idle: unknown key",
+				"rules.d/web.toml:7: health_check.port: 123456789012345678901 does not fit in a 64-bit integer",
+			}},
+		// The key of the backend as written, whatever entries before it
+		// were rejected (item 22: the index was off by the skipped ones).
+		{"backend is the VIP after a bad one", map[string]string{"rules.d/web.toml": strings.Replace(webRule, `["10.0.1.10", "10.0.1.11"]`, `["bad", "10.0.1.10", "203.0.113.10"]`, 1)},
+			[]string{
+				`rules.d/web.toml:8: group[0].backends[0]: "bad" is not an IPv4 or IPv6 address`,
+				`rules.d/web.toml:8: group[0].backends[2]: 203.0.113.10 is the VIP itself`,
 			}},
 		{"no backends", map[string]string{"rules.d/web.toml": strings.Replace(webRule, `["10.0.1.10", "10.0.1.11"]`, `[]`, 1)},
 			[]string{`rules.d/web.toml:6: group: the rule has no backends`}},
@@ -376,8 +405,7 @@ func TestManyErrorsTogether(t *testing.T) {
 	}
 	want := []string{
 		`xlb.toml:2: hash_seed: "x" is not a 64-bit number (write hex like "0x5eed" or decimal)`,
-		`xlb.toml:3: maglev_table_size: 100 is not prime (try 101)`,
-		`xlb.toml:3: maglev_table_size: 100 is smaller than 100 × 2 backends of rule "web" (200); use a prime ≥ 200, e.g. 211`,
+		`xlb.toml:3: maglev_table_size: 100 is not prime and smaller than 100 × 2 backends of rule "web" (200); use a prime ≥ 200, e.g. 211`,
 		`rules.d/a.toml:1: protocol: "SCTP" is not one of TCP, UDP, L3_DEFAULT`,
 		`rules.d/b.toml:2: vip: "bad" is not an IPv4 or IPv6 address`,
 		`rules.d/b.toml:9: failover: set, but no group has role failover (add one, or remove [failover])`,
@@ -403,7 +431,7 @@ func TestFragmentWarnings(t *testing.T) {
 	}{
 		{"udp defaults", udp(`ports = ["53"]`), []string{
 			`rules.d/web.toml: connection_tracking.tracking_mode: UDP rule not fragment-safe: use ports = "ALL", session_affinity CLIENT_IP or CLIENT_IP_PROTO and tracking_mode PER_SESSION, or set fragment_tracking = true (PER_CONNECTION tracks unfragmented datagrams by 5-tuple)`,
-			`rules.d/web.toml: session_affinity: UDP rule not fragment-safe: use ports = "ALL", session_affinity CLIENT_IP or CLIENT_IP_PROTO and tracking_mode PER_SESSION, or set fragment_tracking = true (NONE hashes the first fragment by 5-tuple and the others by 3-tuple)`,
+			`rules.d/web.toml: session_affinity: UDP rule not fragment-safe: use ports = "ALL", session_affinity CLIENT_IP or CLIENT_IP_PROTO and tracking_mode PER_SESSION, or set fragment_tracking = true (NONE hashes every fragment by 3-tuple but an unfragmented datagram by 5-tuple: one flow's large and small datagrams may reach different backends)`,
 			`rules.d/web.toml:1: ports: UDP rule not fragment-safe: use ports = "ALL", session_affinity CLIENT_IP or CLIENT_IP_PROTO and tracking_mode PER_SESSION, or set fragment_tracking = true (non-first fragments carry no ports and match only an all-ports rule)`,
 		}},
 		{"udp safe recipe", udp(`ports = "ALL"`, `session_affinity = "CLIENT_IP"`) + lines(`[connection_tracking]`, `tracking_mode = "PER_SESSION"`), nil},
@@ -610,5 +638,36 @@ func TestDesignExample(t *testing.T) {
 	r := cfg.Rule("web")
 	if r == nil || len(r.Groups) != 2 || r.Groups[1].Role != RoleFailover || r.HealthCheck.Port != 8080 || !r.Ports.Contains(8050) {
 		t.Errorf("web rule read wrongly: %+v", r)
+	}
+}
+
+// TestCheckHost: what the configuration needs from this machine (issue 12
+// item 22: a missing interface passed validate): the interface, the listed
+// queues among its active ones, the control socket's group.
+func TestCheckHost(t *testing.T) {
+	for _, tc := range []struct {
+		name, main string
+		want       []string
+	}{
+		{"all there", lines(`interface = "lo"`, `hash_seed = "1"`, `control_socket_group = "65534"`), nil},
+		{"no interface", lines(`hash_seed = "1"`, `interface = "nosuch0"`), []string{`xlb.toml:2: interface: no interface "nosuch0" on this machine (ip link lists them)`}},
+		{"queue beyond the active ones", lines(`interface = "lo"`, `queues = [0, 5]`),
+			[]string{"xlb.toml:2: queues: interface lo has 1 active receive queue(s), 0-0 (sysfs): queue 5 cannot be served (ethtool -L lo combined N changes them)"}},
+		{"unknown group", lines(`interface = "lo"`, `control_socket_group = "no-such-group-xlb"`),
+			[]string{`xlb.toml:2: control_socket_group: no group "no-such-group-xlb" on this machine (groupadd no-such-group-xlb, or a numeric id)`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, _, err := Load(writeConfig(t, map[string]string{"xlb.toml": tc.main, "rules.d/web.toml": webRule}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, i := range CheckHost(cfg) {
+				got = append(got, i.String())
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -28,6 +28,9 @@
 //	view.go      View: the overlay applied to a Config, with each value's source
 //	bgp.go       [bgp] and [[bgp.peer]]: the BGP type, its reader and checks
 //	appliance_state.go  the appliance drain in the overlay ([appliance] in state_file)
+//	host.go      CheckHost: what a configuration needs from this machine
+//	salvage.go   what reads from an xlb.toml that does not parse (ControlSocket)
+//	stateloss.go StateFileError: a rejected state file and what removing it drops
 //
 // A new top-level section of xlb.toml gets its own file with its reader
 // (as rule.go for rule files), its type in schema.go or beside the
@@ -158,6 +161,26 @@
 //   - Zonal affinity: an enabled mode needs groups with a zone (error);
 //     no client prefixes, or prefixes for a zone no group has, are
 //     warnings; prefixes must have no host bits and map to one zone.
+//   - Load checks the files only; CheckHost checks the machine: the
+//     interface exists, listed queues are among its active receive queues,
+//     control_socket_group names a group. xlb validate runs both (unless
+//     --offline) and the state file too, so that systemd's ExecStartPre
+//     fails where xlb run would; the daemon runs CheckHost at start and on
+//     reload.
+//   - A syntax error in xlb.toml is reported alone for that file: the rule
+//     files are still read, from the rules_dir its line names if that line
+//     reads, and what depends on its other keys (an unreadable rules_dir,
+//     the Maglev size) is not reported. The CLI finds control_socket the
+//     same way (ControlSocket) and only warns, so xlb reload and status
+//     reach the daemon during the incident.
+//   - An integer that does not fit in 64 bits stops the TOML parser: it is
+//     reported with its key, replaced by 0 and the file parsed again, so
+//     its other errors are found; getter errors on that line are dropped.
+//   - maglev_table_size gets one message: "not prime and smaller than …,
+//     use a prime ≥ N, e.g. P" when both, never two suggestions.
+//   - A state file that does not load is a StateFileError: its file:line:
+//     errors and, read line by line from what still reads, the overrides
+//     and appliance drain that removing it would drop.
 //   - Relative paths in xlb.toml are relative to its directory.
 //     state_file must not be a *.toml in rules_dir (it would be read as a
 //     rule) nor xlb.toml itself. Hidden files and non-.toml files in

@@ -20,6 +20,7 @@ func readGroups(t *table, rs *ruleSrc) bool {
 	ok := true
 	names := map[string]int{}
 	where := map[netip.Addr]string{}
+	rs.backendKeys = where
 	for gi, gt := range gts {
 		g := DefaultGroup()
 		if gt.str("name", &g.Name) {
@@ -153,9 +154,11 @@ func checkFamilies(t *table, rs *ruleSrc) {
 	if !rs.vipOK {
 		return
 	}
-	for gi, g := range r.Groups {
-		for bi, b := range g.Backends {
-			key := joinIndex(joinKey(joinIndex(t.key("group"), gi), "backends"), bi)
+	for _, g := range r.Groups {
+		for _, b := range g.Backends {
+			// The backend's own key: its index in the file, which skipped
+			// bad entries would shift in g.Backends.
+			key := rs.backendKeys[b.Addr]
 			switch {
 			case r.VIP.Is6() && b.Addr.Is4():
 				t.f.errorf(key, "%s is IPv4 but the VIP %s is IPv6: no encapsulation carries IPv6 inside IPv4", b.Addr, r.VIP)

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -32,10 +32,16 @@ func Load(path string) (*Config, []Warning, error) {
 
 	mainFile := &srcFile{name: filepath.Base(path), is: is}
 	is.rank(mainFile.name)
-	if root := decodeFile(mainFile, data); root != nil {
+	root := decodeFile(mainFile, data)
+	if root != nil {
 		readMain(root, &cfg)
+	} else if dir := topLevelStrings(string(data))["rules_dir"]; dir != "" {
+		// The syntax error rejects the file; the rule files are still
+		// checked, from the rules_dir the file names if that line reads.
+		cfg.RulesDir = dir
 	}
-	l := &loader{cfg: &cfg, main: mainFile, is: is}
+	cfg.RulesDir = resolve(cfg.Dir, cfg.RulesDir)
+	l := &loader{cfg: &cfg, main: mainFile, is: is, mainBroken: root == nil}
 	l.readRules()
 	l.crossCheck()
 	l.checkBGP()
@@ -49,18 +55,39 @@ func Load(path string) (*Config, []Warning, error) {
 
 // decodeFile parses TOML text and scans its key lines. A syntax error is
 // recorded with its line and yields nil.
+//
+// An integer that does not fit in 64 bits stops the TOML parser; it is
+// reported with its key, replaced by 0 (whatever a getter then says about
+// that line is left out) and the file parsed again, so that its other
+// errors are found too.
 func decodeFile(f *srcFile, data []byte) *table {
 	var m map[string]any
-	if _, err := toml.Decode(string(data), &m); err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			f.is.errorf(f.name, pe.Position.Line, "", "%s", pe.Message)
-		} else {
-			f.is.errorf(f.name, 0, "", "%v", err)
+	text := string(data)
+	for {
+		_, err := toml.Decode(text, &m)
+		if err == nil {
+			break
 		}
+		var pe toml.ParseError
+		if !errors.As(err, &pe) {
+			f.is.errorf(f.name, 0, "", "%v", err)
+			return nil
+		}
+		p := pe.Position
+		if strings.HasSuffix(pe.Message, "is out of range for int64") && p.Len > 0 && p.Start >= 0 && p.Start+p.Len <= len(text) && len(f.placeholders) < 100 {
+			f.is.errorf(f.name, p.Line, pe.LastKey, "%s does not fit in a 64-bit integer", text[p.Start:p.Start+p.Len])
+			if f.placeholders == nil {
+				f.placeholders = map[int]bool{}
+			}
+			f.placeholders[p.Line] = true
+			text = text[:p.Start] + "0" + text[p.Start+p.Len:]
+			m = nil
+			continue
+		}
+		f.is.errorf(f.name, p.Line, "", "%s", pe.Message)
 		return nil
 	}
-	f.lines = scanKeyLines(string(data))
+	f.lines = scanKeyLines(text)
 	return newTable(f, "", m)
 }
 
@@ -86,12 +113,11 @@ func readMain(t *table, cfg *Config) {
 
 	var size int64
 	if t.integer("maglev_table_size", 1, math.MaxInt64, &size) {
-		cfg.MaglevTableSize = int(size) // also when wrong, so the size check below uses it
-		switch {
-		case size > MaxMaglevTableSize:
+		// Primality is checked with the size the rules need (crossCheck),
+		// so that one message makes one suggestion.
+		cfg.MaglevTableSize = int(size)
+		if size > MaxMaglevTableSize {
 			t.errorf("maglev_table_size", "%d is larger than %d", size, MaxMaglevTableSize)
-		case !isPrime(size):
-			t.errorf("maglev_table_size", "%d is not prime (try %d)", size, nextPrime(size))
 		}
 	}
 	for _, k := range []struct {
@@ -107,12 +133,7 @@ func readMain(t *table, cfg *Config) {
 			*k.dst = s
 		}
 	}
-	if t.str("control_socket_group", &cfg.ControlSocketGroup) && cfg.ControlSocketGroup != "" {
-		if !groupExists(cfg.ControlSocketGroup) {
-			t.errorf("control_socket_group", "no group %q on this machine (groupadd %s, or a numeric id)", cfg.ControlSocketGroup, cfg.ControlSocketGroup)
-		}
-	}
-	cfg.RulesDir = resolve(cfg.Dir, cfg.RulesDir)
+	t.str("control_socket_group", &cfg.ControlSocketGroup) // exists? CheckHost
 	cfg.StateFile = resolve(cfg.Dir, cfg.StateFile)
 	cfg.ControlSocket = resolve(cfg.Dir, cfg.ControlSocket)
 
@@ -135,16 +156,6 @@ func readMain(t *table, cfg *Config) {
 	ct.done()
 	readBGP(t, cfg)
 	t.done()
-}
-
-// groupExists reports whether group, a name or a numeric id, can be given
-// to a file: any non-negative number can, a name must be known.
-func groupExists(group string) bool {
-	if n, err := strconv.Atoi(group); err == nil {
-		return n >= 0
-	}
-	_, err := user.LookupGroup(group)
-	return err == nil
 }
 
 func validIfName(s string) bool {
@@ -259,6 +270,9 @@ type ruleSrc struct {
 	f       *srcFile
 	vipOK   bool
 	portsOK bool
+	// backendKeys: each backend's key path as written (group[1].backends[2]
+	// or …backends[2].address), for messages about it.
+	backendKeys map[netip.Addr]string
 }
 
 type loader struct {
@@ -266,6 +280,9 @@ type loader struct {
 	main  *srcFile
 	is    *issues
 	rules []*ruleSrc
+	// mainBroken: xlb.toml did not parse (its syntax error is reported);
+	// what depends on its keys is not reported again.
+	mainBroken bool
 }
 
 // displayName is a file's path relative to the config dir, or absolute when
@@ -283,7 +300,9 @@ func (l *loader) displayName(p string) string {
 func (l *loader) readRules() {
 	entries, err := os.ReadDir(l.cfg.RulesDir)
 	if err != nil {
-		l.main.errorf("rules_dir", "cannot read %s: %v", l.cfg.RulesDir, unwrapPathError(err))
+		if !l.mainBroken {
+			l.main.errorf("rules_dir", "cannot read %s: %v", l.cfg.RulesDir, unwrapPathError(err))
+		}
 		return
 	}
 	var files []string
@@ -313,7 +332,7 @@ func (l *loader) readRules() {
 		rs.rule.File = f.name
 		l.rules = append(l.rules, rs)
 	}
-	if len(files) == 0 {
+	if len(files) == 0 && !l.mainBroken {
 		l.is.warnf(l.main.name, l.main.lines.line("rules_dir"), "rules_dir", "%s holds no *.toml rule files: nothing will be forwarded", l.cfg.RulesDir)
 	}
 }

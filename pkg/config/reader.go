@@ -15,10 +15,17 @@ type srcFile struct {
 	lines keyLines
 	is    *issues
 	asked map[string]bool // when not nil, every key name a getter asked for (tests)
+	// placeholders are lines whose out-of-range integer decodeFile
+	// reported and replaced by 0: the getters' errors there are left out.
+	placeholders map[int]bool
 }
 
 func (f *srcFile) errorf(path, format string, args ...any) {
-	f.is.errorf(f.name, f.lines.line(path), path, format, args...)
+	line := f.lines.line(path)
+	if f.placeholders[line] && line > 0 {
+		return
+	}
+	f.is.errorf(f.name, line, path, format, args...)
 }
 
 func (f *srcFile) warnf(path, format string, args ...any) {

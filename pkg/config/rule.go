@@ -340,7 +340,7 @@ func checkFragments(t *table, r *Rule) {
 		t.warnf("ports", "%s rule %s (non-first fragments carry no ports and match only an all-ports rule)", r.Protocol, fix)
 	}
 	if a := r.SessionAffinity; a != AffinityClientIP && a != AffinityClientIPProto {
-		t.warnf("session_affinity", "%s rule %s (%s hashes the first fragment by 5-tuple and the others by 3-tuple)", r.Protocol, fix, a)
+		t.warnf("session_affinity", "%s rule %s (%s hashes every fragment by 3-tuple but an unfragmented datagram by 5-tuple: one flow's large and small datagrams may reach different backends)", r.Protocol, fix, a)
 	}
 	if r.ConnectionTracking.TrackingMode != PerSession {
 		t.f.warnf(joinKey(t.key("connection_tracking"), "tracking_mode"), "%s rule %s (PER_CONNECTION tracks unfragmented datagrams by 5-tuple)", r.Protocol, fix)

@@ -63,7 +63,9 @@ const stateVersion = 1
 
 // LoadState reads the overlay at path. A missing file is an empty State.
 // Errors name file, line and key like Load's; a bad state file stops the
-// daemon rather than silently dropping the operator's drains.
+// daemon rather than silently dropping the operator's drains. Its error is
+// a *StateFileError (which unwraps to *Error) saying what removing the
+// file would drop.
 func LoadState(path string) (*State, error) {
 	st := &State{file: path}
 	data, err := os.ReadFile(path)
@@ -80,6 +82,9 @@ func LoadState(path string) (*State, error) {
 		readState(root, st)
 	}
 	if _, err := is.result(); err != nil {
+		if cerr, ok := err.(*Error); ok {
+			return nil, &StateFileError{Path: path, Err: cerr, Loss: stateLoss(path)}
+		}
 		return nil, err
 	}
 	return st, nil

@@ -28,9 +28,22 @@ func (l *loader) crossCheck() {
 		}
 		l.cfg.Rules = append(l.cfg.Rules, *r)
 	}
-	if need := MaglevBackendFactor * largest; l.cfg.MaglevTableSize < need {
-		l.main.errorf("maglev_table_size", "%d is smaller than %d × %d backends of rule %q (%d); use a prime ≥ %d, e.g. %d",
-			l.cfg.MaglevTableSize, MaglevBackendFactor, largest, largestRule, need, need, nextPrime(int64(need-1)))
+	if l.mainBroken {
+		return // the checks below read xlb.toml's keys, which did not parse
+	}
+	size := int64(l.cfg.MaglevTableSize)
+	switch need := MaglevBackendFactor * largest; {
+	case size > MaxMaglevTableSize:
+		// reported by readMain
+	case size < int64(need):
+		notPrime := ""
+		if !isPrime(size) {
+			notPrime = "not prime and "
+		}
+		l.main.errorf("maglev_table_size", "%d is %ssmaller than %d × %d backends of rule %q (%d); use a prime ≥ %d, e.g. %d",
+			size, notPrime, MaglevBackendFactor, largest, largestRule, need, need, nextPrime(int64(need-1)))
+	case !isPrime(size):
+		l.main.errorf("maglev_table_size", "%d is not prime (try %d)", size, nextPrime(size))
 	}
 	if sf := filepath.Clean(l.cfg.StateFile); filepath.Dir(sf) == filepath.Clean(l.cfg.RulesDir) && strings.HasSuffix(sf, ".toml") {
 		l.main.errorf("state_file", "%s is inside rules_dir and would be read as a rule file", l.cfg.StateFile)

@@ -129,6 +129,9 @@ func newDaemon(opts Options) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	if host := config.CheckHost(cfg); len(host) > 0 {
+		return nil, &config.Error{Issues: host}
+	}
 	st, err := config.LoadState(cfg.StateFile)
 	if err != nil {
 		return nil, err

@@ -43,6 +43,12 @@ func (d *daemon) reload() error {
 		}
 		return err
 	}
+	if host := config.CheckHost(cfg); len(host) > 0 {
+		for _, i := range host {
+			d.log.Error("configuration", "error", i.String())
+		}
+		return &config.Error{Issues: host}
+	}
 	if cfg.Interface != d.cfg.Interface || !slices.Equal(queueList(cfg.Queues), queueList(d.cfg.Queues)) || cfg.Queues.All != d.cfg.Queues.All {
 		return fmt.Errorf("reload: interface and queues cannot change while running (restart xlb)")
 	}
