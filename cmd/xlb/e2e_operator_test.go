@@ -409,7 +409,7 @@ func TestRunOnPlainVeth(t *testing.T) {
 	}
 	dir = t.TempDir()
 	_, err = runLabXLB(ctx, ns.Name, dir, plainVethConfig(t, dir, "[0, 1]"), func(s string) { t.Log(s) })
-	if err == nil || !strings.Contains(err.Error(), "interface plain0 has 1 active receive queue(s), 0-0 (ethtool channels), so queue 1 cannot be served") {
+	if err == nil || !strings.Contains(err.Error(), "xlb.toml:2: queues: interface plain0 has 1 active receive queue(s), 0-0 (ethtool channels): queue 1 cannot be served") {
 		t.Errorf("queues = [0, 1] on a plain veth: %v", err)
 	}
 }
