@@ -1,10 +1,8 @@
 package bench
 
 import (
-	"runtime"
 	"testing"
 
-	"github.com/xlbnet/xlb/pkg/benchutil"
 	"github.com/xlbnet/xlb/pkg/capture"
 	"github.com/xlbnet/xlb/pkg/encap"
 )
@@ -39,25 +37,11 @@ func BenchmarkPipelineCapture(b *testing.B) {
 				}
 				pl.wk.SetCapture(s.Tap(0))
 			}
-			b.ReportAllocs()
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			cpu := benchutil.Thread()
-			n := 0
-			for b.Loop() {
-				n += pl.round()
-				if s != nil {
-					s.Drain(func(int, *capture.Record, []byte) {})
-				}
+			var drain func()
+			if s != nil {
+				drain = func() { s.Drain(func(int, *capture.Record, []byte) {}) }
 			}
-			if n != b.N*batch {
-				b.Fatalf("forwarded %d of %d", n, b.N*batch)
-			}
-			nsPkt := float64(b.Elapsed().Nanoseconds()) / float64(n)
-			b.ReportMetric(nsPkt, "ns/pkt")
-			if c := cpu.Elapsed(); c > 0 {
-				b.ReportMetric(float64(c.Nanoseconds())/float64(n), "cpu-ns/pkt")
-			}
+			n := measureRounds(b, pl, drain)
 			if s != nil {
 				st := s.Stats()
 				b.ReportMetric(float64(st.Captured)/float64(n), "copied/pkt")

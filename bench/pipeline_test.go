@@ -153,23 +153,7 @@ func BenchmarkPipeline(b *testing.B) {
 			b.Run(k.name+"/"+mix.name, func(b *testing.B) {
 				pl := newPipeline(b, k.kind, mix.p)
 				warm(b, pl, 4096/batch*2, mix.name == "hit")
-				b.ReportAllocs()
-				runtime.LockOSThread()
-				defer runtime.UnlockOSThread()
-				cpu := benchutil.Thread()
-				n := 0
-				for b.Loop() {
-					n += pl.round()
-				}
-				if n != b.N*batch {
-					b.Fatalf("forwarded %d of %d", n, b.N*batch)
-				}
-				nsPkt := float64(b.Elapsed().Nanoseconds()) / float64(n)
-				b.ReportMetric(nsPkt, "ns/pkt")
-				b.ReportMetric(1e3/nsPkt, "Mpps")
-				if c := cpu.Elapsed(); c > 0 {
-					b.ReportMetric(float64(c.Nanoseconds())/float64(n), "cpu-ns/pkt")
-				}
+				measureRounds(b, pl, nil)
 			})
 			b.Run(k.name+"/"+mix.name+"/cold", func(b *testing.B) {
 				if testing.Short() {
@@ -217,6 +201,33 @@ func BenchmarkPipeline(b *testing.B) {
 			})
 		}
 	}
+}
+
+// measureRounds runs pl's rounds for the benchmark (after each, after()
+// when not nil) and reports ns/pkt, Mpps and cpu-ns/pkt; it returns the
+// packets forwarded.
+func measureRounds(b *testing.B, pl *pipeline, after func()) int {
+	b.ReportAllocs()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu := benchutil.Thread()
+	n := 0
+	for b.Loop() {
+		n += pl.round()
+		if after != nil {
+			after()
+		}
+	}
+	if n != b.N*batch {
+		b.Fatalf("forwarded %d of %d", n, b.N*batch)
+	}
+	nsPkt := float64(b.Elapsed().Nanoseconds()) / float64(n)
+	b.ReportMetric(nsPkt, "ns/pkt")
+	b.ReportMetric(1e3/nsPkt, "Mpps")
+	if c := cpu.Elapsed(); c > 0 {
+		b.ReportMetric(float64(c.Nanoseconds())/float64(n), "cpu-ns/pkt")
+	}
+	return n
 }
 
 // coldFlows are the cold cases' 2^20 established flows: ACKs from 2^17
