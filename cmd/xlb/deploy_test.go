@@ -29,17 +29,41 @@ func TestApplianceSetupScript(t *testing.T) {
 	}
 }
 
-// The systemd unit runs commands that exist, with flags they accept.
+// The systemd unit runs commands that exist, with flags they accept; its
+// ExecReload is `xlb reload`, which fails when the daemon rejects the
+// configuration, so `systemctl reload` does too (issue 12 item 8: it ran
+// kill -HUP and reported success for a rejected configuration).
 func TestSystemdUnitCommands(t *testing.T) {
 	unit, err := os.ReadFile("../../deploy/systemd/xlb.service")
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
+	reload := false
 	for _, line := range strings.Split(string(unit), "\n") {
 		cmd, ok := strings.CutPrefix(line, "ExecStart=")
 		if !ok {
 			cmd, ok = strings.CutPrefix(line, "ExecStartPre=")
+		}
+		if r, isReload := strings.CutPrefix(line, "ExecReload="); isReload {
+			cmd, ok, reload = r, true, true
+			f := strings.Fields(r)
+			if len(f) < 2 || f[0] != "/usr/local/bin/xlb" || f[1] != "reload" {
+				t.Fatalf("ExecReload=%s: want xlb reload, which waits for the answer", r)
+			}
+			// Against a daemon that rejects the configuration, this line
+			// fails, so systemctl reload does.
+			_, _, fake := fakeSocket(t)
+			args := append([]string{}, f[1:]...)
+			for i := range args {
+				if args[i] == "/etc/xlb/xlb.toml" {
+					args[i] = fake
+				}
+			}
+			_, errOut, err := runXLB(t, args...)
+			if err == nil || exitCode(err) != 1 || !strings.Contains(errOut, "error: rules.d/web.toml:14: failover.ratio") {
+				t.Errorf("ExecReload against a rejecting daemon: %v %q; want exit 1 with the errors", err, errOut)
+			}
 		}
 		if !ok {
 			continue
@@ -56,7 +80,7 @@ func TestSystemdUnitCommands(t *testing.T) {
 			t.Errorf("%q is not a valid xlb command line: %v", cmd, err)
 		}
 	}
-	if n != 2 {
-		t.Errorf("found %d xlb command lines in the unit, want 2", n)
+	if n != 3 || !reload {
+		t.Errorf("found %d xlb command lines in the unit (reload: %v), want 3 with ExecReload", n, reload)
 	}
 }

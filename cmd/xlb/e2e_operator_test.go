@@ -521,3 +521,70 @@ func TestLabDownCLI(t *testing.T) {
 		t.Errorf("lab down left the lab's namespaces")
 	}
 }
+
+// TestSecondDaemon: a second xlb on the same interface stops at once,
+// naming the first one's pid, and the first keeps serving; a daemon that
+// cannot bind its control socket stops before it attaches anything (issue
+// 12 item 14).
+func TestSecondDaemon(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := labWith(t, lab.Options{Backends: 2, ClientAddrs: 50})
+	rules := l.DefaultRules("IPIP")[:1]
+	rules[0].Health = healthNone
+	dir := t.TempDir()
+	_, sock := startOps(t, l, dir, rules)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, d := range []string{t.TempDir(), dir} { // another configuration, then the same one
+		_, err := startLabXLB(ctx, l, d, rules, func(s string) { t.Log(s) })
+		if err == nil || !strings.Contains(err.Error(), "eth0 already has an XDP program (another xlb? pid ") {
+			t.Errorf("second daemon (%s): %v; want it refused, naming the first", d, err)
+		}
+	}
+	if res := drive(t, l, 100, 4); !res.OK() {
+		t.Errorf("the first daemon after the second's attempts: %d errors (%v)", res.Errors, res.FirstError)
+	}
+	if st := statusJSON(t, sock); len(st.Rules) != 1 {
+		t.Errorf("the first daemon's control socket after the second's attempts: %+v", st)
+	}
+
+	// A control socket another process serves: xlb run stops before it
+	// attaches its program.
+	ns := testutil.NewNetNS(t, "cs")
+	err := ns.Do(func() error {
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "plain0"}, PeerName: "plain1"}); err != nil {
+			return err
+		}
+		l, err := netlink.LinkByName("plain0")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(l)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdir := t.TempDir()
+	cfg := plainVethConfig(t, pdir, `"all"`)
+	sctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- control.Serve(sctx, filepath.Join(pdir, "xlb.sock"), control.NewHandler(newFakeDaemon())) }()
+	defer func() { stop(); <-served }()
+	waitFor(t, 5*time.Second, "the other socket", func() (bool, string) {
+		c, err := net.Dial("unix", filepath.Join(pdir, "xlb.sock"))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil, fmt.Sprint(err)
+	})
+	_, err = runLabXLB(ctx, ns.Name, pdir, cfg, func(s string) { t.Log(s) })
+	if want := fmt.Sprintf("another process (pid %d) is serving it", os.Getpid()); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("xlb run with a served control socket: %v; want %q", err, want)
+	}
+	ns.Do(func() error {
+		if l, err := netlink.LinkByName("plain0"); err == nil && l.Attrs().Xdp != nil && l.Attrs().Xdp.Attached {
+			t.Errorf("the refused daemon left an XDP program on plain0")
+		}
+		return nil
+	})
+}

@@ -83,22 +83,33 @@ func levelOf(uid uint32) Level {
 // peer's credentials once per connection. A connection whose credentials
 // cannot be read carries none, and may change nothing.
 func peerContext(ctx context.Context, c net.Conn) context.Context {
+	p := peerOf(c)
+	if p.Level == LevelNone {
+		return ctx
+	}
+	return WithPeer(ctx, p)
+}
+
+// peerOf asks the kernel who is at the other end of a unix socket
+// connection (SO_PEERCRED: the credentials at connect or listen time). A
+// connection whose credentials cannot be read gets Level LevelNone.
+func peerOf(c net.Conn) Peer {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return ctx
+		return Peer{}
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		return ctx
+		return Peer{}
 	}
 	var cred *unix.Ucred
 	var cerr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil || cerr != nil {
-		return ctx
+		return Peer{}
 	}
-	return WithPeer(ctx, Peer{PID: cred.Pid, UID: cred.Uid, GID: cred.Gid, Level: levelOf(cred.Uid)})
+	return Peer{PID: cred.Pid, UID: cred.Uid, GID: cred.Gid, Level: levelOf(cred.Uid)}
 }
 
 // adminReads are the GET endpoints only an admin may use: a capture

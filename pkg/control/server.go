@@ -378,8 +378,12 @@ func Listen(path string) (net.Listener, error) {
 			return nil, fmt.Errorf("control socket %s: exists and is not a socket", path)
 		}
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			who := "another process"
+			if p := peerOf(c); p.PID > 0 {
+				who = fmt.Sprintf("another process (pid %d)", p.PID)
+			}
 			c.Close()
-			return nil, fmt.Errorf("control socket %s: another process is serving it (is xlb already running?)", path)
+			return nil, fmt.Errorf("control socket %s: %s is serving it (is xlb already running?)", path, who)
 		}
 		if err := os.Remove(path); err != nil {
 			return nil, fmt.Errorf("control socket: remove stale socket: %w", err)

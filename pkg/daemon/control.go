@@ -27,9 +27,10 @@ func (d *daemon) controlHandler() http.Handler {
 // startControl serves the control API on the configured socket (or the
 // listener a predecessor handed over) until the returned stop is called
 // (serve defers it, so the socket goes away before the data plane does;
-// after a hand-over it stays, served by the successor). A socket that
-// cannot be served is logged, not fatal: the appliance forwards without
-// its CLI.
+// after a hand-over it stays, served by the successor). A fresh start
+// binds the socket in claim (exclusive.go) and stops when it cannot; a
+// successor whose inherited socket cannot be served logs it and forwards
+// without its CLI.
 func (d *daemon) startControl(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	path := d.cfg.ControlSocket

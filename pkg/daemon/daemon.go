@@ -194,9 +194,16 @@ func (d *daemon) engineConfig() engineConfig {
 }
 
 // Run starts the data plane and runs the control loop.
-func (d *daemon) Run(ctx context.Context) error {
+func (d *daemon) Run(ctx context.Context) (err error) {
 	d.started = time.Now()
-	var err error
+	if err := d.claim(); err != nil { // exclusive.go: one daemon per interface and socket
+		return err
+	}
+	defer func() {
+		if err != nil && d.exit != exitHandedOver {
+			d.unclaim()
+		}
+	}()
 	d.seed = randomSeed()
 	if err := d.startFromStore(); err != nil {
 		return err

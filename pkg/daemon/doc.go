@@ -25,6 +25,7 @@
 //	warmup.go    a rule's first round of health checks as published ("warm")
 //	bgp.go       [bgp]: the speaker, the announce decision per VIP, shutdown order
 //	digest.go    table_digest: a rule's tables and eligible set, for fleet checks
+//	exclusive.go one daemon per interface and control socket (claim)
 //	handover.go  restart and upgrade, the running daemon's side: the state
 //	             document, handing the files over, the cut-over
 //	successor.go restart and upgrade, the new process's side: prepare, take over
@@ -247,6 +248,16 @@
 // change that changes nothing (draining a drained backend) is not saved.
 //
 // Decisions where DESIGN is silent:
+//   - One daemon per interface and socket (exclusive.go): a fresh start
+//     refuses an interface whose XDP program a live process holds
+//     (/proc/*/fdinfo, as bpftool finds pids), naming it: "eth0 already
+//     has an XDP program (another xlb? pid N (xlb))"; a program nobody
+//     holds (a crashed xlb's pinned link, or one systemd stopped with its
+//     fd store) is taken over as before, and a successor of xlb restart
+//     never runs the check. It then binds control_socket before anything
+//     is attached and stops when another process (its pid from
+//     SO_PEERCRED) serves it: a daemon the CLI cannot reach would run
+//     unmanaged and share the state file.
 //   - control_socket is read when Run starts; a reload that changes it
 //     does not move the socket (restart xlb).
 //   - Tracked connections per backend are counted with one Tally walk per
