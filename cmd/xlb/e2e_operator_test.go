@@ -568,7 +568,9 @@ func TestSecondDaemon(t *testing.T) {
 	cfg := plainVethConfig(t, pdir, `"all"`)
 	sctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- control.Serve(sctx, filepath.Join(pdir, "xlb.sock"), control.NewHandler(newFakeDaemon())) }()
+	go func() {
+		served <- control.Serve(sctx, filepath.Join(pdir, "xlb.sock"), control.NewHandler(newFakeDaemon()))
+	}()
 	defer func() { stop(); <-served }()
 	waitFor(t, 5*time.Second, "the other socket", func() (bool, string) {
 		c, err := net.Dial("unix", filepath.Join(pdir, "xlb.sock"))
