@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -589,4 +590,74 @@ func TestSecondDaemon(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// scrapeAt fetches /metrics at addr inside the appliance's namespace.
+func scrapeAt(l *lab.Lab, addr string) (string, error) {
+	var body string
+	err := l.XLB.Do(func() error {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "GET /metrics HTTP/1.0\r\n\r\n")
+		b, err := io.ReadAll(c)
+		body = string(b)
+		return err
+	})
+	return body, err
+}
+
+// TestReloadKeys: a reload applies metrics_listen (the endpoint moves) and
+// control_socket_group live, and refuses a key only a start applies,
+// naming it, with exit 1 from xlb reload and the running configuration
+// unchanged (issue 12 item 3: it accepted and ignored them).
+func TestReloadKeys(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := labWith(t, lab.Options{Backends: 2, ClientAddrs: 20})
+	rules := l.DefaultRules("IPIP")[:1]
+	rules[0].Health = healthNone
+	dir := t.TempDir()
+	_, sock := startOps(t, l, dir, rules)
+	if _, err := scrapeAt(l, "127.0.0.1:9641"); err != nil {
+		t.Fatalf("metrics before the move: %v", err)
+	}
+	main := filepath.Join(dir, "xlb.toml")
+	orig, err := os.ReadFile(main)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(from, to string) {
+		t.Helper()
+		text := strings.Replace(string(orig), from, to, 1)
+		if text == string(orig) {
+			t.Fatalf("%q not in xlb.toml", from)
+		}
+		os.WriteFile(main, []byte(text), 0o644)
+	}
+	edit(`metrics_listen = "127.0.0.1:9641"`, "metrics_listen = \"127.0.0.1:9642\"\ncontrol_socket_group = \"64998\"")
+	if out, errOut, err := xlbCtl(t, sock, 1, "reload"); err != nil {
+		t.Fatalf("reload moving the metrics: %v %s %s", err, out, errOut)
+	}
+	if body, err := scrapeAt(l, "127.0.0.1:9642"); err != nil || !strings.Contains(body, "xlb_info") {
+		t.Errorf("metrics at the new address: %v", err)
+	}
+	if _, err := scrapeAt(l, "127.0.0.1:9641"); err == nil {
+		t.Errorf("metrics still served at the old address")
+	}
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o660 || fi.Sys().(*syscall.Stat_t).Gid != 64998 {
+		t.Errorf("control socket after control_socket_group = 64998: %v %v", fi.Mode(), err)
+	}
+	orig, _ = os.ReadFile(main)
+
+	edit("max_entries = 262144", "max_entries = 131072")
+	_, errOut, err := xlbCtl(t, sock, 1, "reload")
+	if err == nil || exitCode(err) != 1 || !strings.Contains(err.Error()+errOut, "conntrack.max_entries cannot change while running") {
+		t.Errorf("reload changing max_entries: %v %s; want it refused, naming the key", err, errOut)
+	}
+	if body, err := scrapeAt(l, "127.0.0.1:9642"); err != nil || !strings.Contains(body, `xlb_config_reloads_total{result="rejected"} 1`) {
+		t.Errorf("after the refused reload: %v", err)
+	}
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"strings"
 	"testing"
@@ -176,19 +174,7 @@ func TestEndToEndWeights(t *testing.T) {
 // scrape fetches /metrics from the daemon inside the lab's xlb namespace.
 func scrape(t *testing.T, l *lab.Lab) string {
 	t.Helper()
-	var body string
-	err := l.XLB.Do(func() error {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:9641", 2*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		fmt.Fprintf(c, "GET /metrics HTTP/1.0\r\n\r\n")
-		b, err := io.ReadAll(c)
-		body = string(b)
-		return err
-	})
+	body, err := scrapeAt(l, "127.0.0.1:9641") // e2e_operator_test.go
 	if err != nil {
 		t.Fatalf("scrape: %v", err)
 	}

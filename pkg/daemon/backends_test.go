@@ -60,3 +60,20 @@ func TestChangeUnknownBackend(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartOnly: a reload names every key it cannot apply while running
+// and refuses them (issue 12 item 3); the live ones are not named.
+func TestRestartOnly(t *testing.T) {
+	base, _ := writeConfig(t, map[string]string{"web": webRule("", "[[group]]\nname = \"a\"\nbackends = [\"10.0.0.1\"]\n")})
+	n := *base
+	n.MetricsListen, n.HashSeed, n.MaglevTableSize, n.ControlSocketGroup = "127.0.0.1:1", 7, 131, "65534"
+	if keys := restartOnly(base, &n); len(keys) != 0 {
+		t.Errorf("live keys refused: %v", keys)
+	}
+	n.Interface, n.XDPMode, n.PinDir, n.ControlSocket = "eth9", config.XDPGeneric, "/tmp/pins", "/tmp/other.sock"
+	n.Conntrack.MaxEntries, n.Conntrack.NewEntriesPerSecond, n.Conntrack.NewEntriesBurst, n.Conntrack.UnconfirmedIdle = 4096, 1, 2, 3
+	want := "reload: interface, xdp_mode, pin_dir, control_socket, conntrack.max_entries, conntrack.new_entries_per_second, conntrack.new_entries_burst, conntrack.unconfirmed_idle_timeout cannot change while running"
+	if err := checkRestartOnly(base, &n); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("got %v, want %q", err, want)
+	}
+}

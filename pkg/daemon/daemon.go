@@ -81,7 +81,11 @@ type daemon struct {
 	exit      exitMode     // set on the control goroutine; Run returns when it is set
 	controlLn net.Listener // the control socket's listener (handed over on restart)
 	metricsLn net.Listener // the metrics endpoint's listener
-	store     *fromStore   // what systemd's fd store passed at start (systemd.go)
+	// metricsStop stops the metrics server; a reload that moves the
+	// endpoint replaces both (reloadkeys.go).
+	metricsMu   sync.Mutex
+	metricsStop func()
+	store       *fromStore // what systemd's fd store passed at start (systemd.go)
 
 	rates *estimator // packets/s over a fixed window (rates.go)
 

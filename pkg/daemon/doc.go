@@ -16,6 +16,8 @@
 //	health.go    health verdicts from the probers, applied on the control goroutine
 //	nexthop.go   next-hop resolution and the encapsulation templates built from it
 //	reload.go    Reload: a new configuration in whole, or none of it
+//	reloadkeys.go which xlb.toml keys a reload applies live (metrics_listen
+//	             moves, control_socket_group) and which it refuses
 //	registry.go  rule and backend slots, never reused
 //	clock.go     the daemon's one clock (workers' ticks, control deadlines)
 //	metrics.go   /metrics (client_golang, pkg/metrics): the families, each
@@ -114,9 +116,13 @@
 //     not the allocated ones: a plain veth allocates one per CPU and uses
 //     one. A listed queue beyond them stops xlb run before anything is
 //     attached, with the count and how to change it (engine.go).
-//   - Reload refuses to change the interface or the queues (restart
-//     instead); any configuration error rejects the whole reload and the
-//     running configuration keeps serving.
+//   - Reload refuses every key only a start applies (interface, queues,
+//     xdp_mode, bind_mode, pin_dir, control_socket, the conntrack sizes
+//     and flood limits; reloadkeys.go has the table), naming them — xlb
+//     restart applies them without losing a connection — and applies the
+//     others live, metrics_listen by binding the new address before
+//     anything changes; any configuration error rejects the whole reload
+//     and the running configuration keeps serving.
 //   - The outer source address is the kernel's preferred source towards
 //     the backend, else the interface's first global address of the family.
 //   - Health checks of type NONE make every backend healthy; other checks

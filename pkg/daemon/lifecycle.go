@@ -3,9 +3,6 @@ package daemon
 import (
 	"context"
 	"path/filepath"
-	"strings"
-
-	"github.com/xlbnet/xlb/pkg/config"
 
 	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/ring/xsk"
@@ -58,25 +55,3 @@ func (d *daemon) restartOnSignal() {
 }
 
 var _ control.Lifecycle = (*ops)(nil)
-
-// warnRestartOnly logs the keys of a reloaded configuration that take
-// effect only when the daemon (re)starts: the conntrack table sizes and
-// flood limits belong to the workers' tables, pin_dir to the pinned
-// program. `xlb restart` applies them without losing a connection (the
-// table sizes excepted: the arenas keep theirs until a cold start).
-func (d *daemon) warnRestartOnly(cfg *config.Config) {
-	var keys []string
-	o, n := d.cfg.Conntrack, cfg.Conntrack
-	if o.MaxEntries != n.MaxEntries {
-		keys = append(keys, "conntrack.max_entries")
-	}
-	if o.NewEntriesPerSecond != n.NewEntriesPerSecond || o.NewEntriesBurst != n.NewEntriesBurst || o.UnconfirmedIdle != n.UnconfirmedIdle {
-		keys = append(keys, "conntrack.new_entries_per_second, new_entries_burst, unconfirmed_idle_timeout")
-	}
-	if d.cfg.PinDir != cfg.PinDir {
-		keys = append(keys, "pin_dir")
-	}
-	if len(keys) > 0 {
-		d.log.Warn("reload: these keys take effect at the next start (xlb restart applies them without losing a connection)", "keys", strings.Join(keys, "; "))
-	}
-}

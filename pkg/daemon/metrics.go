@@ -104,7 +104,18 @@ func (d *daemon) startMetrics() func() {
 		d.metricsLn = ln
 	}
 	d.log.Info("metrics", "listen", addr)
-	return metrics.ServeListener(d.metricsLn, metrics.Handler(reg, d.log))
+	d.metricsMu.Lock()
+	d.metricsStop = metrics.ServeListener(d.metricsLn, metrics.Handler(reg, d.log))
+	d.metricsMu.Unlock()
+	// A reload may move the endpoint (reloadkeys.go): stop whichever serves.
+	return func() {
+		d.metricsMu.Lock()
+		defer d.metricsMu.Unlock()
+		if d.metricsStop != nil {
+			d.metricsStop()
+			d.metricsStop = nil
+		}
+	}
 }
 
 // metricsRegistry is the daemon's collector with the Go and process

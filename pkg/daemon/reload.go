@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"time"
 
 	"github.com/xlbnet/xlb/pkg/config"
@@ -49,14 +48,17 @@ func (d *daemon) reload() error {
 		}
 		return &config.Error{Issues: host}
 	}
-	if cfg.Interface != d.cfg.Interface || !slices.Equal(queueList(cfg.Queues), queueList(d.cfg.Queues)) || cfg.Queues.All != d.cfg.Queues.All {
-		return fmt.Errorf("reload: interface and queues cannot change while running (restart xlb)")
+	if err := checkRestartOnly(d.cfg, cfg); err != nil { // reloadkeys.go
+		return err
 	}
-	d.warnRestartOnly(cfg) // lifecycle.go
 	if err := checkBGPReload(d.cfg.BGP, cfg.BGP); err != nil {
 		return err
 	}
 	st, err := config.LoadState(cfg.StateFile)
+	if err != nil {
+		return err
+	}
+	live, err := d.prepareLive(cfg)
 	if err != nil {
 		return err
 	}
@@ -80,8 +82,10 @@ func (d *daemon) reload() error {
 	if err := d.publish(); err != nil {
 		d.cfg, d.state = old, oldState
 		d.view = config.Apply(old, oldState)
+		live.abort()
 		return fmt.Errorf("reload: %w", err)
 	}
+	d.commitLive(live, old) // reloadkeys.go
 	if err := d.checker.Set(d.healthTargets()); err != nil {
 		d.log.Error("reload health checks", "err", err)
 	}

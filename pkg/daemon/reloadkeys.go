@@ -1,0 +1,125 @@
+package daemon
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+
+	"github.com/xlbnet/xlb/pkg/config"
+	"github.com/xlbnet/xlb/pkg/control"
+	"github.com/xlbnet/xlb/pkg/metrics"
+)
+
+// What a reload does with each key of xlb.toml (issue 12 item 3: it
+// silently ignored metrics_listen and conntrack.max_entries):
+//
+//	live     rules (rules_dir), state_file, hash_seed, maglev_table_size,
+//	         [bgp] peers and attributes (bgp.go), metrics_listen (the
+//	         endpoint moves: the new address is bound before anything else
+//	         changes, the old one closed after), control_socket_group (the
+//	         socket's group and mode change)
+//	refused  interface, queues, xdp_mode, bind_mode, pin_dir,
+//	         control_socket, [conntrack] max_entries, new_entries_per_second,
+//	         new_entries_burst, unconfirmed_idle_timeout, bgp.local_as,
+//	         router_id, hold_time (bgp.go): they belong to the attached
+//	         program, the sockets, the workers' tables or the speaker, made
+//	         at start. The reload is rejected whole, naming them; xlb
+//	         restart applies them without losing a connection.
+
+// restartOnly names the keys whose change a reload refuses.
+func restartOnly(o, n *config.Config) []string {
+	var keys []string
+	add := func(changed bool, key string) {
+		if changed {
+			keys = append(keys, key)
+		}
+	}
+	add(o.Interface != n.Interface, "interface")
+	add(!slices.Equal(queueList(o.Queues), queueList(n.Queues)) || o.Queues.All != n.Queues.All, "queues")
+	add(o.XDPMode != n.XDPMode, "xdp_mode")
+	add(o.BindMode != n.BindMode, "bind_mode")
+	add(o.PinDir != n.PinDir, "pin_dir")
+	add(o.ControlSocket != n.ControlSocket, "control_socket")
+	oc, nc := o.Conntrack, n.Conntrack
+	add(oc.MaxEntries != nc.MaxEntries, "conntrack.max_entries")
+	add(oc.NewEntriesPerSecond != nc.NewEntriesPerSecond, "conntrack.new_entries_per_second")
+	add(oc.NewEntriesBurst != nc.NewEntriesBurst, "conntrack.new_entries_burst")
+	add(oc.UnconfirmedIdle != nc.UnconfirmedIdle, "conntrack.unconfirmed_idle_timeout")
+	return keys
+}
+
+// checkRestartOnly refuses a reload that changes a key only a start
+// applies.
+func checkRestartOnly(o, n *config.Config) error {
+	if keys := restartOnly(o, n); len(keys) > 0 {
+		return fmt.Errorf("reload: %s cannot change while running; the running configuration keeps serving (xlb restart applies it without losing a connection)", strings.Join(keys, ", "))
+	}
+	return nil
+}
+
+// liveChange is what a reload changes outside the snapshot, prepared
+// before anything is published (prepare may fail and reject the reload)
+// and then committed or aborted.
+type liveChange struct {
+	metricsLn net.Listener // the new metrics address, bound; nil: no move
+	moveTo    string       // the new metrics_listen ("" turns it off)
+	move      bool
+}
+
+// prepareLive binds a moved metrics endpoint's new address.
+func (d *daemon) prepareLive(n *config.Config) (*liveChange, error) {
+	lc := &liveChange{}
+	if n.MetricsListen == d.cfg.MetricsListen {
+		return lc, nil
+	}
+	lc.move, lc.moveTo = true, n.MetricsListen
+	if n.MetricsListen == "" {
+		return lc, nil
+	}
+	ln, err := net.Listen("tcp", n.MetricsListen)
+	if err != nil {
+		return nil, fmt.Errorf("reload: metrics_listen %s: %w", n.MetricsListen, err)
+	}
+	lc.metricsLn = ln
+	return lc, nil
+}
+
+// abort undoes prepare.
+func (lc *liveChange) abort() {
+	if lc.metricsLn != nil {
+		lc.metricsLn.Close()
+	}
+}
+
+// commit applies the live keys of the accepted configuration n (already
+// d.cfg): the metrics endpoint moves, the control socket's group changes.
+func (d *daemon) commitLive(lc *liveChange, old *config.Config) {
+	if lc.move {
+		d.metricsMu.Lock()
+		if d.metricsStop != nil {
+			d.metricsStop()
+			d.metricsStop = nil
+		}
+		if d.metricsLn != nil {
+			d.metricsLn.Close()
+		}
+		d.metricsLn = lc.metricsLn
+		if lc.metricsLn != nil {
+			if reg, err := d.metricsRegistry(); err != nil {
+				d.log.Error("metrics endpoint not served", "err", err)
+			} else {
+				d.metricsStop = metrics.ServeListener(lc.metricsLn, metrics.Handler(reg, d.log))
+			}
+		}
+		d.metricsMu.Unlock()
+		d.log.Info("metrics endpoint moved", "from", old.MetricsListen, "to", lc.moveTo)
+	}
+	if d.cfg.ControlSocketGroup != old.ControlSocketGroup {
+		if err := control.ShareWithGroup(d.cfg.ControlSocket, d.cfg.ControlSocketGroup); err != nil {
+			d.log.Error("control socket: read-only group not applied", "err", err)
+		} else {
+			d.log.Info("control socket group changed", "from", old.ControlSocketGroup, "to", d.cfg.ControlSocketGroup)
+		}
+	}
+}
