@@ -240,15 +240,27 @@ func reloadCommand() *cli.Command {
 		Description: "Like SIGHUP, but waits for the answer: either the new configuration is in force (tracked\n" +
 			"connections of unchanged backends kept, removed backends drained per connection_draining_timeout),\n" +
 			"or it is rejected whole with every error as file:line: key: message, and the running\n" +
-			"configuration keeps serving.",
-		Flags: append(socketFlags(), jsonFlag()),
+			"configuration keeps serving. Warnings (validate's) are printed either way. A configuration that\n" +
+			"leaves no rule, or a rule whose every backend is drained, is refused unless --force; keys only a\n" +
+			"start applies (interface, queues, conntrack sizes…) are refused by name (xlb restart applies them).",
+		Flags: append(socketFlags(), jsonFlag(), &cli.BoolFlag{Name: "force", Usage: "apply a configuration the guard rails refuse (no rules left, a rule with only drained backends)"}),
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c); err != nil {
 				return err
 			}
 			return withClient(c, func(ctx context.Context, cl *control.Client) error {
-				res, err := cl.Reload(ctx)
+				res, err := cl.Reload(ctx, control.ReloadRequest{Force: c.Bool("force")})
 				var e *control.Error
+				if errors.As(err, &e) {
+					for _, w := range e.Warnings {
+						fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", w)
+					}
+				}
+				if err == nil {
+					for _, w := range res.Warnings {
+						fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", w)
+					}
+				}
 				if errors.As(err, &e) && len(e.Issues) > 0 {
 					if c.Bool("json") {
 						printJSON(c.App.Writer, e)

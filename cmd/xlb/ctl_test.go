@@ -122,7 +122,7 @@ func (f *fakeDaemon) override(addr string) *fakeOverride {
 	return nil
 }
 
-func (f *fakeDaemon) Reload(context.Context) (*control.ReloadResult, error) {
+func (f *fakeDaemon) Reload(context.Context, control.ReloadRequest) (*control.ReloadResult, error) {
 	return nil, &control.Error{Status: http.StatusUnprocessableEntity, Message: "reload rejected; the running configuration keeps serving",
 		Issues: []string{"rules.d/web.toml:14: failover.ratio: 1.5 is outside [0, 1]", "rules.d/web.toml:20: bogus: unknown key"}}
 }

@@ -661,3 +661,47 @@ func TestReloadKeys(t *testing.T) {
 		t.Errorf("after the refused reload: %v", err)
 	}
 }
+
+// TestReloadGuardRails: a reload that leaves a rule with drained backends
+// only, or no rule at all, is refused without --force; every warning
+// validate gives is printed by xlb reload (issue 12 item 12).
+func TestReloadGuardRails(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := labWith(t, lab.Options{Backends: 2, ClientAddrs: 20})
+	rules := l.DefaultRules("IPIP")[:1]
+	rules[0].Health = healthNone
+	dir := t.TempDir()
+	_, sock := startOps(t, l, dir, rules)
+	v4, _ := l.BackendAddrs(false)
+	if _, errOut, err := xlbCtl(t, sock, 2, "backend", "drain", "-r", "web4", v4[0].String()); err != nil {
+		t.Fatalf("drain: %v %s", err, errOut)
+	}
+	// The rule keeps only the drained backend, and a UDP rule that is not
+	// fragment-safe comes along (a warning).
+	rules[0].Backends = []int{0}
+	udp := lab.Rule{Name: "dns", VIP: l.Opts.VIP4, Protocol: "UDP", Ports: `["53"]`, Encap: "IPIP", Health: healthNone}
+	if _, err := l.WriteConfig(dir, append(rules, udp)); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, err := xlbCtl(t, sock, 1, "reload")
+	if err == nil || exitCode(err) != 1 || !strings.Contains(err.Error(), "reload refused: rule web4 would keep only drained backends") || !strings.Contains(errOut, "warning: rules.d/dns.toml:") {
+		t.Errorf("reload leaving only drained backends: %v, stderr %q; want it refused, with the warnings", err, errOut)
+	}
+	if st := statusJSON(t, sock); len(st.Rules) != 1 || len(st.Rules[0].Backends) != 2 {
+		t.Errorf("after the refused reload: %d rules; want the running one with 2 backends", len(st.Rules))
+	}
+	out, errOut, err := xlbCtl(t, sock, 1, "reload", "--force")
+	if err != nil || !strings.Contains(out, "reloaded") || !strings.Contains(errOut, "warning: rules.d/dns.toml:") {
+		t.Errorf("reload --force: %v %s %s", err, out, errOut)
+	}
+	// No rules at all.
+	for _, f := range []string{"web4.toml", "dns.toml"} {
+		os.Remove(filepath.Join(dir, "rules.d", f))
+	}
+	if _, _, err := xlbCtl(t, sock, 1, "reload"); err == nil || !strings.Contains(err.Error(), "the new configuration has no rules: all 2 rule(s) and their VIPs would stop") {
+		t.Errorf("reload to no rules: %v; want it refused", err)
+	}
+	if st := statusJSON(t, sock); len(st.Rules) != 2 {
+		t.Errorf("after the refused reload: %d rules, want 2", len(st.Rules))
+	}
+}

@@ -15,7 +15,7 @@ type API interface {
 	Status(ctx context.Context) (*Status, error)
 	Backends(ctx context.Context, rule string) ([]Backend, error)
 	ChangeBackend(ctx context.Context, c BackendChange) (*BackendChangeResult, error)
-	Reload(ctx context.Context) (*ReloadResult, error)
+	Reload(ctx context.Context, r ReloadRequest) (*ReloadResult, error)
 	Conntrack(ctx context.Context, q ConntrackQuery) (*ConntrackResult, error)
 	Lookup(ctx context.Context, q LookupQuery) (*LookupResult, error)
 	ChangeAppliance(ctx context.Context, a ApplianceAction) (*ApplianceChangeResult, error) // appliance.go
@@ -27,6 +27,9 @@ type Error struct {
 	Status  int      `json:"-"`
 	Message string   `json:"error"`
 	Issues  []string `json:"issues,omitempty"` // e.g. the file:line: key: message of a rejected reload
+	// Warnings are a reloaded configuration's warnings (validate's), also
+	// when the reload is rejected.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -217,6 +220,13 @@ type BackendChangeResult struct {
 	Changed bool    `json:"changed"` // false: it was already so
 	Message string  `json:"message"`
 	Backend Backend `json:"backend"`
+}
+
+// ReloadRequest is POST /v1/reload's body. Force applies a configuration
+// the guard rails refuse (no rules left, a rule left with drained backends
+// only); it never applies one with errors.
+type ReloadRequest struct {
+	Force bool `json:"force,omitempty"`
 }
 
 // ReloadResult is POST /v1/reload when the configuration was accepted.

@@ -60,9 +60,9 @@ func (c *Client) ChangeBackend(ctx context.Context, ch BackendChange) (*BackendC
 
 // Reload makes the daemon re-read its configuration and state file. A
 // rejected configuration is an *Error whose Issues name file, line and key.
-func (c *Client) Reload(ctx context.Context) (*ReloadResult, error) {
+func (c *Client) Reload(ctx context.Context, req ReloadRequest) (*ReloadResult, error) {
 	var r ReloadResult
-	return &r, c.call(ctx, http.MethodPost, "/v1/reload", nil, struct{}{}, &r)
+	return &r, c.call(ctx, http.MethodPost, "/v1/reload", nil, req, &r)
 }
 
 // Conntrack lists, counts or flushes tracked flows (q.Op).

@@ -48,7 +48,7 @@ func (f *fakeAPI) ChangeBackend(ctx context.Context, c BackendChange) (*BackendC
 	return &BackendChangeResult{Changed: true, Message: string(c.Action) + " " + c.Backend, Backend: Backend{Rule: c.Rule, Address: c.Backend, Role: c.Role}}, nil
 }
 
-func (f *fakeAPI) Reload(ctx context.Context) (*ReloadResult, error) {
+func (f *fakeAPI) Reload(ctx context.Context, _ ReloadRequest) (*ReloadResult, error) {
 	if f.reject {
 		return nil, &Error{Status: http.StatusUnprocessableEntity, Message: "reload rejected", Issues: []string{"rules.d/web.toml:5: failover.ratio: 1.5 is outside [0, 1]"}}
 	}
@@ -262,12 +262,12 @@ func TestClientRoundTrip(t *testing.T) {
 		t.Errorf("lookup reached the API as %+v", q)
 	}
 
-	rr, err := c.Reload(ctx)
+	rr, err := c.Reload(ctx, ReloadRequest{})
 	if err != nil || rr.Rules != 3 {
 		t.Fatalf("reload: %+v, %v", rr, err)
 	}
 	api.reject = true
-	_, err = c.Reload(ctx)
+	_, err = c.Reload(ctx, ReloadRequest{})
 	if !errors.As(err, &e) || e.Status != http.StatusUnprocessableEntity || len(e.Issues) != 1 || !strings.Contains(e.Issues[0], "rules.d/web.toml:5: failover.ratio") {
 		t.Errorf("rejected reload: %#v", err)
 	}

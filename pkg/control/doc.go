@@ -43,7 +43,7 @@
 //	POST /v1/backend/undrain  {rule, backend}                              → BackendChangeResult
 //	POST /v1/backend/weight   {rule, backend, weight: 0..1000}             → BackendChangeResult
 //	POST /v1/backend/reset    {rule, backend}                              → BackendChangeResult
-//	POST /v1/reload           {}                                           → ReloadResult
+//	POST /v1/reload           {force?}                                     → ReloadResult
 //	GET  /v1/conntrack[?rule=R[&backend=B]][&limit=N]  → ConntrackResult (count and entries)
 //	GET  /v1/conntrack/count[?rule=R[&backend=B]]      → ConntrackResult (count)
 //	POST /v1/conntrack/flush  {rule?, backend?}                            → ConntrackResult (removed)
@@ -67,7 +67,9 @@
 // with issues only where there is a list (a rejected reload). Statuses:
 // 400 a request the server cannot parse (bad JSON, unknown fields or
 // query parameters, a value out of range) or one naming a rule or backend
-// that does not exist; 403 a change asked by a read-only peer; 404 an unknown path or method, and an unknown
+// that does not exist; 403 a change asked by a read-only peer; 409 a
+// reload the guard rails refuse without force (no rule left, a rule left
+// with drained backends only); 404 an unknown path or method, and an unknown
 // backend action; 422 a reload rejected by validation (the running
 // configuration keeps serving); 500 anything else, including a panic in
 // a handler, which never takes the daemon down. The Client returns these

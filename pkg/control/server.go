@@ -61,11 +61,12 @@ func NewHandler(api API) http.Handler {
 	handleAppliance(mux, api)
 	handleCapture(mux, api) // capture.go
 	mux.HandleFunc("POST /v1/reload", func(w http.ResponseWriter, r *http.Request) {
-		if err := decodeBody(r, &struct{}{}); err != nil {
+		var req ReloadRequest
+		if err := decodeBody(r, &req); err != nil {
 			writeError(w, err)
 			return
 		}
-		reply(w)(api.Reload(r.Context()))
+		reply(w)(api.Reload(r.Context(), req))
 	})
 	conntrack := func(op ConntrackOp) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {

@@ -3,9 +3,11 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -75,5 +77,43 @@ func TestRestartOnly(t *testing.T) {
 	want := "reload: interface, xdp_mode, pin_dir, control_socket, conntrack.max_entries, conntrack.new_entries_per_second, conntrack.new_entries_burst, conntrack.unconfirmed_idle_timeout cannot change while running"
 	if err := checkRestartOnly(base, &n); err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("got %v, want %q", err, want)
+	}
+}
+
+// TestGuardReload: without force, a reload that leaves no rule, or newly
+// leaves a rule with only drained backends, is refused (issue 12 item 12).
+func TestGuardReload(t *testing.T) {
+	view := func(rules ...[]bool) *config.View {
+		v := &config.View{}
+		for i, drained := range rules {
+			rv := config.RuleView{Rule: &config.Rule{Name: fmt.Sprintf("r%d", i)}}
+			for j, d := range drained {
+				rv.Backends = append(rv.Backends, config.BackendView{Addr: netip.AddrFrom4([4]byte{10, 0, byte(i), byte(j)}), Drained: d})
+			}
+			v.Rules = append(v.Rules, rv)
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name     string
+		old, new *config.View
+		force    bool
+		want     string // "" accepted
+	}{
+		{"fine", view([]bool{false, true}), view([]bool{false, true}, []bool{false}), false, ""},
+		{"no rules", view([]bool{false}), view(), false, "the new configuration has no rules: all 1 rule(s) and their VIPs would stop"},
+		{"no rules, forced", view([]bool{false}), view(), true, ""},
+		{"nothing to start with", view(), view(), false, ""},
+		{"only drained left", view([]bool{false, true}), view([]bool{true}), false, "rule r0 would keep only drained backends"},
+		{"only drained left, forced", view([]bool{false, true}), view([]bool{true}), true, ""},
+		{"was already so", view([]bool{true, true}), view([]bool{true}), false, ""},
+	} {
+		err := guardReload(tc.old, tc.new, tc.force)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "xlb reload --force")):
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
 	}
 }

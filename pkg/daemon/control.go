@@ -143,19 +143,23 @@ func (d *daemon) row(r *config.Rule, b config.BackendView, removed bool) backend
 }
 
 // Reload implements control.API.
-func (o *ops) Reload(ctx context.Context) (*control.ReloadResult, error) {
+func (o *ops) Reload(ctx context.Context, req control.ReloadRequest) (*control.ReloadResult, error) {
 	var rerr error
 	var res control.ReloadResult
-	o.d.log.Info("reload asked through the control socket", "by", control.PeerFrom(ctx).String())
+	o.d.log.Info("reload asked through the control socket", "by", control.PeerFrom(ctx).String(), "force", req.Force)
 	err := o.d.do(ctx, func() {
-		rerr = o.d.Reload()
+		res.Warnings, rerr = o.d.Reload(req.Force)
 		res.Config, res.Rules = o.d.cfg.Path, len(o.d.cfg.Rules)
 	})
 	if err != nil {
 		return nil, err
 	}
+	var guard *refusedReload
+	if errors.As(rerr, &guard) {
+		return nil, &control.Error{Status: http.StatusConflict, Message: rerr.Error(), Warnings: res.Warnings}
+	}
 	if rerr != nil {
-		e := &control.Error{Status: http.StatusUnprocessableEntity, Message: "reload rejected; the running configuration keeps serving"}
+		e := &control.Error{Status: http.StatusUnprocessableEntity, Message: "reload rejected; the running configuration keeps serving", Warnings: res.Warnings}
 		var cerr *config.Error
 		if errors.As(rerr, &cerr) {
 			for _, i := range cerr.Issues {

@@ -274,7 +274,7 @@ func (d *daemon) serve(ctx context.Context) error {
 		case s := <-sigs:
 			switch s {
 			case syscall.SIGHUP:
-				if err := d.Reload(); err != nil {
+				if _, err := d.Reload(false); err != nil {
 					d.log.Error("reload rejected; the running configuration keeps serving", "err", err)
 				}
 			case syscall.SIGUSR2:

@@ -17,7 +17,9 @@
 //	nexthop.go   next-hop resolution and the encapsulation templates built from it
 //	reload.go    Reload: a new configuration in whole, or none of it
 //	reloadkeys.go which xlb.toml keys a reload applies live (metrics_listen
-//	             moves, control_socket_group) and which it refuses
+//	             moves, control_socket_group) and which it refuses; the
+//	             guard rails (no rule left, a rule left with drained
+//	             backends only: refused without --force)
 //	registry.go  rule and backend slots, never reused
 //	clock.go     the daemon's one clock (workers' ticks, control deadlines)
 //	metrics.go   /metrics (client_golang, pkg/metrics): the families, each

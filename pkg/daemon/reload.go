@@ -15,9 +15,11 @@ import (
 // with any error is rejected whole and the running one keeps serving.
 // Backends that left a rule are drained per connection_draining_timeout;
 // tracked connections of the others keep their backend. It must run on the
-// control goroutine (Run does so for SIGHUP).
-func (d *daemon) Reload() error {
-	err := d.reload()
+// control goroutine (Run does so for SIGHUP). It returns the
+// configuration's warnings (validate's), accepted or not. force applies a
+// configuration the guard rails refuse (reloadkeys.go).
+func (d *daemon) Reload(force bool) ([]string, error) {
+	warnings, err := d.reload(force)
 	if err != nil {
 		d.reloadsRejected.Add(1)
 		d.events.add(control.RuleEvent{Kind: eventReload, To: "rejected", Reason: firstLine(err)})
@@ -25,14 +27,20 @@ func (d *daemon) Reload() error {
 		d.reloadsOK.Add(1)
 		d.events.add(control.RuleEvent{Kind: eventReload, To: "accepted", Reason: fmt.Sprintf("%d rules", len(d.cfg.Rules))})
 	}
-	return err
+	return warnings, err
 }
 
-func (d *daemon) reload() error {
-	cfg, warnings, err := config.Load(d.opts.ConfigPath)
-	for _, w := range warnings {
+func (d *daemon) reload(force bool) (warnings []string, err error) {
+	cfg, ws, err := config.Load(d.opts.ConfigPath)
+	for _, w := range ws {
 		d.log.Warn("configuration", "warning", w.String())
+		warnings = append(warnings, w.String())
 	}
+	return warnings, d.apply(cfg, err, force)
+}
+
+// apply checks and applies a loaded configuration (err: Load's error).
+func (d *daemon) apply(cfg *config.Config, err error, force bool) error {
 	if err != nil {
 		var cerr *config.Error
 		if errors.As(err, &cerr) {
@@ -56,6 +64,10 @@ func (d *daemon) reload() error {
 	}
 	st, err := config.LoadState(cfg.StateFile)
 	if err != nil {
+		return err
+	}
+	if err := guardReload(d.view, config.Apply(cfg, st), force); err != nil { // reloadkeys.go
+		d.log.Error("reload refused", "err", err)
 		return err
 	}
 	live, err := d.prepareLive(cfg)

@@ -123,3 +123,46 @@ func (d *daemon) commitLive(lc *liveChange, old *config.Config) {
 		}
 	}
 }
+
+// refusedReload is a reload the guard rails refuse without force.
+type refusedReload struct{ why string }
+
+func (r *refusedReload) Error() string {
+	return "reload refused: " + r.why + "; the running configuration keeps serving (xlb reload --force applies it)"
+}
+
+// guardReload refuses, without force, a configuration that leaves no rule
+// (every VIP would stop) or that leaves a rule with every backend drained
+// (its new connections would go nowhere), as backend mark refuses an
+// empty primary set. A rule that was already so is not refused again.
+func guardReload(old, n *config.View, force bool) error {
+	if force {
+		return nil
+	}
+	if len(n.Rules) == 0 && len(old.Rules) > 0 {
+		return &refusedReload{fmt.Sprintf("the new configuration has no rules: all %d rule(s) and their VIPs would stop", len(old.Rules))}
+	}
+	allDrained := func(rv *config.RuleView) bool {
+		for _, b := range rv.Backends {
+			if !b.Drained {
+				return false
+			}
+		}
+		return len(rv.Backends) > 0
+	}
+	wasDrained := map[string]bool{}
+	for i := range old.Rules {
+		wasDrained[old.Rules[i].Rule.Name] = allDrained(&old.Rules[i])
+	}
+	var drained []string
+	for i := range n.Rules {
+		rv := &n.Rules[i]
+		if allDrained(rv) && !wasDrained[rv.Rule.Name] {
+			drained = append(drained, rv.Rule.Name)
+		}
+	}
+	if len(drained) > 0 {
+		return &refusedReload{fmt.Sprintf("rule %s would keep only drained backends (xlb backend undrain, or add a backend)", strings.Join(drained, ", "))}
+	}
+	return nil
+}
