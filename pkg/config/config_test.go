@@ -330,6 +330,15 @@ func TestValidation(t *testing.T) {
 				"xlb.toml:3: expected '.' or '=', but got 'l' instead",
 				"rules/web.toml:1: colour: unknown key",
 			}},
+		// VIPs that are no VIP (issue 12 item 13).
+		{"vip loopback", map[string]string{"rules.d/web.toml": strings.Replace(webRule, `vip = "203.0.113.10"`, `vip = "127.0.0.1"`, 1)},
+			[]string{`rules.d/web.toml:2: vip: "127.0.0.1" is a loopback address: a VIP is reached over the network`}},
+		{"vip loopback v6", map[string]string{"rules.d/web.toml": strings.Replace(strings.Replace(webRule, `vip = "203.0.113.10"`, `vip = "::1"`, 1), `["10.0.1.10", "10.0.1.11"]`, `["2001:db8::1"]`, 1)},
+			[]string{`rules.d/web.toml:2: vip: "::1" is a loopback address: a VIP is reached over the network`}},
+		{"vip broadcast", map[string]string{"rules.d/web.toml": strings.Replace(webRule, `vip = "203.0.113.10"`, `vip = "255.255.255.255"`, 1)},
+			[]string{`rules.d/web.toml:2: vip: "255.255.255.255" is the broadcast address`}},
+		{"vip multicast mapped", map[string]string{"rules.d/web.toml": strings.Replace(webRule, `vip = "203.0.113.10"`, `vip = "::ffff:224.0.0.5"`, 1)},
+			[]string{`rules.d/web.toml:2: vip: "::ffff:224.0.0.5" is a multicast address`}},
 		// An integer beyond 64 bits: reported with its key, and the file's
 		// other errors still found (item 22).
 		{"integers out of range", map[string]string{

@@ -144,8 +144,11 @@
 //     settings would do nothing); at most 50 groups per role.
 //   - A rule needs at least one backend; groups may be empty (staging). A
 //     backend address appears once per rule (its role is its group's).
-//     Addresses must not be unspecified, multicast, zoned or (backends)
-//     loopback, nor a backend equal to the VIP. IPv4-mapped IPv6 addresses
+//     Addresses must not be unspecified, multicast, the broadcast address,
+//     zoned or loopback, nor a backend equal to the VIP; CheckHost also
+//     refuses a VIP that is an address of the interface or the broadcast
+//     address of one of its prefixes (xlb would take the appliance's own
+//     ssh, BGP and health-check traffic). IPv4-mapped IPv6 addresses
 //     are taken as IPv4.
 //   - Families: IPIP, GUE and GRE carry IPv4 in IPv4, IPv6 in IPv6 and
 //     IPv4 in IPv6 (what pkg/encap builds); nothing carries IPv6 in IPv4,

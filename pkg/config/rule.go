@@ -28,16 +28,22 @@ func parseAddr(s string) (netip.Addr, string) {
 	if err != nil {
 		return netip.Addr{}, "is not an IPv4 or IPv6 address"
 	}
-	switch {
-	case a.Zone() != "":
+	if a.Zone() != "" {
 		return netip.Addr{}, "must not carry a zone"
+	}
+	a = a.Unmap()
+	switch {
 	case a.IsUnspecified():
 		return netip.Addr{}, "is the unspecified address"
 	case a.IsMulticast():
 		return netip.Addr{}, "is a multicast address"
+	case a == limitedBroadcast:
+		return netip.Addr{}, "is the broadcast address"
 	}
-	return a.Unmap(), ""
+	return a, ""
 }
+
+var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 
 func readRule(t *table, stem string) *ruleSrc {
 	rs := &ruleSrc{rule: DefaultRule(), f: t.f}
@@ -53,6 +59,9 @@ func readRule(t *table, stem string) *ruleSrc {
 	var vip string
 	if t.str("vip", &vip) {
 		a, why := parseAddr(vip)
+		if why == "" && a.IsLoopback() {
+			why = "is a loopback address: a VIP is reached over the network"
+		}
 		if why != "" {
 			t.errorf("vip", "%q %s", vip, why)
 		} else {
