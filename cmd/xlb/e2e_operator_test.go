@@ -705,3 +705,34 @@ func TestReloadGuardRails(t *testing.T) {
 		t.Errorf("after the refused reload: %d rules, want 2", len(st.Rules))
 	}
 }
+
+// TestReloadRevivedOverride: a drain kept in the state file while its
+// backend was out of the configuration is announced by the reload that
+// brings the backend back (issue 12 item 16).
+func TestReloadRevivedOverride(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := labWith(t, lab.Options{Backends: 2, ClientAddrs: 20})
+	rules := l.DefaultRules("IPIP")[:1]
+	rules[0].Health = healthNone
+	dir := t.TempDir()
+	_, sock := startOps(t, l, dir, rules)
+	v4, _ := l.BackendAddrs(false)
+	if _, errOut, err := xlbCtl(t, sock, 2, "backend", "drain", "-r", "web4", v4[1].String()); err != nil {
+		t.Fatalf("drain: %v %s", err, errOut)
+	}
+	rules[0].Backends = []int{0}
+	l.WriteConfig(dir, rules)
+	if _, errOut, err := xlbCtl(t, sock, 1, "reload"); err != nil || strings.Contains(errOut, "applies again") {
+		t.Fatalf("reload without be1: %v %s", err, errOut)
+	}
+	rules[0].Backends = nil
+	l.WriteConfig(dir, rules)
+	_, errOut, err := xlbCtl(t, sock, 1, "reload")
+	want := "warning: rule web4 backend " + v4[1].String() + " is back in the configuration and its CLI override applies again: drained since "
+	if err != nil || !strings.Contains(errOut, want) {
+		t.Errorf("reload bringing be1 back: %v, stderr %q; want %q", err, errOut, want)
+	}
+	if b := backendOf(statusJSON(t, sock), "web4", v4[1].String()); b.Admin != "DRAINED" || b.AdminSource != "cli" {
+		t.Errorf("be1 after it came back: %s (%s), want DRAINED (cli)", b.Admin, b.AdminSource)
+	}
+}

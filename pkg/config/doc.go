@@ -218,7 +218,8 @@
 // Mark refuses to leave a rule with failover backends but no primary.
 // SetWeight needs WEIGHTED_MAGLEV. Overrides that match no rule or backend
 // (a reload removed them) are kept in the file and reported by Apply as
-// View.Stale, so a backend that comes back gets its drain back; Reset
+// View.Stale, so a backend that comes back gets its drain back (the
+// reload that brings it back says so: daemon's revivedOverrides); Reset
 // removes them. A state file that does not parse stops the daemon (with
 // file:line:key errors) rather than silently dropping drains.
 package config

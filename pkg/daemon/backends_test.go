@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/control"
@@ -115,5 +117,27 @@ func TestGuardReload(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "xlb reload --force")):
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestRevivedOverrides: an override kept while its backend was out of the
+// configuration is named when a reload brings the backend back (issue 12
+// item 16).
+func TestRevivedOverrides(t *testing.T) {
+	at := time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)
+	b := func(addr string, drained bool) config.BackendView {
+		v := config.BackendView{Addr: netip.MustParseAddr(addr)}
+		if drained {
+			v.Drained, v.DrainedAt, v.DrainedSource = true, at, config.SourceCLI
+		}
+		return v
+	}
+	web := &config.Rule{Name: "web"}
+	old := &config.View{Rules: []config.RuleView{{Rule: web, Backends: []config.BackendView{b("10.0.0.1", false)}}}}
+	n := &config.View{Rules: []config.RuleView{{Rule: web, Backends: []config.BackendView{b("10.0.0.1", true), b("10.0.0.2", true), b("10.0.0.3", false)}}}}
+	got := revivedOverrides(old, n)
+	want := []string{"rule web backend 10.0.0.2 is back in the configuration and its CLI override applies again: drained since 2025-03-14 12:00:00 UTC (xlb backend reset -r web 10.0.0.2 removes it)"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

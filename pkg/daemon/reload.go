@@ -36,11 +36,13 @@ func (d *daemon) reload(force bool) (warnings []string, err error) {
 		d.log.Warn("configuration", "warning", w.String())
 		warnings = append(warnings, w.String())
 	}
-	return warnings, d.apply(cfg, err, force)
+	revived, err := d.apply(cfg, err, force)
+	return append(warnings, revived...), err
 }
 
-// apply checks and applies a loaded configuration (err: Load's error).
-func (d *daemon) apply(cfg *config.Config, err error, force bool) error {
+// apply checks and applies a loaded configuration (err: Load's error). It
+// returns the overrides the new configuration applies again (warnings).
+func (d *daemon) apply(cfg *config.Config, err error, force bool) (revived []string, _ error) {
 	if err != nil {
 		var cerr *config.Error
 		if errors.As(err, &cerr) {
@@ -48,31 +50,32 @@ func (d *daemon) apply(cfg *config.Config, err error, force bool) error {
 				d.log.Error("configuration", "error", i.String())
 			}
 		}
-		return err
+		return nil, err
 	}
 	if host := config.CheckHost(cfg); len(host) > 0 {
 		for _, i := range host {
 			d.log.Error("configuration", "error", i.String())
 		}
-		return &config.Error{Issues: host}
+		return nil, &config.Error{Issues: host}
 	}
 	if err := checkRestartOnly(d.cfg, cfg); err != nil { // reloadkeys.go
-		return err
+		return nil, err
 	}
 	if err := checkBGPReload(d.cfg.BGP, cfg.BGP); err != nil {
-		return err
+		return nil, err
 	}
 	st, err := config.LoadState(cfg.StateFile)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := guardReload(d.view, config.Apply(cfg, st), force); err != nil { // reloadkeys.go
+	newView := config.Apply(cfg, st)
+	if err := guardReload(d.view, newView, force); err != nil { // reloadkeys.go
 		d.log.Error("reload refused", "err", err)
-		return err
+		return nil, err
 	}
 	live, err := d.prepareLive(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	now := time.Now()
 	for _, r := range d.cfg.Rules {
@@ -87,15 +90,15 @@ func (d *daemon) apply(cfg *config.Config, err error, force bool) error {
 			}
 		}
 	}
-	old, oldState := d.cfg, d.state
+	old, oldState, oldView := d.cfg, d.state, d.view
 	d.cfg, d.state = cfg, st
-	d.view = config.Apply(cfg, st)
+	d.view = newView
 	d.resolveAll(context.Background())
 	if err := d.publish(); err != nil {
 		d.cfg, d.state = old, oldState
 		d.view = config.Apply(old, oldState)
 		live.abort()
-		return fmt.Errorf("reload: %w", err)
+		return nil, fmt.Errorf("reload: %w", err)
 	}
 	d.commitLive(live, old) // reloadkeys.go
 	if err := d.checker.Set(d.healthTargets()); err != nil {
@@ -107,8 +110,12 @@ func (d *daemon) apply(cfg *config.Config, err error, force bool) error {
 			delete(d.probes, k)
 		}
 	}
+	revived = revivedOverrides(oldView, newView) // reloadkeys.go
+	for _, w := range revived {
+		d.log.Warn("state overlay", "warning", w)
+	}
 	d.log.Info("reloaded", "config", cfg.Path, "rules", len(cfg.Rules))
-	return nil
+	return revived, nil
 }
 
 func ruleHas(r *config.Rule, addr netip.Addr) bool {

@@ -3,8 +3,10 @@ package daemon
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/control"
@@ -165,4 +167,43 @@ func guardReload(old, n *config.View, force bool) error {
 		return &refusedReload{fmt.Sprintf("rule %s would keep only drained backends (xlb backend undrain, or add a backend)", strings.Join(drained, ", "))}
 	}
 	return nil
+}
+
+// revivedOverrides names the CLI overrides a reload applies again: kept in
+// the state file while their backend was out of the configuration (or its
+// rule was), they hold again now that it is back (issue 12 item 16). A
+// drain the operator forgot about must not come back silently.
+func revivedOverrides(old, n *config.View) []string {
+	had := map[string]map[netip.Addr]bool{}
+	for i := range old.Rules {
+		m := map[netip.Addr]bool{}
+		for _, b := range old.Rules[i].Backends {
+			m[b.Addr] = true
+		}
+		had[old.Rules[i].Rule.Name] = m
+	}
+	var out []string
+	for i := range n.Rules {
+		rv := &n.Rules[i]
+		for _, b := range rv.Backends {
+			if had[rv.Rule.Name][b.Addr] {
+				continue
+			}
+			var what []string
+			if b.DrainedSource == config.SourceCLI && b.Drained {
+				what = append(what, "drained since "+b.DrainedAt.UTC().Format(time.DateTime)+" UTC")
+			}
+			if b.RoleSource == config.SourceCLI {
+				what = append(what, "role "+b.Role.String())
+			}
+			if b.WeightSource == config.SourceCLI && b.HasWeight {
+				what = append(what, fmt.Sprintf("weight %d", b.Weight))
+			}
+			if len(what) > 0 {
+				out = append(out, fmt.Sprintf("rule %s backend %s is back in the configuration and its CLI override applies again: %s (xlb backend reset -r %s %s removes it)",
+					rv.Rule.Name, b.Addr, strings.Join(what, ", "), rv.Rule.Name, b.Addr))
+			}
+		}
+	}
+	return out
 }
