@@ -736,3 +736,38 @@ func TestReloadRevivedOverride(t *testing.T) {
 		t.Errorf("be1 after it came back: %s (%s), want DRAINED (cli)", b.Admin, b.AdminSource)
 	}
 }
+
+// TestWeightStates: a WEIGHTED_MAGLEV rule says in the table why a
+// backend gets no share (MISSING_WEIGHT: no weight header), and a plain
+// MAGLEV rule reports no weight state at all (issue 12 item 20).
+func TestWeightStates(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := labWith(t, lab.Options{Backends: 2, ClientAddrs: 20})
+	rules := l.DefaultRules("IPIP")[:2] // web4, web6
+	rules[0].Extra = "locality_lb_policy = \"WEIGHTED_MAGLEV\"\n"
+	l.Backends[1].SetWeight(2) // be0 sends no weight header
+	_, sock := startOps(t, l, t.TempDir(), rules)
+	v4, _ := l.BackendAddrs(false)
+	waitFor(t, 20*time.Second, "be1 weighted in", func() (bool, string) {
+		b := backendOf(statusJSON(t, sock), "web4", v4[1].String())
+		return b.WeightState == "OK" && b.Share > 0.99, fmt.Sprintf("%+v", b)
+	})
+	st := statusJSON(t, sock)
+	if b := backendOf(st, "web4", v4[0].String()); b.WeightState != "MISSING_WEIGHT" || b.WeightEffective != 0 {
+		t.Errorf("be0 of the weighted rule: state %q, weight %d; want MISSING_WEIGHT, 0", b.WeightState, b.WeightEffective)
+	}
+	for _, r := range st.Rules {
+		if r.Name != "web6" {
+			continue
+		}
+		for _, b := range r.Backends {
+			if b.WeightState != "" {
+				t.Errorf("plain MAGLEV rule web6 reports weight state %q for %s", b.WeightState, b.Address)
+			}
+		}
+	}
+	out, _, _ := xlbCtl(t, sock, 1, "status")
+	if !strings.Contains(out, "0 (MISSING_WEIGHT)") {
+		t.Errorf("status does not say why be0 has no share:\n%s", out)
+	}
+}

@@ -191,8 +191,12 @@ func printBackendTable(w io.Writer, bs []control.Backend, vips map[string]string
 		if b.HealthDetail != "" || b.NextHop != "" {
 			health += "*" // the detail follows the table
 		}
-		row := fmt.Sprintf("  -> %s\t%s (%s)\t%s\t%s\t%s\t%d\t%.1f%%\t%s\t%s\t%s",
-			b.Address, b.Role, b.RoleSource, admin, health, cfgW, b.WeightEffective, 100*b.Share, eligible, conns, pps)
+		eff := strconv.Itoa(int(b.WeightEffective))
+		if b.WeightState != "" && b.WeightState != "OK" {
+			eff += " (" + b.WeightState + ")" // why a weighted backend gets no share
+		}
+		row := fmt.Sprintf("  -> %s\t%s (%s)\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s",
+			b.Address, b.Role, b.RoleSource, admin, health, cfgW, eff, 100*b.Share, eligible, conns, pps)
 		if withRule {
 			row = b.Rule + "\t" + vips[b.Rule] + "\t" + strings.TrimPrefix(row, "  -> ")
 		}

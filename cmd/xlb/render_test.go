@@ -38,7 +38,10 @@ func renderBackends() []control.Backend {
 			Connections: 0, Packets: 7, NextHop: "not resolved yet"},
 		{Rule: "dns", Address: "2001:db8::53", Group: "b", Role: "primary", RoleSource: "config", Admin: "IN_SERVICE", AdminSource: "config",
 			Health: "UNHEALTHY", HealthDetail: "connection refused", WeightConfigured: 200, WeightSource: "config", WeightEffective: 0, Share: 0, Tier: "FAILOVER",
-			Connections: 0, SessionEntries: 0, Packets: 0},
+			Connections: 0, SessionEntries: 0, Packets: 0, WeightState: "OK"},
+		{Rule: "dns", Address: "2001:db8::54", Group: "b", Role: "primary", RoleSource: "config", Admin: "IN_SERVICE", AdminSource: "config",
+			Health: "HEALTHY", WeightConfigured: -1, WeightSource: "config", WeightEffective: 0, Share: 0, Tier: "FAILOVER",
+			Connections: 0, SessionEntries: 0, Packets: 0, WeightState: "MISSING_WEIGHT"},
 	}
 }
 

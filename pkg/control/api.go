@@ -164,7 +164,10 @@ type Backend struct {
 	// held back; HealthDetail says why (the last probe error, the hold).
 	Health       string `json:"health"`
 	HealthDetail string `json:"health_detail,omitempty"`
-	WeightState  string `json:"weight_state"`
+	// WeightState is why the effective weight is what it is, on
+	// WEIGHTED_MAGLEV rules only: OK, MISSING_WEIGHT, INVALID_WEIGHT or
+	// UNAVAILABLE_WEIGHT (then the weight is 0).
+	WeightState string `json:"weight_state,omitempty"`
 	// WeightConfigured is the static or CLI weight (-1: none, the health
 	// check reports it or weights are not used); WeightSource says which.
 	WeightConfigured int    `json:"weight_configured"`

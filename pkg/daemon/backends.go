@@ -94,7 +94,11 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 		}
 		if rr.state != nil {
 			if bs, ok := rr.state.Backend(b.Addr.String()); ok {
-				row.Health, row.WeightState, row.Usable, row.Eligible = bs.Health.String(), bs.WeightState.String(), bs.Usable, bs.Eligible
+				row.Health, row.Usable, row.Eligible = bs.Health.String(), bs.Usable, bs.Eligible
+				if r.LocalityLBPolicy == config.WeightedMaglev {
+					// Plain MAGLEV ignores weights: no state to report.
+					row.WeightState = bs.WeightState.String()
+				}
 				if !bs.DrainUntil.IsZero() {
 					t := bs.DrainUntil
 					row.DrainUntil = &t

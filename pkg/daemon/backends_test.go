@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xlbnet/xlb/failover"
 	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/control"
 )
@@ -139,5 +140,32 @@ func TestRevivedOverrides(t *testing.T) {
 	want := []string{"rule web backend 10.0.0.2 is back in the configuration and its CLI override applies again: drained since 2025-03-14 12:00:00 UTC (xlb backend reset -r web 10.0.0.2 removes it)"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestHealthLogLevels: a backend turning UNHEALTHY is logged at WARN, one
+// turning HEALTHY at INFO (issue 12 item 20).
+func TestHealthLogLevels(t *testing.T) {
+	var buf strings.Builder
+	d := &daemon{log: slog.New(slog.NewTextHandler(&buf, nil)), probes: map[probeKey]probe{}, pendingProbes: map[probeKey]probe{}}
+	d.pendingProbes[probeKey{"web", addr("10.0.0.1")}] = probe{health: failover.HealthUnhealthy, lastError: "connection refused"}
+	d.pendingProbes[probeKey{"web", addr("10.0.0.2")}] = probe{health: failover.HealthHealthy}
+	if !d.applyProbes() {
+		t.Fatal("no change applied")
+	}
+	var down, up string
+	for _, line := range strings.Split(buf.String(), "\n") {
+		switch {
+		case strings.Contains(line, "backend=10.0.0.1"):
+			down = line
+		case strings.Contains(line, "backend=10.0.0.2"):
+			up = line
+		}
+	}
+	if !strings.Contains(down, "level=WARN msg=health") || !strings.Contains(down, "health=UNHEALTHY") {
+		t.Errorf("unhealthy logged as %q; want WARN", down)
+	}
+	if !strings.Contains(up, "level=INFO msg=health") {
+		t.Errorf("healthy logged as %q; want INFO", up)
 	}
 }

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"context"
+	"log/slog"
 	"net/netip"
 	"time"
 
@@ -57,7 +59,12 @@ func (d *daemon) applyProbes() bool {
 					from = old.health.String()
 				}
 				d.events.add(control.RuleEvent{Kind: eventHealth, Rule: k.rule, Backend: k.addr.String(), From: from, To: p.health.String(), Reason: p.lastError})
-				d.log.Info("health", "rule", k.rule, "backend", k.addr, "health", p.health.String(), "weight", p.weight, "weight_state", p.weightState.String(), "error", p.lastError)
+				// A backend going down is what an operator greps for.
+				level := slog.LevelInfo
+				if p.health == failover.HealthUnhealthy {
+					level = slog.LevelWarn
+				}
+				d.log.Log(context.Background(), level, "health", "rule", k.rule, "backend", k.addr, "health", p.health.String(), "weight", p.weight, "weight_state", p.weightState.String(), "error", p.lastError)
 			}
 		}
 		d.probes[k] = p
