@@ -221,7 +221,7 @@ func TestStartupHerd(t *testing.T) {
 	rules[0].Health = fmt.Sprintf("type = \"HTTP\"\nport = %d\nrequest_path = \"/healthz\"\ninterval = \"1s\"\ntimeout = \"1s\"\nhealthy_threshold = 1\nunhealthy_threshold = 10\n", l.Opts.HealthPort)
 	l.Backends[1].SetHealthy(false)
 	l.Backends[2].SetHealthy(false)
-	_, sock := startOps(t, l, t.TempDir(), rules)
+	x, sock := startOps(t, l, t.TempDir(), rules)
 
 	// be0 passes within a second or two; the rule is not warm.
 	waitFor(t, 10*time.Second, "be0's first verdict", func() (bool, string) {
@@ -257,6 +257,17 @@ func TestStartupHerd(t *testing.T) {
 	if strings.Join(switches, " ") != "NONE→LAST_RESORT LAST_RESORT→PRIMARY" {
 		t.Errorf("tier switches %v; want the start-up set, then one switch", switches)
 	}
+
+	// xlb restart carries the verdicts: the successor starts warm, on the
+	// set they give, with no start-up set again.
+	if _, err := restartXLB(t, x, "restart"); err != nil {
+		t.Fatalf("xlb restart: %v", err)
+	}
+	r = statusJSON(t, sock).Rules[0]
+	if !r.FirstChecksDone || r.Tier != "PRIMARY" || r.Eligible != 3 {
+		t.Errorf("right after xlb restart: first checks done %v, tier %s, %d eligible (%s); want warm, PRIMARY, 3", r.FirstChecksDone, r.Tier, r.Eligible, r.Reason)
+	}
+	stopDaemon(t, l, x) // the successor (x's process handed over to it)
 }
 
 // TestLabDemoWaitsForHealth runs `xlb lab demo`: it waits until every rule
