@@ -41,6 +41,44 @@ func quickest(t *testing.T, n int, what string, f func() error) time.Duration {
 	return best
 }
 
+// webLab builds a lab with o and runs xlb on it with one rule, web4 (IPIP,
+// health checks off), its files in dir.
+func webLab(t *testing.T, o lab.Options) (l *lab.Lab, rules []lab.Rule, dir, sock string, x *labXLB) {
+	t.Helper()
+	l = labWith(t, o)
+	rules = l.DefaultRules("IPIP")[:1]
+	rules[0].Health = healthNone
+	dir = t.TempDir()
+	x, sock = startOps(t, l, dir, rules)
+	return l, rules, dir, sock, x
+}
+
+// driveInBackground drives HTTP requests from the client until the
+// returned stop is called (and waits for the last batch).
+func driveInBackground(ctx context.Context, l *lab.Lab, batch int) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			l.Drive(ctx, lab.DriveOptions{Requests: batch, Family: 4, Concurrency: 8})
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
+// drainVia drains backend addr of rule through the control socket.
+func drainVia(t *testing.T, sock, rule string, addr netip.Addr) {
+	t.Helper()
+	if _, errOut, err := xlbCtl(t, sock, 2, "backend", "drain", "-r", rule, addr.String()); err != nil {
+		t.Fatalf("drain %s: %v %s", addr, err, errOut)
+	}
+}
+
 // TestStatusRatesAndLatency: rates come from the daemon's 2 s estimator
 // and say so (item 5): 0 one window after traffic stopped, whatever the
 // time since the previous call; and the read commands answer at once
@@ -48,29 +86,14 @@ func quickest(t *testing.T, n int, what string, f func() error) time.Duration {
 // the tables 256 slots per idle millisecond).
 func TestStatusRatesAndLatency(t *testing.T) {
 	testutil.RequireRoot(t)
-	l := labWith(t, lab.Options{Backends: 2, ClientAddrs: 100})
-	rules := l.DefaultRules("IPIP")[:1]
-	rules[0].Health = healthNone
-	_, sock := startOps(t, l, t.TempDir(), rules)
+	l, _, _, sock, _ := webLab(t, lab.Options{Backends: 2, ClientAddrs: 100})
 	cl := control.NewClient(sock)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
 	// Traffic for a few windows; a status during it sees a rate.
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			l.Drive(ctx, lab.DriveOptions{Requests: 100, Family: 4, Concurrency: 8})
-		}
-	}()
+	stop := driveInBackground(ctx, l, 100)
 	waitFor(t, 20*time.Second, "a packet rate during traffic", func() (bool, string) {
 		st, err := cl.Status(ctx)
 		if err != nil {
@@ -79,8 +102,7 @@ func TestStatusRatesAndLatency(t *testing.T) {
 		return st.Counters.RXPerSec > 0 && st.Rates.WindowSeconds == 2 && st.Rates.Seconds > 1.5 && st.Rates.Seconds < 3,
 			fmt.Sprintf("%+v rx %.0f/s", st.Rates, st.Counters.RXPerSec)
 	})
-	close(stop)
-	<-done
+	stop()
 	stopped := time.Now()
 	out, _, err := xlbCtl(t, sock, 1, "status")
 	if err != nil {
@@ -146,10 +168,7 @@ func TestLabQueues(t *testing.T) {
 		{"jumbo", 9000, "generic", []string{"native XDP refused: running in generic mode", "MTU 9000 exceeds one page per frame"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := labWith(t, lab.Options{Backends: 2, ClientAddrs: 200, FabricMTU: tc.mtu})
-			rules := l.DefaultRules("IPIP")[:1]
-			rules[0].Health = healthNone
-			x, sock := startOps(t, l, t.TempDir(), rules)
+			l, _, _, sock, x := webLab(t, lab.Options{Backends: 2, ClientAddrs: 200, FabricMTU: tc.mtu})
 			for _, w := range tc.logWant {
 				if !strings.Contains(x.log.String(), w) {
 					t.Errorf("xlb's log lacks %q:\n%s", w, x.log)
@@ -159,19 +178,7 @@ func TestLabQueues(t *testing.T) {
 			defer cl.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			stop, done := make(chan struct{}), make(chan struct{})
-			go func() {
-				defer close(done)
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					l.Drive(ctx, lab.DriveOptions{Requests: 200, Family: 4, Concurrency: 8})
-				}
-			}()
-			defer func() { close(stop); <-done }()
+			defer driveInBackground(ctx, l, 200)()
 			var st *control.Status
 			waitFor(t, 20*time.Second, "a full window under load", func() (bool, string) {
 				var err error
@@ -314,10 +321,7 @@ func TestLabDemoWaitsForHealth(t *testing.T) {
 // to such a port never reaches xlb's sockets.
 func TestLookupFindsRule(t *testing.T) {
 	testutil.RequireRoot(t)
-	l := labWith(t, lab.Options{Backends: 2, ClientAddrs: 20})
-	rules := l.DefaultRules("IPIP")[:1]
-	rules[0].Health = healthNone
-	_, sock := startOps(t, l, t.TempDir(), rules)
+	l, _, _, sock, _ := webLab(t, lab.Options{Backends: 2, ClientAddrs: 20})
 	lookup := func(args ...string) control.LookupResult {
 		t.Helper()
 		out, errOut, err := xlbCtl(t, sock, 1, append([]string{"lookup", "--json"}, args...)...)
@@ -540,11 +544,7 @@ func TestLabDownCLI(t *testing.T) {
 // 12 item 14).
 func TestSecondDaemon(t *testing.T) {
 	testutil.RequireRoot(t)
-	l := labWith(t, lab.Options{Backends: 2, ClientAddrs: 50})
-	rules := l.DefaultRules("IPIP")[:1]
-	rules[0].Health = healthNone
-	dir := t.TempDir()
-	_, sock := startOps(t, l, dir, rules)
+	l, rules, dir, sock, _ := webLab(t, lab.Options{Backends: 2, ClientAddrs: 50})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, d := range []string{t.TempDir(), dir} { // another configuration, then the same one
@@ -627,11 +627,7 @@ func scrapeAt(l *lab.Lab, addr string) (string, error) {
 // unchanged (issue 12 item 3: it accepted and ignored them).
 func TestReloadKeys(t *testing.T) {
 	testutil.RequireRoot(t)
-	l := labWith(t, lab.Options{Backends: 2, ClientAddrs: 20})
-	rules := l.DefaultRules("IPIP")[:1]
-	rules[0].Health = healthNone
-	dir := t.TempDir()
-	_, sock := startOps(t, l, dir, rules)
+	l, _, dir, sock, _ := webLab(t, lab.Options{Backends: 2, ClientAddrs: 20})
 	if _, err := scrapeAt(l, "127.0.0.1:9641"); err != nil {
 		t.Fatalf("metrics before the move: %v", err)
 	}
@@ -678,15 +674,9 @@ func TestReloadKeys(t *testing.T) {
 // validate gives is printed by xlb reload (issue 12 item 12).
 func TestReloadGuardRails(t *testing.T) {
 	testutil.RequireRoot(t)
-	l := labWith(t, lab.Options{Backends: 2, ClientAddrs: 20})
-	rules := l.DefaultRules("IPIP")[:1]
-	rules[0].Health = healthNone
-	dir := t.TempDir()
-	_, sock := startOps(t, l, dir, rules)
+	l, rules, dir, sock, _ := webLab(t, lab.Options{Backends: 2, ClientAddrs: 20})
 	v4, _ := l.BackendAddrs(false)
-	if _, errOut, err := xlbCtl(t, sock, 2, "backend", "drain", "-r", "web4", v4[0].String()); err != nil {
-		t.Fatalf("drain: %v %s", err, errOut)
-	}
+	drainVia(t, sock, "web4", v4[0])
 	// The rule keeps only the drained backend, and a UDP rule that is not
 	// fragment-safe comes along (a warning).
 	rules[0].Backends = []int{0}
@@ -722,15 +712,9 @@ func TestReloadGuardRails(t *testing.T) {
 // brings the backend back (issue 12 item 16).
 func TestReloadRevivedOverride(t *testing.T) {
 	testutil.RequireRoot(t)
-	l := labWith(t, lab.Options{Backends: 2, ClientAddrs: 20})
-	rules := l.DefaultRules("IPIP")[:1]
-	rules[0].Health = healthNone
-	dir := t.TempDir()
-	_, sock := startOps(t, l, dir, rules)
+	l, rules, dir, sock, _ := webLab(t, lab.Options{Backends: 2, ClientAddrs: 20})
 	v4, _ := l.BackendAddrs(false)
-	if _, errOut, err := xlbCtl(t, sock, 2, "backend", "drain", "-r", "web4", v4[1].String()); err != nil {
-		t.Fatalf("drain: %v %s", err, errOut)
-	}
+	drainVia(t, sock, "web4", v4[1])
 	rules[0].Backends = []int{0}
 	l.WriteConfig(dir, rules)
 	if _, errOut, err := xlbCtl(t, sock, 1, "reload"); err != nil || strings.Contains(errOut, "applies again") {
