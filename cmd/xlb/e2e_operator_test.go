@@ -765,4 +765,21 @@ func TestWeightStates(t *testing.T) {
 	if !strings.Contains(out, "0 (MISSING_WEIGHT)") {
 		t.Errorf("status does not say why be0 has no share:\n%s", out)
 	}
+	// The metrics alike: weights of the weighted rule only.
+	body := scrape(t, l)
+	weighted := 0
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, "xlb_backend_weight{") {
+			continue
+		}
+		if strings.Contains(line, `rule="web6"`) {
+			t.Errorf("a weight state for the plain MAGLEV rule: %s", line)
+		}
+		if strings.Contains(line, `rule="web4"`) {
+			weighted++
+		}
+	}
+	if weighted != 2 || !strings.Contains(body, `weight_state="MISSING_WEIGHT"`) {
+		t.Errorf("%d weight samples of web4 (want 2, be0 MISSING_WEIGHT)", weighted)
+	}
 }

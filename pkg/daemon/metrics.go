@@ -12,6 +12,7 @@ import (
 
 	"github.com/xlbnet/xlb/failover"
 	"github.com/xlbnet/xlb/pkg/buildinfo"
+	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/dataplane"
 	"github.com/xlbnet/xlb/pkg/encap"
 	"github.com/xlbnet/xlb/pkg/metrics"
@@ -70,7 +71,7 @@ var (
 	mRuleConns    = family("xlb_rule_connections_total", "New connections the rule placed (tracked flows placed by the Maglev table).", metrics.Counter, "rule")
 	mHealthy      = family("xlb_backend_healthy", "1 when the backend's health check passes.", metrics.Gauge, "rule", "backend")
 	mEligible     = family("xlb_backend_eligible", "1 when the backend takes new connections of the rule.", metrics.Gauge, "rule", "backend")
-	mWeight       = family("xlb_backend_weight", "The weight the health check reported (0 unless its state is OK).", metrics.Gauge, "rule", "backend", "weight_state")
+	mWeight       = family("xlb_backend_weight", "The weight the health check reported (0 unless its state is OK), WEIGHTED_MAGLEV rules only.", metrics.Gauge, "rule", "backend", "weight_state")
 	mBEPackets    = family("xlb_backend_packets_total", "Packets sent to the backend, all queues.", metrics.Counter, "rule", "backend")
 	mBEBytes      = family("xlb_backend_bytes_total", "IP bytes (as received, before encapsulation) sent to the backend, all queues.", metrics.Counter, "rule", "backend")
 	mBEConns      = family("xlb_backend_connections_total", "New connections placed on the backend.", metrics.Counter, "rule", "backend")
@@ -219,7 +220,9 @@ func (d *daemon) collectRules(s metrics.Sink, st *publishedStatus) {
 			b := &r.State.Backends[bi]
 			s.Add(mHealthy, boolValue(b.Health == failover.HealthHealthy), r.Name, b.Name)
 			s.Add(mEligible, boolValue(b.Eligible), r.Name, b.Name)
-			s.Add(mWeight, float64(b.Weight), r.Name, b.Name, b.WeightState.String())
+			if r.Rule.LocalityLBPolicy == config.WeightedMaglev { // plain MAGLEV has no weights to report
+				s.Add(mWeight, float64(b.Weight), r.Name, b.Name, b.WeightState.String())
+			}
 			k := [2]uint32{uint32(r.Slot), b.ID}
 			var t dataplane.Totals
 			if in.live != nil && in.live.backend != nil {
