@@ -270,7 +270,20 @@ func TestStartupHerd(t *testing.T) {
 	if _, err := restartXLB(t, x, "restart"); err != nil {
 		t.Fatalf("xlb restart: %v", err)
 	}
-	r = statusJSON(t, sock).Rules[0]
+	// The first answer of the successor (a request racing the cut-over
+	// may meet the predecessor's closing server).
+	waitFor(t, 10*time.Second, "the successor's status", func() (bool, string) {
+		out, errOut, err := xlbCtl(t, sock, 1, "status", "--json")
+		if err != nil {
+			return false, err.Error() + errOut
+		}
+		var st control.Status
+		err = json.Unmarshal([]byte(out), &st)
+		if err == nil && len(st.Rules) == 1 {
+			r = st.Rules[0]
+		}
+		return err == nil, fmt.Sprint(err)
+	})
 	if !r.FirstChecksDone || r.Tier != "PRIMARY" || r.Eligible != 3 {
 		t.Errorf("right after xlb restart: first checks done %v, tier %s, %d eligible (%s); want warm, PRIMARY, 3", r.FirstChecksDone, r.Tier, r.Eligible, r.Reason)
 	}
