@@ -220,7 +220,7 @@ func (d *daemon) collectRules(s metrics.Sink, st *publishedStatus) {
 			b := &r.State.Backends[bi]
 			s.Add(mHealthy, boolValue(b.Health == failover.HealthHealthy), r.Name, b.Name)
 			s.Add(mEligible, boolValue(b.Eligible), r.Name, b.Name)
-			if r.Rule.LocalityLBPolicy == config.WeightedMaglev { // plain MAGLEV has no weights to report
+			if r.Rule == nil || r.Rule.LocalityLBPolicy == config.WeightedMaglev { // plain MAGLEV has no weights to report
 				s.Add(mWeight, float64(b.Weight), r.Name, b.Name, b.WeightState.String())
 			}
 			k := [2]uint32{uint32(r.Slot), b.ID}
