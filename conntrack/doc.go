@@ -50,6 +50,17 @@
 // word, the key's two pad bytes reused) would not fit 8 slots in 6 lines
 // without splitting keys from values, which is a second line per hit.
 //
+// Huge pages: once the worker prefetches a batch's buckets (issue 9),
+// most of what a lookup still waits for is the page walk of a random
+// page of a large arena (4 KiB pages: one TLB entry per 4 KiB of a 72 MiB
+// table). Advised with MADV_HUGEPAGE, a heap arena's share of the xlb
+// process's profile fell from 8-11 % to 3-4 % in vivo (pkg/dataplane's
+// doc). A memfd arena (NewInArena) gets huge pages only where the
+// appliance sets /sys/kernel/mm/transparent_hugepage/shmem_enabled to
+// advise (or always, within_size) and the mapping is advised before it
+// is populated (MAP_POPULATE faults 4 KiB pages first); neither is done
+// yet.
+//
 // A key (with its rule index: two rules on one VIP never share an entry)
 // has two candidate buckets chosen by bucketHash (a seeded wyhash-style fold
 // of the key's five words, ~9 ns against XXH64's ~15) with the table's own seed

@@ -161,6 +161,42 @@
 // an ICMP error's quoted flow goes through prepareFlow and decideFlow too
 // (looked up without confirming or refreshing, never created).
 //
+// # Prefetch: a stub, not loads
+//
+// The prefetches are pkg/prefetch.Line, a PREFETCHT0 (amd64) / PRFM
+// PLDL1KEEP (arm64) stub called through prefetch.Of; the pure-Go
+// alternative, an independent one-byte load folded into a sink (inlined,
+// no call), was measured against it and is slower, because a load that
+// misses holds its place in the reorder buffer and the loop behind it
+// stalls, while a prefetch retires at once. 2026-12-01, AMD EPYC (Zen 3)
+// 2-vCPU guest, load average ~9 from other jobs (so absolute numbers are
+// inflated; each pair ran interleaved, medians of 3 rounds, CPU ns):
+//
+//	BenchmarkGather (64 two-line lookups in 64 MiB)  none 946  stub 244  loads 796 ns/lookup
+//	BenchmarkPipeline/ipip/hit/cold       before 1085  stub 841  loads 1039  no prefetch 848
+//	BenchmarkPipeline/ipip/miss/cold      before 1548  stub 1370 loads 1544  no prefetch 1818
+//	BenchmarkPipeline/ipip/syn/cold       before 1391  stub 1142 loads 1287  no prefetch 1513
+//	BenchmarkPipeline/direct/hit/cold     before 989   stub 868  loads 977   no prefetch 859
+//	BenchmarkPipeline/direct/miss/cold    before 1406  stub 1321 loads 1539  no prefetch 1669
+//	BenchmarkPipeline/direct/syn/cold     before 1391  stub 1182 loads 1316  no prefetch 1525
+//
+// ("before" is the run-to-completion worker of df14c49; "no prefetch" the
+// staged worker with the hints compiled out, -tags prefetchnone; "loads"
+// is -tags prefetchload.) The stub is kept. Staging alone already helps
+// hits (the lookups of a batch are independent loads the core can
+// overlap); the hints help misses and SYNs, whose inserts read both
+// headers. Both alternatives stay buildable with those tags, so the choice
+// can be measured again on another machine.
+//
+// In vivo (bench/run --profile), what remains of the table's cost sits on
+// the prefetch of the bucket headers, and most of it is the page walk:
+// with the arena in transparent huge pages (MADV_HUGEPAGE on a heap arena)
+// its share of the xlb process's samples fell from 8-11 % to 3-4 % and
+// the process's CPU per packet by ~11 %. The daemon's arenas are memfds
+// (issue 11), which get huge pages only where the appliance enables shmem
+// THP (/sys/kernel/mm/transparent_hugepage/shmem_enabled = advise) and the
+// arena is advised before it is populated; see conntrack's doc.
+//
 // # Measured
 //
 // BenchmarkDecide (hit, miss, syn) allocates nothing; bench/README.md has
