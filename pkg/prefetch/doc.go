@@ -13,5 +13,10 @@
 // the reorder buffer. BenchmarkGather compares the two; pkg/dataplane's
 // doc says which one the worker uses and why.
 //
+// Of(p) is what the packet path calls: Line of the line holding *p. Two
+// build tags swap its body for measurements: -tags prefetchload makes it
+// the independent load (into a racy sink: measurements only), -tags
+// prefetchnone makes it nothing (the staged worker without hints).
+//
 // Everything here is safe for concurrent use and allocates nothing.
 package prefetch
