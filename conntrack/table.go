@@ -244,17 +244,6 @@ func (b *bucket) clear(i int) {
 	b.flags[i] = 0
 }
 
-// search finds (k, rule) in its first bucket, then in its second.
-func (t *Table) search(p Probe, k *hash.Key, rule uint16) (*bucket, int) {
-	b := &t.buckets[p.b1]
-	i := b.find(p.tag, k, rule)
-	if i < 0 && p.b2 != p.b1 {
-		b = &t.buckets[p.b2]
-		i = b.find(p.tag, k, rule)
-	}
-	return b, i
-}
-
 // Lookup returns the live entry of (k, rule), or nil when there is none or
 // it has been idle for idle ticks or more by now. idle is the rule's idle
 // timeout (at least 1 tick; longer than 2^30 ticks counts as 2^30). When
@@ -272,7 +261,14 @@ func (t *Table) Lookup(k *hash.Key, rule uint16, now Time, idle Ticks, syn bool)
 // LookupAt is Lookup with the Probe Locate returned for (k, rule).
 func (t *Table) LookupAt(p Probe, k *hash.Key, rule uint16, now Time, idle Ticks, syn bool) *Entry {
 	t.stats.Lookups++
-	b, i := t.search(p, k, rule)
+	// The key's first bucket, then its second (find is inlined in both:
+	// a call here costs as much as the tag compare).
+	b := &t.buckets[p.b1]
+	i := b.find(p.tag, k, rule)
+	if i < 0 && p.b2 != p.b1 {
+		b = &t.buckets[p.b2]
+		i = b.find(p.tag, k, rule)
+	}
 	if i >= 0 && !now.Before(b.expires[i]) {
 		b.clear(i)
 		t.n--
@@ -330,7 +326,12 @@ func (t *Table) Insert(k *hash.Key, rule uint16, v Value, now Time, idle Ticks, 
 
 // InsertAt is Insert with the Probe Locate returned for (k, rule).
 func (t *Table) InsertAt(p Probe, k *hash.Key, rule uint16, v Value, now Time, idle Ticks, syn bool) (*Entry, bool) {
-	b, i := t.search(p, k, rule)
+	b := &t.buckets[p.b1]
+	i := b.find(p.tag, k, rule)
+	if i < 0 && p.b2 != p.b1 {
+		b = &t.buckets[p.b2]
+		i = b.find(p.tag, k, rule)
+	}
 	if i >= 0 {
 		t.stats.Updates++
 		if syn || b.flags[i]&flagUnconfirmed != 0 {
@@ -371,6 +372,18 @@ func (t *Table) InsertAt(p Probe, k *hash.Key, rule uint16, v Value, now Time, i
 	e := &b.slots[i]
 	e.set(v)
 	return e, true
+}
+
+// search finds (k, rule) in its first bucket, then in its second (the
+// off-path callers'; LookupAt and InsertAt spell it out).
+func (t *Table) search(p Probe, k *hash.Key, rule uint16) (*bucket, int) {
+	b := &t.buckets[p.b1]
+	i := b.find(p.tag, k, rule)
+	if i < 0 && p.b2 != p.b1 {
+		b = &t.buckets[p.b2]
+		i = b.find(p.tag, k, rule)
+	}
+	return b, i
 }
 
 // CloseAt marks the live entry of (k, rule), at the Probe Locate returned,

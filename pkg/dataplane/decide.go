@@ -51,12 +51,13 @@ const (
 // what finish will read before it finishes any packet (see Worker.Step);
 // Decide runs the two back to back. Either way the key is hashed once.
 type flow struct {
-	key   hash.Key        // tracking key; zero when not trackable
-	probe conntrack.Probe // key's place in the queue's table (local)
-	hash  uint64          // selection hash, when hashed
-	done  Decision        // pathDone's decision
-	slot  uint16          // rule slot
-	path  path
+	key    hash.Key        // tracking key; zero when not trackable
+	probe  conntrack.Probe // key's place in the queue's table (local)
+	hash   uint64          // selection hash, when hashed
+	slot   uint16          // rule slot
+	path   path
+	done   Verdict // pathDone's decision: Reply, or Drop for reason
+	reason Reason
 
 	trackable bool // the rule tracks this packet
 	shared    bool // in the shared PER_SESSION table, not the queue's own
@@ -73,6 +74,9 @@ type flow struct {
 func (s *Snapshot) Decide(m *packet.Meta, q *FlowTables, now conntrack.Time) Decision {
 	var f flow
 	s.prepare(m, q, &f)
+	if f.path == pathFlow { // the common case, without finish's frame
+		return s.decideFlow(&s.Rules[f.slot], m, q, now, &f, false, nil)
+	}
 	return s.finish(m, q, now, &f)
 }
 
@@ -92,11 +96,11 @@ func (s *Snapshot) prepare(m *packet.Meta, q *FlowTables, f *flow) {
 		case icmp && m.Frag == packet.FragNone && isEchoRequest(m) && s.matcher.IsVIP(&m.Dst):
 			// Only a VIP without an L3_DEFAULT rule answers echoes itself;
 			// an L3_DEFAULT rule matched above sends them to its backends.
-			f.done = Decision{Verdict: Reply}
+			f.done = Reply
 		case icmp:
-			f.done = drop(ReasonICMPUnsupported)
+			f.done, f.reason = Drop, ReasonICMPUnsupported
 		default:
-			f.done = drop(ReasonNoRule)
+			f.done, f.reason = Drop, ReasonNoRule
 		}
 		return
 	}
@@ -146,7 +150,7 @@ func (s *Snapshot) finish(m *packet.Meta, q *FlowTables, now conntrack.Time, f *
 	case pathICMPErr:
 		return s.decideICMPError(m, q, now)
 	}
-	return f.done
+	return Decision{Verdict: f.done, Reason: f.reason}
 }
 
 // decideFragment keeps every fragment of a datagram on the backend of the

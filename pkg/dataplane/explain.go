@@ -74,7 +74,7 @@ func (s *Snapshot) Explain(m *packet.Meta, now conntrack.Time, find EntryFinder)
 	var f flow
 	s.prepare(m, nil, &f)
 	if f.path != pathFlow {
-		x.Decision = f.done
+		x.Decision = Decision{Verdict: f.done, Reason: f.reason}
 		return x
 	}
 	x.Matched = true

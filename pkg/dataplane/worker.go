@@ -262,8 +262,10 @@ func (w *Worker) batch(snap *Snapshot, n int, now conntrack.Time) (ntx, ndrop in
 		var dec Decision
 		if res := w.parsed[i]; res != packet.OK {
 			dec = parseFailure(res)
+		} else if f := &w.flows[i]; f.path == pathFlow {
+			dec = snap.decideFlow(&snap.Rules[f.slot], &w.metas[i], q, now, f, false, nil)
 		} else {
-			dec = snap.finish(&w.metas[i], q, now, &w.flows[i])
+			dec = snap.finish(&w.metas[i], q, now, f)
 		}
 		staged := tap != nil && w.tapRX(tap, snap, d, &w.metas[i], &dec)
 		k := w.forward(snap, d, &w.metas[i], &dec, w.tx[ntx:])
