@@ -22,6 +22,7 @@ import (
 
 	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/lab"
+	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
 // bpffsDir mounts a bpf filesystem on a fresh directory for pin_dir. It is
@@ -29,6 +30,7 @@ import (
 // sees the same pins: a daemon started after another one died finds them.
 func bpffsDir(t *testing.T) string {
 	t.Helper()
+	testutil.RequireRoot(t) // before the mount: without root the test skips, saying why
 	dir := t.TempDir()
 	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
 		t.Fatalf("mount bpf filesystem on %s: %v", dir, err)
