@@ -168,24 +168,28 @@
 // alternative, an independent one-byte load folded into a sink (inlined,
 // no call), was measured against it and is slower, because a load that
 // misses holds its place in the reorder buffer and the loop behind it
-// stalls, while a prefetch retires at once. 2026-12-01, AMD EPYC (Zen 3)
-// 2-vCPU guest, load average ~9 from other jobs (so absolute numbers are
-// inflated; each pair ran interleaved, medians of 3 rounds, CPU ns):
+// stalls, while a prefetch retires at once. 2026-12-01 05:33-05:38 UTC,
+// AMD EPYC (Zen 3) 2-vCPU PVM guest, load average 2.5-4 from other jobs
+// (absolute numbers are ~2× a quiet machine's); each set ran interleaved,
+// medians of 2 rounds, CPU ns per packet (lookup for Gather):
 //
-//	BenchmarkGather (64 two-line lookups in 64 MiB)  none 946  stub 244  loads 796 ns/lookup
-//	BenchmarkPipeline/ipip/hit/cold       before 1085  stub 841  loads 1039  no prefetch 848
-//	BenchmarkPipeline/ipip/miss/cold      before 1548  stub 1370 loads 1544  no prefetch 1818
-//	BenchmarkPipeline/ipip/syn/cold       before 1391  stub 1142 loads 1287  no prefetch 1513
-//	BenchmarkPipeline/direct/hit/cold     before 989   stub 868  loads 977   no prefetch 859
-//	BenchmarkPipeline/direct/miss/cold    before 1406  stub 1321 loads 1539  no prefetch 1669
-//	BenchmarkPipeline/direct/syn/cold     before 1391  stub 1182 loads 1316  no prefetch 1525
+//	BenchmarkGather (64 two-line lookups in 64 MiB)  none 312  stub 58  loads 212
+//	BenchmarkPipeline/ipip/hit/cold       before 989   stub 691   loads 853   no prefetch 784
+//	BenchmarkPipeline/ipip/miss/cold      before 1297  stub 1286  loads 1389  no prefetch 1278
+//	BenchmarkPipeline/ipip/syn/cold       before 1146  stub 1006  loads 1192  no prefetch 1270
+//	BenchmarkPipeline/direct/hit/cold     before 981   stub 698   loads 894   no prefetch 668
+//	BenchmarkPipeline/direct/miss/cold    before 1346  stub 1134  loads 1302  no prefetch 1038
+//	BenchmarkPipeline/direct/syn/cold     before 1147  stub 1006  loads 1027  no prefetch 1196
 //
+// A run at load ~9 gave the same order (bench/README.md §4).
 // ("before" is the run-to-completion worker of df14c49; "no prefetch" the
 // staged worker with the hints compiled out, -tags prefetchnone; "loads"
-// is -tags prefetchload.) The stub is kept. Staging alone already helps
+// is -tags prefetchload.) The stub is kept: it is never slower than the
+// loads, and in BenchmarkGather 3.7× faster. Staging alone already helps
 // hits (the lookups of a batch are independent loads the core can
-// overlap); the hints help misses and SYNs, whose inserts read both
-// headers. Both alternatives stay buildable with those tags, so the choice
+// overlap), and "no prefetch" is within the noise of the stub on hits and
+// misses; the hints help SYNs, whose inserts read both headers, and the
+// appliance, whose batches the kernel's work between them leaves colder. Both alternatives stay buildable with those tags, so the choice
 // can be measured again on another machine.
 //
 // In vivo (bench/run --profile), what remains of the table's cost sits on
