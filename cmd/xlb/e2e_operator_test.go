@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -404,6 +406,95 @@ func plainVethConfig(t *testing.T, dir, queues string) string {
 // "bind … invalid argument"); a list beyond them stops xlb run before it
 // attaches anything, naming the problem (issue 12 item 2).
 func TestRunOnPlainVeth(t *testing.T) {
+	ns := plainVeth(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	x, err := runLabXLB(ctx, ns.Name, dir, plainVethConfig(t, dir, `"all"`), func(s string) { t.Log(s) })
+	if err != nil {
+		t.Fatalf("queues = \"all\" on a plain veth: %v", err)
+	}
+	if !strings.Contains(x.log.String(), "msg=serving rules=1 queues=[0] ") {
+		t.Errorf("xlb does not serve queue 0 alone:\n%s", x.log)
+	}
+	if err := x.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	_, err = runLabXLB(ctx, ns.Name, dir, plainVethConfig(t, dir, "[0, 1]"), func(s string) { t.Log(s) })
+	if err == nil || !strings.Contains(err.Error(), "xlb.toml:2: queues: interface plain0 has 1 active receive queue(s), 0-0 (ethtool channels): queue 1 cannot be served") {
+		t.Errorf("queues = [0, 1] on a plain veth: %v", err)
+	}
+}
+
+// TestWorkerNice: the worker threads run at worker_nice, and at the
+// daemon's own priority by default (every thread at 0).
+func TestWorkerNice(t *testing.T) {
+	ns := plainVeth(t)
+	for _, nice := range []int{0, -7} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		dir := t.TempDir()
+		cfg := plainVethConfig(t, dir, `"all"`)
+		text, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cfg, fmt.Appendf(nil, "worker_nice = %d\n%s", nice, text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		x, err := runLabXLB(ctx, ns.Name, dir, cfg, func(s string) { t.Log(s) })
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nices := threadNices(t, x.cmd.Process.Pid)
+		if err := x.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		at := 0
+		for _, n := range nices {
+			if n == nice {
+				at++
+			}
+		}
+		// One served queue: one worker at nice; every other thread at 0.
+		want := 1
+		if nice == 0 {
+			want = len(nices)
+		}
+		if at != want {
+			t.Errorf("worker_nice = %d: thread nice values %v, want %d at %d", nice, nices, want, nice)
+		}
+	}
+}
+
+// threadNices returns the nice value of each thread of process pid.
+func threadNices(t *testing.T, pid int) []int {
+	t.Helper()
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(stats) == 0 {
+		t.Fatalf("threads of %d: %v", pid, err)
+	}
+	var nices []int
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // a thread that ended
+		}
+		// The fields after the command's closing parenthesis: state is
+		// field 3, nice field 19.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		n, err := strconv.Atoi(f[19-3])
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		nices = append(nices, n)
+	}
+	return nices
+}
+
+// plainVeth makes a namespace with the veth pair plain0-plain1, up.
+func plainVeth(t *testing.T) *netns.NS {
 	ns := testutil.NewNetNS(t, "pv")
 	err := ns.Do(func() error {
 		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "plain0"}, PeerName: "plain1"}); err != nil {
@@ -423,24 +514,7 @@ func TestRunOnPlainVeth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dir := t.TempDir()
-	x, err := runLabXLB(ctx, ns.Name, dir, plainVethConfig(t, dir, `"all"`), func(s string) { t.Log(s) })
-	if err != nil {
-		t.Fatalf("queues = \"all\" on a plain veth: %v", err)
-	}
-	if !strings.Contains(x.log.String(), "msg=serving rules=1 queues=[0] ") {
-		t.Errorf("xlb does not serve queue 0 alone:\n%s", x.log)
-	}
-	if err := x.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	dir = t.TempDir()
-	_, err = runLabXLB(ctx, ns.Name, dir, plainVethConfig(t, dir, "[0, 1]"), func(s string) { t.Log(s) })
-	if err == nil || !strings.Contains(err.Error(), "xlb.toml:2: queues: interface plain0 has 1 active receive queue(s), 0-0 (ethtool channels): queue 1 cannot be served") {
-		t.Errorf("queues = [0, 1] on a plain veth: %v", err)
-	}
+	return ns
 }
 
 // TestLabUpPrintsRunLine: `xlb lab up` without --xlb writes a ready

@@ -263,6 +263,8 @@ func TestValidation(t *testing.T) {
 			[]string{`rules.d/b.toml:3: ports: ALL overlaps rule "a" (rules.d/a.toml) on 203.0.113.10 TCP (port 1)`}},
 		{"table size not prime", map[string]string{"xlb.toml": mainOK + lines(`maglev_table_size = 65536`), "rules.d/web.toml": webRule},
 			[]string{"xlb.toml:3: maglev_table_size: 65536 is not prime (try 65537)"}},
+		{"worker_nice out of range", map[string]string{"xlb.toml": mainOK + lines(`worker_nice = -21`), "rules.d/web.toml": webRule},
+			[]string{`xlb.toml:3: worker_nice: -21 is outside [-20, 19]`}},
 		{"pin_dir relative", map[string]string{"xlb.toml": mainOK + lines(`pin_dir = "bpf/xlb"`), "rules.d/web.toml": webRule},
 			[]string{`xlb.toml:3: pin_dir: "bpf/xlb" is not an absolute path (a directory on a bpf filesystem)`}},
 		{"table size too small", map[string]string{"xlb.toml": mainOK + lines(`maglev_table_size = 199`), "rules.d/web.toml": webRule},

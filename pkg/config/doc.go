@@ -41,7 +41,7 @@
 // xlb.toml: interface (required), queues ("all" | N | [ids]), xdp_mode
 // (auto|native|generic), bind_mode (auto|zerocopy|copy), hash_seed,
 // maglev_table_size, rules_dir, state_file, control_socket,
-// control_socket_group, metrics_listen, pin_dir, [conntrack] max_entries, [bgp] (bgp.go:
+// control_socket_group, metrics_listen, pin_dir, worker_nice, [conntrack] max_entries, [bgp] (bgp.go:
 // local_as (required), router_id, hold_time, withdraw_delay, communities,
 // med, [[bgp.peer]] address, peer_as (required), port, password,
 // ebgp_multihop, passive).
@@ -70,7 +70,7 @@
 // maglev_table_size 65537, rules_dir "rules.d", state_file
 // "/var/lib/xlb/state.toml", control_socket "/run/xlb/xlb.sock",
 // control_socket_group "" (root only; a group there reads, root changes),
-// metrics_listen "127.0.0.1:9641", pin_dir "/sys/fs/bpf/xlb",
+// metrics_listen "127.0.0.1:9641", pin_dir "/sys/fs/bpf/xlb", worker_nice 0,
 // conntrack.max_entries 1048576.
 // Rule: name = file name without .toml, protocol TCP, session_affinity
 // NONE, locality_lb_policy MAGLEV, connection_draining_timeout 0s,

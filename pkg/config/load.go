@@ -150,6 +150,7 @@ func readMain(t *table, cfg *Config) {
 	}
 
 	readPinDir(t, cfg)
+	t.intField("worker_nice", -20, 19, &cfg.WorkerNice)
 	ct := t.sub("conntrack")
 	ct.intField("max_entries", MinMaxEntries, MaxMaxEntries, &cfg.Conntrack.MaxEntries)
 	readFloodLimits(ct, &cfg.Conntrack)

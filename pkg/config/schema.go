@@ -27,8 +27,12 @@ type Config struct {
 	ControlSocketGroup string
 	MetricsListen      string // host:port; "" disables the metrics endpoint
 	PinDir             string // where the XDP link and maps are pinned (restart.go)
-	Conntrack          Conntrack
-	BGP                *BGP // [bgp] (bgp.go); nil when absent: nothing is announced
+	// WorkerNice is the nice value of the worker threads (-20..19); 0, the
+	// default, shares each worker's CPU evenly with the kernel's work for
+	// its queue (doc.go "Worker priority").
+	WorkerNice int
+	Conntrack  Conntrack
+	BGP        *BGP // [bgp] (bgp.go); nil when absent: nothing is announced
 
 	Rules []Rule // sorted by file name
 }

@@ -189,6 +189,7 @@ func (d *daemon) engineConfig() engineConfig {
 		Clock:      d.clock,
 		ClockBase:  d.clock.Base(),
 		PinDir:     d.cfg.PinDir,
+		WorkerNice: d.cfg.WorkerNice,
 		Log:        d.log,
 
 		NewEntriesPerSecond: d.cfg.Conntrack.NewEntriesPerSecond,

@@ -226,11 +226,29 @@
 // only after the cut-over (the listening socket never closes, so no
 // request is refused); a successor whose configuration changes
 // conntrack.max_entries keeps the arenas' sizes until the next cold start;
-// workers run at nice -10 (CAP_SYS_NICE), since a worker starved longer
-// than the ring's depth loses packets, a hand-over's pause included;
+// workers run at worker_nice (see "Worker priority");
 // counters (metrics) start again from zero in the successor, as after any
 // restart of a Prometheus target, except the kernel's socket counters,
 // which belong to the sockets.
+//
+// # Worker priority
+//
+// worker_nice (default 0) is the workers' nice value. Issue 11 first ran
+// them at -10, so that a worker never waits behind other work for its CPU
+// (a stall longer than the RX ring's depth loses packets, a hand-over's
+// pause included). Measured on the bench (2026-12-01, bench/README.md §4,
+// copy-mode veth, 1 queue, at the generator's full rate, 4 rounds): at
+// -10 the process spent 5610-6374 ns per forwarded packet, at 0 4839-5626,
+// 0.82-0.88 of it in every round, the whole machine's CPU per packet 1-5 %
+// less, forwarded pps alike. The kernel's work for a queue (NAPI, the
+// copies, TX completions) runs on the worker's CPU; a worker at -10 takes
+// that CPU's share from ksoftirqd, and the softirq work it then finds
+// pending is done in its own context, at a higher cost. A dedicated
+// appliance has nothing for a worker to wait behind, so 0 is the default;
+// a machine shared with other work (the lab tests run beside their
+// clients, backends and other tests: pkg/lab writes -10) sets a negative
+// value. It needs CAP_SYS_NICE; without it the daemon warns and runs on at
+// its own priority. A reload refuses a change; xlb restart applies it.
 //
 // # The control API
 //

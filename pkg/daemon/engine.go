@@ -51,6 +51,9 @@ type engineConfig struct {
 	// Flood defences of every queue's table (conntrack/limit.go).
 	NewEntriesPerSecond, NewEntriesBurst int
 	UnconfirmedIdle                      time.Duration
+	// WorkerNice is the workers' nice value (config worker_nice); 0
+	// leaves them at the daemon's.
+	WorkerNice int
 }
 
 // queue is one served queue: its socket, tables and worker.
@@ -256,20 +259,19 @@ func (e *engine) startWorkers() {
 			if err := unix.SchedSetaffinity(0, &set); err != nil {
 				e.cfg.Log.Warn("pin worker to cpu", "queue", q.id, "err", err)
 			}
-			// A worker sleeps in poll when idle; when packets come it must
-			// not wait behind background work for its CPU: a stall longer
-			// than the RX ring's depth loses packets (and a hand-over's
-			// pause is only buffered by that depth). CAP_SYS_NICE.
-			if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), workerNice); err != nil {
-				e.cfg.Log.Warn("raise worker priority", "queue", q.id, "err", err)
+			// worker_nice (doc.go "Worker priority"): on a machine shared
+			// with other work a negative value keeps a worker from waiting
+			// behind it for its CPU (a stall longer than the RX ring's
+			// depth loses packets); on a dedicated appliance 0 is cheaper.
+			if n := e.cfg.WorkerNice; n != 0 {
+				if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), n); err != nil {
+					e.cfg.Log.Warn("set worker priority (worker_nice)", "queue", q.id, "nice", n, "err", err)
+				}
 			}
 			q.worker.Run(ctx)
 		}()
 	}
 }
-
-// workerNice is the nice value of the worker threads.
-const workerNice = -10
 
 // stopWorkers stops every worker at its next batch boundary and waits.
 func (e *engine) stopWorkers() {

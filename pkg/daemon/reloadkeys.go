@@ -22,7 +22,7 @@ import (
 //	         changes, the old one closed after), control_socket_group (the
 //	         socket's group and mode change)
 //	refused  interface, queues, xdp_mode, bind_mode, pin_dir,
-//	         control_socket, [conntrack] max_entries, new_entries_per_second,
+//	         control_socket, worker_nice, [conntrack] max_entries, new_entries_per_second,
 //	         new_entries_burst, unconfirmed_idle_timeout, bgp.local_as,
 //	         router_id, hold_time (bgp.go): they belong to the attached
 //	         program, the sockets, the workers' tables or the speaker, made
@@ -43,6 +43,7 @@ func restartOnly(o, n *config.Config) []string {
 	add(o.BindMode != n.BindMode, "bind_mode")
 	add(o.PinDir != n.PinDir, "pin_dir")
 	add(o.ControlSocket != n.ControlSocket, "control_socket")
+	add(o.WorkerNice != n.WorkerNice, "worker_nice")
 	oc, nc := o.Conntrack, n.Conntrack
 	add(oc.MaxEntries != nc.MaxEntries, "conntrack.max_entries")
 	add(oc.NewEntriesPerSecond != nc.NewEntriesPerSecond, "conntrack.new_entries_per_second")

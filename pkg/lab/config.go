@@ -74,6 +74,7 @@ rules_dir = "rules.d"
 state_file = %q
 control_socket = %q
 metrics_listen = "127.0.0.1:9641" # loopback of the xlb namespace: no clash between labs
+worker_nice = -10 # the lab's CPUs also run its clients, backends and router
 [conntrack]
 max_entries = 262144
 `, l.Opts.Prefix, XLBInterface, filepath.Join(dir, "state.toml"), filepath.Join(dir, "xlb.sock"))
