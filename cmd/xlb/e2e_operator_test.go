@@ -870,3 +870,37 @@ func TestWeightStates(t *testing.T) {
 		t.Errorf("%d weight samples of web4 (want 2, be0 MISSING_WEIGHT)", weighted)
 	}
 }
+
+// TestInterfaceGone: a daemon whose interface is deleted stops with exit
+// status 1 and says why, instead of serving nothing unnoticed (a lab's
+// teardown left successors of xlb restart running after their namespace
+// was gone).
+func TestInterfaceGone(t *testing.T) {
+	ns := plainVeth(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	x, err := runLabXLB(ctx, ns.Name, dir, plainVethConfig(t, dir, `"all"`), func(s string) { t.Log(s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Stop() })
+	if err := ns.Do(func() error {
+		l, err := netlink.LinkByName("plain0")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkDel(l)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-x.exited:
+		x.exited <- err
+		if exitCode(err) != 1 || !strings.Contains(x.log.String(), "interface plain0 (index ") || !strings.Contains(x.log.String(), ") no longer exists") {
+			t.Errorf("exit %v (status %d), want 1 naming the interface:\n%s", err, exitCode(err), x.log)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("xlb still runs 20 s after its interface was deleted:\n%s", x.log)
+	}
+}

@@ -400,6 +400,16 @@ func restartXLB(t *testing.T, x *labXLB, args ...string) (*control.RestartResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		return nil, fmt.Errorf("decode %q: %w", out, err)
 	}
+	// The successor is nobody's child here: a test that fails before its
+	// xlb stop must not leave it running (it also stops by itself once the
+	// lab's interface is gone: TestInterfaceGone).
+	t.Cleanup(func() {
+		if p, err := os.FindProcess(res.PID); err == nil && p.Signal(syscall.Signal(0)) == nil {
+			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", res.PID)); strings.Contains(string(b), x.config) {
+				p.Kill()
+			}
+		}
+	})
 	return &res, nil
 }
 

@@ -79,6 +79,7 @@ type daemon struct {
 
 	seed      uint64       // conntrack bucket seed
 	exit      exitMode     // set on the control goroutine; Run returns when it is set
+	exitErr   error        // why an exitStop that is a failure stopped (Run returns it)
 	controlLn net.Listener // the control socket's listener (handed over on restart)
 	metricsLn net.Listener // the metrics endpoint's listener
 	// metricsStop stops the metrics server; a reload that moves the
@@ -316,6 +317,11 @@ func (d *daemon) serve(ctx context.Context) error {
 				d.log.Error("recompute after health change", "err", err)
 			}
 		case now := <-tick.C:
+			if err := d.engine.linkGone(); err != nil {
+				d.log.Error("stopping: the interface is gone", "err", err)
+				d.exit, d.exitErr = exitStop, err
+				continue
+			}
 			changed := false
 			if now.Sub(lastResolve) >= 5*time.Second {
 				changed = d.resolveAll(ctx)
@@ -328,7 +334,7 @@ func (d *daemon) serve(ctx context.Context) error {
 			}
 		}
 	}
-	return nil
+	return d.exitErr
 }
 
 // finish ends the daemon as d.exit says: after a hand-over only this

@@ -231,6 +231,14 @@
 // restart of a Prometheus target, except the kernel's socket counters,
 // which belong to the sockets.
 //
+// A daemon whose interface disappears (deleted, its network namespace
+// gone, replaced by another link of the same name) stops within a second
+// with exit status 1, "interface X (index N) no longer exists", detaching
+// and unpinning what is left: its sockets would never receive again, and
+// a daemon serving nothing unnoticed is worse than one its service
+// manager restarts on the interface as it is now (engine.linkGone, checked
+// on the control loop's 1 s tick).
+//
 // # Worker priority
 //
 // worker_nice (default 0) is the workers' nice value. Issue 11 first ran

@@ -394,3 +394,20 @@ func (e *engine) snapshotOrNil() *dataplane.Snapshot {
 	}
 	return e.Snapshot()
 }
+
+// linkGone returns an error when the interface the engine attached to no
+// longer exists (deleted, its namespace gone, or replaced by another link
+// of the same name, which has another index). Its sockets then receive
+// nothing again: the daemon stops with the error (exit status 1) instead
+// of serving nothing unnoticed, and its service manager's restart (or the
+// operator) starts it on the interface as it is now.
+func (e *engine) linkGone() error {
+	_, err := netlink.LinkByIndex(e.ifindex)
+	var notFound netlink.LinkNotFoundError
+	if errors.As(err, &notFound) || errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("interface %s (index %d) no longer exists", e.cfg.Interface, e.ifindex)
+	}
+	// Another failure of the query says nothing about the link; a renamed
+	// link is the same device, still served.
+	return nil
+}
