@@ -407,10 +407,7 @@ func plainVethConfig(t *testing.T, dir, queues string) string {
 // attaches anything, naming the problem (issue 12 item 2).
 func TestRunOnPlainVeth(t *testing.T) {
 	ns := plainVeth(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dir := t.TempDir()
-	x, err := runLabXLB(ctx, ns.Name, dir, plainVethConfig(t, dir, `"all"`), func(s string) { t.Log(s) })
+	x, err := plainXLB(t, ns, "")
 	if err != nil {
 		t.Fatalf("queues = \"all\" on a plain veth: %v", err)
 	}
@@ -420,7 +417,9 @@ func TestRunOnPlainVeth(t *testing.T) {
 	if err := x.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	dir = t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
 	_, err = runLabXLB(ctx, ns.Name, dir, plainVethConfig(t, dir, "[0, 1]"), func(s string) { t.Log(s) })
 	if err == nil || !strings.Contains(err.Error(), "xlb.toml:2: queues: interface plain0 has 1 active receive queue(s), 0-0 (ethtool channels): queue 1 cannot be served") {
 		t.Errorf("queues = [0, 1] on a plain veth: %v", err)
@@ -432,18 +431,7 @@ func TestRunOnPlainVeth(t *testing.T) {
 func TestWorkerNice(t *testing.T) {
 	ns := plainVeth(t)
 	for _, nice := range []int{0, -7} {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		dir := t.TempDir()
-		cfg := plainVethConfig(t, dir, `"all"`)
-		text, err := os.ReadFile(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(cfg, fmt.Appendf(nil, "worker_nice = %d\n%s", nice, text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		x, err := runLabXLB(ctx, ns.Name, dir, cfg, func(s string) { t.Log(s) })
-		cancel()
+		x, err := plainXLB(t, ns, fmt.Sprintf("worker_nice = %d\n", nice))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -466,6 +454,24 @@ func TestWorkerNice(t *testing.T) {
 			t.Errorf("worker_nice = %d: thread nice values %v, want %d at %d", nice, nices, want, nice)
 		}
 	}
+}
+
+// plainXLB starts xlb on plainVeth's plain0 with queues = "all" and the
+// top-level lines top before plainVethConfig's.
+func plainXLB(t *testing.T, ns *netns.NS, top string) (*labXLB, error) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := plainVethConfig(t, dir, `"all"`)
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, append([]byte(top), text...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return runLabXLB(ctx, ns.Name, dir, cfg, func(s string) { t.Log(s) })
 }
 
 // threadNices returns the nice value of each thread of process pid.
@@ -877,10 +883,7 @@ func TestWeightStates(t *testing.T) {
 // was gone).
 func TestInterfaceGone(t *testing.T) {
 	ns := plainVeth(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dir := t.TempDir()
-	x, err := runLabXLB(ctx, ns.Name, dir, plainVethConfig(t, dir, `"all"`), func(s string) { t.Log(s) })
+	x, err := plainXLB(t, ns, "")
 	if err != nil {
 		t.Fatal(err)
 	}
