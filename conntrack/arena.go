@@ -174,8 +174,8 @@ func (a *Arena) Close() error {
 }
 
 // createArena makes a memfd holding the header for info and nb buckets of
-// B, maps it shared and populated (so no page fault lands on the packet
-// path), and returns the buckets over it.
+// B, maps it shared, advised for huge pages and populated (mapHuge: no
+// page fault lands on the packet path), and returns the buckets over it.
 func createArena[B any](name string, info ArenaInfo) (*Arena, []B, error) {
 	size := arenaHeaderSize + int64(info.Buckets)*int64(unsafe.Sizeof(*new(B)))
 	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
@@ -201,7 +201,7 @@ func createArena[B any](name string, info ArenaInfo) (*Arena, []B, error) {
 }
 
 func (a *Arena) mapBuckets(size int64, nb int, bucketSize uintptr) (unsafe.Pointer, error) {
-	m, err := unix.Mmap(a.fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	m, err := mapHuge(a.fd, int(size))
 	if err != nil {
 		return nil, fmt.Errorf("map conntrack arena of %d bytes: %w", size, err)
 	}

@@ -222,6 +222,7 @@ func (d *daemon) Run(ctx context.Context) (err error) {
 		if d.engine, err = startEngine(cfg); err != nil {
 			return fmt.Errorf("start data plane: %w", err)
 		}
+		d.engine.logArenaPages()
 	}
 	d.store.close()
 	d.storeArenas()

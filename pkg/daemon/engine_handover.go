@@ -278,6 +278,7 @@ func (e *engine) begin() {
 		e.zeroCopy = q.sock.ZeroCopy()
 	}
 	e.startWorkers()
+	e.logArenaPages()
 	e.holdVIPs = false
 	if err := e.prog.ReplaceVIPs(e.heldVIPs); err != nil {
 		e.cfg.Log.Error("publish vip set after the hand-over", "err", err)

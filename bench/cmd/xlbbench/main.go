@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xlbnet/xlb/conntrack"
 	"github.com/xlbnet/xlb/pkg/pktgen"
 )
 
@@ -64,6 +65,7 @@ func main() {
 	flag.StringVar(&o.xlbBase, "xlb-base", "", "a second xlb binary (e.g. the build before a change), measured as scenario xlb-base in every round beside xlb: an A/B in one run")
 	flag.BoolVar(&o.profile, "profile", false, "after the rounds, profile xlb (and xlb-base) at the max load of each queue count with perf(1); the top entries go into the JSON")
 	flag.DurationVar(&o.duration, "duration", 0, "time per point (default: quick 2s, full 5s)")
+	flag.BoolVar(&o.keepTHP, "keep-shmem-thp", false, "measure under the kernel's shmem THP setting as it is, instead of setting advise for the run (the appliance's unit sets it; the previous value is restored)")
 	flag.Parse()
 	if o.xlb == "" || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: xlbbench --xlb PATH [--xlb-base PATH] [--quick] [--profile] [--out DIR] [--queues 1,2] [--loads PPS,...] [--duration D] [--rounds N] [--scenarios LIST]")
@@ -94,6 +96,7 @@ type options struct {
 	xlb, out            string
 	xlbBase             string
 	profile             bool
+	keepTHP             bool
 	queueList, loadList string
 	duration            time.Duration
 	queues              []int
@@ -191,6 +194,7 @@ type Results struct {
 	Quick       bool      `json:"quick"`
 	DurationSec float64   `json:"duration_per_point_sec"`
 	Rounds      int       `json:"rounds"`
+	ShmemTHP    string    `json:"shmem_thp"`           // the kernel's shmem THP mode during the run (the conntrack arenas' pages)
 	Background  []float64 `json:"background_cpu_busy"` // per queue setting, before its scenarios
 	Points      []Point   `json:"points"`              // per (scenario, queues, load): the round with the median forwarded rate
 	RawPoints   []Point   `json:"raw_points"`          // every round
@@ -231,6 +235,20 @@ func benchmark(ctx context.Context, o options) error {
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		res.LoadAvg = strings.TrimSpace(string(b))
 	}
+	if !o.keepTHP {
+		// What deploy/systemd/xlb.service does: the conntrack arenas
+		// (memfds) get huge pages only where shmem THP honours advice.
+		release, err := conntrack.AdviseShmemTHP()
+		if err != nil {
+			return fmt.Errorf("shmem thp (--keep-shmem-thp to run without): %w", err)
+		}
+		defer func() {
+			if err := release(); err != nil {
+				fmt.Fprintln(os.Stderr, "xlbbench:", err)
+			}
+		}()
+	}
+	res.ShmemTHP = conntrack.ShmemTHP()
 	sk, err := newSink()
 	if err != nil {
 		return err
