@@ -55,11 +55,27 @@
 // page of a large arena (4 KiB pages: one TLB entry per 4 KiB of a 72 MiB
 // table). Advised with MADV_HUGEPAGE, a heap arena's share of the xlb
 // process's profile fell from 8-11 % to 3-4 % in vivo (pkg/dataplane's
-// doc). A memfd arena (NewInArena) gets huge pages only where the
-// appliance sets /sys/kernel/mm/transparent_hugepage/shmem_enabled to
-// advise (or always, within_size) and the mapping is advised before it
-// is populated (MAP_POPULATE faults 4 KiB pages first); neither is done
-// yet.
+// doc). A memfd arena (NewInArena) is shmem, which gets huge pages only
+// where /sys/kernel/mm/transparent_hugepage/shmem_enabled is advise (or
+// always, within_size, force) and only for pages allocated after the
+// mapping is advised. So an arena is mapped without MAP_POPULATE,
+// advised MADV_HUGEPAGE, then populated with MADV_POPULATE_WRITE (Linux
+// 5.14; before, a read of every page), so no page fault lands on the
+// packet path either way (arena_huge.go). A successor (AdoptTable,
+// AdoptShared) maps the same way: pages already in the memfd keep the
+// size they were allocated with, and a 2 MiB page is mapped by one PMD
+// whatever the successor's setting. Under never or deny the advice is
+// ignored and the arena has 4 KiB pages: no error. The kernel places a
+// mapping of a shmem file whose setting allows huge pages on a 2 MiB
+// boundary, so the header page costs no alignment: every whole 2 MiB of
+// the file is one PMD and only the last, partial one is 4 KiB pages
+// (measured: a 72 MiB queue arena had 73728 of its 73732 kB PMD-mapped,
+// TestArenaHugePages asserts it from /proc/self/smaps; Arena.HugeBytes).
+// The daemon does not change the kernel setting: it logs at start, at
+// info, the arenas' bytes and how many of them huge pages map, and how to
+// enable them when the setting gives none; deploy/systemd/xlb.service
+// sets advise (only from never) before xlb starts. advise changes nothing
+// for a program that does not ask, unlike always.
 //
 // A key (with its rule index: two rules on one VIP never share an entry)
 // has two candidate buckets chosen by bucketHash (a seeded wyhash-style fold
