@@ -54,6 +54,20 @@ func fillAndCheck(t *testing.T, tb *Table, n int) {
 	}
 }
 
+// fillAndAdopt fills tb with 1000 entries, stops it and returns its
+// successor's table over a second mapping of the memfd (openArena).
+func fillAndAdopt(t *testing.T, tb *Table) *Table {
+	t.Helper()
+	fillAndCheck(t, tb, 1000)
+	tb.MarkStopped()
+	succ, err := AdoptTable(dupFD(t, tb.Arena().FD()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { succ.Arena().Close() })
+	return succ
+}
+
 // TestArenaHugePages: with shmem THP at advise, a Table arena (and the
 // Shared one) is mapped by 2 MiB pages, and so is a successor's mapping
 // of it (AdoptTable, openArena). Fails when the arena is populated
@@ -75,14 +89,7 @@ func TestArenaHugePages(t *testing.T) {
 	if huge < size-4<<20 {
 		t.Errorf("table arena of %d bytes: %d in huge pages, want all but the ends", size, huge)
 	}
-	fillAndCheck(t, tb, 1000)
-	tb.MarkStopped()
-
-	succ, err := AdoptTable(dupFD(t, tb.Arena().FD()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer succ.Arena().Close()
+	succ := fillAndAdopt(t, tb)
 	shuge, err := succ.Arena().HugeBytes()
 	if err != nil {
 		t.Fatal(err)
@@ -120,13 +127,7 @@ func TestArenaNoHugePages(t *testing.T) {
 	if h, err := tb.Arena().HugeBytes(); err != nil || h != 0 {
 		t.Errorf("arena under never: %d bytes in huge pages (%v)", h, err)
 	}
-	fillAndCheck(t, tb, 1000)
-	tb.MarkStopped()
-	succ, err := AdoptTable(dupFD(t, tb.Arena().FD()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer succ.Arena().Close()
+	succ := fillAndAdopt(t, tb)
 	succ.Resume()
 	if succ.Len() != 1000 {
 		t.Errorf("successor holds %d entries, want 1000", succ.Len())
