@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -38,7 +39,7 @@ func TestSystemdUnitCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	n, shell := 0, 0
 	reload := false
 	for _, line := range strings.Split(string(unit), "\n") {
 		cmd, ok := strings.CutPrefix(line, "ExecStart=")
@@ -68,6 +69,11 @@ func TestSystemdUnitCommands(t *testing.T) {
 		if !ok {
 			continue
 		}
+		if script, isShell := strings.CutPrefix(cmd, "-/bin/sh -c "); isShell {
+			shell++
+			checkShmemLine(t, strings.Trim(script, "'"))
+			continue
+		}
 		f := strings.Fields(cmd)
 		if f[0] != "/usr/local/bin/xlb" {
 			t.Errorf("unit runs %s, not xlb", f[0])
@@ -80,7 +86,32 @@ func TestSystemdUnitCommands(t *testing.T) {
 			t.Errorf("%q is not a valid xlb command line: %v", cmd, err)
 		}
 	}
-	if n != 3 || !reload {
-		t.Errorf("found %d xlb command lines in the unit (reload: %v), want 3 with ExecReload", n, reload)
+	if n != 3 || !reload || shell != 1 {
+		t.Errorf("found %d xlb command lines in the unit (reload: %v) and %d shell lines, want 3 with ExecReload and the shmem one", n, reload, shell)
+	}
+}
+
+// checkShmemLine runs the unit's shell line against a copy of
+// shmem_enabled: it sets advise from never and leaves any other choice.
+func checkShmemLine(t *testing.T, script string) {
+	t.Helper()
+	const sysfs = "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
+	if strings.Count(script, sysfs) != 2 {
+		t.Fatalf("the unit's shell line %q does not read and write %s", script, sysfs)
+	}
+	for _, tc := range []struct{ before, after string }{
+		{"always within_size advise [never] deny force\n", "advise\n"},
+		{"always within_size [advise] never deny force\n", "always within_size [advise] never deny force\n"},
+		{"always within_size advise never [deny] force\n", "always within_size advise never [deny] force\n"},
+	} {
+		file := filepath.Join(t.TempDir(), "shmem_enabled")
+		if err := os.WriteFile(file, []byte(tc.before), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// The line's exit status does not matter (the unit ignores it: '-').
+		exec.Command("/bin/sh", "-c", strings.ReplaceAll(script, sysfs, file)).Run()
+		if got, _ := os.ReadFile(file); string(got) != tc.after {
+			t.Errorf("shell line on %q left %q, want %q", tc.before, got, tc.after)
+		}
 	}
 }
