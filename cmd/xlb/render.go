@@ -153,7 +153,7 @@ func printBackendList(w io.Writer, bs []control.Backend, vips map[string]string,
 func printBackendTable(w io.Writer, bs []control.Backend, vips map[string]string, rates control.RateInterval, now time.Time) {
 	withRule := vips != nil
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := "  -> BACKEND\tROLE\tADMIN\tHEALTH\tWEIGHT CFG\tEFF\tSHARE\tELIGIBLE\tCONNS (ACT/INACT)\tPKTS/S"
+	head := "  -> BACKEND\tROLE\tADMIN\tHEALTH (FOR)\tCHECKED (PROBE)\tWEIGHT CFG\tEFF\tSHARE\tELIGIBLE\tCONNS (ACT/INACT)\tPKTS/S"
 	if rates.WindowSeconds > 0 {
 		head += " (" + windowName(rates) + ")"
 	}
@@ -188,6 +188,9 @@ func printBackendTable(w io.Writer, bs []control.Backend, vips map[string]string
 			}
 		}
 		health := b.Health
+		if b.HealthSince != nil && now.After(*b.HealthSince) {
+			health += " " + now.Sub(*b.HealthSince).Round(time.Second).String() // since the last change
+		}
 		if b.HealthDetail != "" || b.NextHop != "" {
 			health += "*" // the detail follows the table
 		}
@@ -195,8 +198,8 @@ func printBackendTable(w io.Writer, bs []control.Backend, vips map[string]string
 		if b.WeightState != "" && b.WeightState != "OK" {
 			eff += " (" + b.WeightState + ")" // why a weighted backend gets no share
 		}
-		row := fmt.Sprintf("  -> %s\t%s (%s)\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s",
-			b.Address, b.Role, b.RoleSource, admin, health, cfgW, eff, 100*b.Share, eligible, conns, pps)
+		row := fmt.Sprintf("  -> %s\t%s (%s)\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s",
+			b.Address, b.Role, b.RoleSource, admin, health, checked(&b.CheckInfo, now), cfgW, eff, 100*b.Share, eligible, conns, pps)
 		if withRule {
 			row = b.Rule + "\t" + vips[b.Rule] + "\t" + strings.TrimPrefix(row, "  -> ")
 		}
@@ -219,6 +222,23 @@ func printBackendTable(w io.Writer, bs []control.Backend, vips map[string]string
 			fmt.Fprintf(w, "%s: %s\n", who, strings.Join(why, "; "))
 		}
 	}
+}
+
+// checked is the CHECKED (PROBE) column: how long ago the last health
+// probe ended and how long it took ("4s ago (1.2ms)"), "-" before the
+// first one (or without a check).
+func checked(c *control.CheckInfo, now time.Time) string {
+	if c.LastCheck == nil {
+		return "-"
+	}
+	ago := max(now.Sub(*c.LastCheck), 0).Round(time.Second)
+	probe := time.Duration(c.ProbeLatencySeconds * float64(time.Second))
+	if probe >= time.Millisecond {
+		probe = probe.Round(100 * time.Microsecond)
+	} else {
+		probe = probe.Round(time.Microsecond)
+	}
+	return fmt.Sprintf("%s ago (%s)", ago, probe)
 }
 
 // printBackendChange prints the answer to `xlb backend mark|drain|…`.

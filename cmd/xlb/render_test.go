@@ -24,6 +24,7 @@ func renderBackends() []control.Backend {
 	until := renderNow.Add(90 * time.Second)
 	past := renderNow.Add(-time.Minute)
 	drained := renderNow.Add(-30 * time.Second)
+	probed, flipped := renderNow.Add(-3*time.Second), renderNow.Add(-20*time.Second)
 	return []control.Backend{
 		{Rule: "web", Address: "192.0.2.1", Group: "a", Role: "primary", RoleSource: "config", Admin: "IN_SERVICE", AdminSource: "config",
 			Health: "HEALTHY", WeightConfigured: -1, WeightSource: "config", WeightEffective: 1, Share: 0.5, Eligible: true, Tier: "PRIMARY",
@@ -38,7 +39,8 @@ func renderBackends() []control.Backend {
 			Connections: 0, Packets: 7, NextHop: "not resolved yet"},
 		{Rule: "dns", Address: "2001:db8::53", Group: "b", Role: "primary", RoleSource: "config", Admin: "IN_SERVICE", AdminSource: "config",
 			Health: "UNHEALTHY", HealthDetail: "connection refused", WeightConfigured: 200, WeightSource: "config", WeightEffective: 0, Share: 0, Tier: "FAILOVER",
-			Connections: 0, SessionEntries: 0, Packets: 0, WeightState: "OK"},
+			Connections: 0, SessionEntries: 0, Packets: 0, WeightState: "OK",
+			CheckInfo: control.CheckInfo{LastCheck: &probed, ProbeLatencySeconds: 0.000345, HealthSince: &flipped, HealthChanges: 3}},
 		{Rule: "dns", Address: "2001:db8::54", Group: "b", Role: "primary", RoleSource: "config", Admin: "IN_SERVICE", AdminSource: "config",
 			Health: "HEALTHY", WeightConfigured: -1, WeightSource: "config", WeightEffective: 0, Share: 0, Tier: "FAILOVER",
 			Connections: 0, SessionEntries: 0, Packets: 0, WeightState: "MISSING_WEIGHT"},
