@@ -28,7 +28,8 @@
 //	             (drain, BGP peers, each VIP's announcement); golden file
 //	             testdata/render/appliance.golden
 //	lab.go, labxlb.go   xlb lab: the network-namespace testbed (--appliances N:
-//	             a fleet behind BIRD), and xlb run in it
+//	             a fleet behind BIRD, or FRR with --router frr), and xlb
+//	             run in it
 //	decap.go     xlb decap (pkg/decap)
 //	pktgen.go    xlb pktgen (pkg/pktgen)
 //

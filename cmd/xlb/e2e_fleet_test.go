@@ -31,7 +31,14 @@ type fleet struct {
 
 func startFleet(t *testing.T) *fleet {
 	t.Helper()
-	l := labWith(t, lab.Options{Appliances: 2, Backends: 3, ClientAddrs: 250})
+	return startFleetWith(t, lab.Options{Appliances: 2, Backends: 3, ClientAddrs: 250})
+}
+
+// startFleetWith builds the lab of o and runs xlb on each of its
+// appliances.
+func startFleetWith(t *testing.T, o lab.Options) *fleet {
+	t.Helper()
+	l := labWith(t, o)
 	f := &fleet{t: t, l: l}
 	rules := l.DefaultRules("IPIP")
 	for _, a := range l.Appliances {
@@ -61,19 +68,10 @@ func (f *fleet) waitRoute(what string, d time.Duration, vip netip.Addr, want ...
 	defer cancel()
 	took, err := f.l.WaitNexthops(ctx, vip, want)
 	if err != nil {
-		protos, _ := f.l.Birdc("show protocols")
-		f.t.Fatalf("%s: %v\n%s\nbird log (tail):\n%s", what, err, protos, tail(f.l.BIRDLog(), 30))
+		f.t.Fatalf("%s: %v\n%s", what, err, f.l.RouterReport())
 	}
 	f.t.Logf("%s: %v", what, took.Round(time.Millisecond))
 	return took
-}
-
-func tail(s string, n int) string {
-	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(ls) > n {
-		ls = ls[len(ls)-n:]
-	}
-	return strings.Join(ls, "\n")
 }
 
 func (f *fleet) addrs(v6 bool, idx ...int) []netip.Addr {
@@ -199,6 +197,148 @@ func (ll *longLived) finish(t *testing.T, what string) {
 	}
 }
 
+// spread drives 300 IPv4 connections through the router and checks that
+// each of two appliances carried 30-70 % of them, then 100 over IPv6.
+func (f *fleet) spread(t *testing.T) {
+	l := f.l
+	if err := l.CountSYNs(); err != nil {
+		t.Fatal(err)
+	}
+	res := drive(t, l, 300, 4)
+	if !res.OK() {
+		t.Fatalf("%d of 300 connections failed (first: %v)", res.Errors, res.FirstError)
+	}
+	syns, err := l.SYNs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := syns[0] + syns[1]
+	if total < 300 {
+		t.Fatalf("the router forwarded %d SYNs for 300 connections", total)
+	}
+	for i, n := range syns {
+		if share := float64(n) / float64(total); share < 0.3 || share > 0.7 {
+			t.Errorf("appliance %d carried %d of %d connections (%.0f%%), want 30-70%%", i, n, total, 100*share)
+		}
+	}
+	t.Logf("connections per appliance %v, per backend %v", syns, res.PerBackend)
+	if res := drive(t, l, 100, 6); !res.OK() {
+		t.Errorf("IPv6: %d of 100 failed (first: %v)", res.Errors, res.FirstError)
+	}
+}
+
+// killAndRestart runs 200 long-lived connections, SIGKILLs appliance 1,
+// checks that the router drops its next hop within 1 s, restarts it,
+// waits for its announcement, and fails if any connection broke.
+func (f *fleet) killAndRestart(t *testing.T) {
+	l, a0, a1 := f.l, f.l.Appliances[0], f.l.Appliances[1]
+	ll := startLongLived(t, f, 200, 200*time.Millisecond)
+	n0, n1 := ll.on(a0.Addr4), ll.on(a1.Addr4)
+	t.Logf("long-lived connections: %d via appliance 0, %d via appliance 1", n0, n1)
+	if n0 < 40 || n1 < 40 {
+		t.Errorf("long-lived connections not spread over both appliances: %d and %d", n0, n1)
+	}
+	time.Sleep(time.Second)
+	killed := time.Now()
+	if err := f.xs[1].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	f.waitRoute("next hop of the killed appliance gone", 10*time.Second, l.Opts.VIP4, a0.Addr4)
+	if d := time.Since(killed); d > time.Second {
+		t.Errorf("the router dropped the killed appliance's next hop %v after SIGKILL, want < 1s", d)
+	} else {
+		t.Logf("next hop gone %v after SIGKILL", d.Round(time.Millisecond))
+	}
+	time.Sleep(2 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	x, err := f.xs[1].Restart(ctx, func(s string) { t.Log("xlb1 (restarted): " + s) })
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.xs[1] = x
+	f.waitRoute("restarted appliance announces again", time.Minute, l.Opts.VIP4, f.addrs(false, 0, 1)...)
+	time.Sleep(2 * time.Second)
+	ll.finish(t, "SIGKILL of appliance 1 and its restart")
+	if !strings.Contains(x.log.String(), "bgp announce") || !strings.Contains(x.log.String(), "rule warm") {
+		t.Errorf("the restarted appliance logged no warm rule or announcement:\n%s", x.log)
+	}
+}
+
+// stopAndContinue SIGSTOPs appliance 1: the router must drop its next hop
+// within hold time + 1 s; after SIGCONT it must come back.
+func (f *fleet) stopAndContinue(t *testing.T) {
+	l, a0 := f.l, f.l.Appliances[0]
+	sigstop := time.Now()
+	if err := f.xs[1].Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	defer func() {
+		if stopped {
+			f.xs[1].Signal(syscall.SIGCONT)
+		}
+	}()
+	// Hold time 3 s: BIRD (jittered hold timer) notices a silent peer
+	// within 1.25-3 s, FRR within 2-3 s.
+	f.waitRoute("next hop of the stopped appliance gone", 15*time.Second, l.Opts.VIP4, a0.Addr4)
+	if d := time.Since(sigstop); d > 4*time.Second {
+		t.Errorf("next hop gone %v after SIGSTOP, want within hold time + 1 s", d)
+	}
+	if err := f.xs[1].Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	stopped = false
+	// GoBGP idles 5 s after a dropped session, BIRD waits 1-5 s, FRR its
+	// start timer and connect retry.
+	f.waitRoute("continued appliance back", time.Minute, l.Opts.VIP4, f.addrs(false, 0, 1)...)
+}
+
+// drainUndrain drains appliance 1 under 200 long-lived connections: both
+// VIPs withdrawn within 1 s, new connections all on appliance 0, none
+// broken; undrain announces again.
+func (f *fleet) drainUndrain(t *testing.T) {
+	l, a0 := f.l, f.l.Appliances[0]
+	f.waitRoute("both next hops", time.Minute, l.Opts.VIP6, f.addrs(true, 0, 1)...)
+	ll := startLongLived(t, f, 200, 200*time.Millisecond)
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	out, errOut, err := runXLB(t, "appliance", "drain", "--socket", f.xs[1].Socket())
+	if err != nil {
+		t.Fatalf("drain: %v %s", err, errOut)
+	}
+	t.Logf("xlb appliance drain:\n%s", out)
+	f.waitRoute("drained appliance withdrawn (IPv4)", 10*time.Second, l.Opts.VIP4, a0.Addr4)
+	f.waitRoute("drained appliance withdrawn (IPv6)", 10*time.Second, l.Opts.VIP6, a0.Addr6)
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("withdrawn %v after the drain command started, want < 1s", d)
+	}
+	if err := l.CountSYNs(); err != nil {
+		t.Fatal(err)
+	}
+	if res := drive(t, l, 100, 4); !res.OK() {
+		t.Errorf("new connections while drained: %d of 100 failed (first: %v)", res.Errors, res.FirstError)
+	}
+	if syns, _ := l.SYNs(); syns[1] != 0 || syns[0] < 100 {
+		t.Errorf("new connections while appliance 1 is drained went %v", syns)
+	}
+	time.Sleep(time.Second)
+	ll.finish(t, "appliance drain")
+	st := f.status(1)
+	if !st.Appliance.Drained || st.Appliance.BGP == nil || len(st.Appliance.BGP.VIPs) != 2 || st.Appliance.BGP.VIPs[0].Announced {
+		t.Errorf("status of the drained appliance: %+v", st.Appliance)
+	}
+	state, _ := os.ReadFile(filepath.Join(f.xs[1].dir, "state.toml"))
+	if !strings.Contains(string(state), "[appliance]") {
+		t.Errorf("drain not in the state file:\n%s", state)
+	}
+	if _, errOut, err := runXLB(t, "appliance", "undrain", "--socket", f.xs[1].Socket()); err != nil {
+		t.Fatalf("undrain: %v %s", err, errOut)
+	}
+	f.waitRoute("undrained appliance announces again", 10*time.Second, l.Opts.VIP4, f.addrs(false, 0, 1)...)
+	f.waitRoute("undrained appliance announces again (IPv6)", 10*time.Second, l.Opts.VIP6, f.addrs(true, 0, 1)...)
+}
+
 // TestFleet drives every acceptance point of the fleet issue on one lab:
 // two appliances behind BIRD (merge paths on, 5-tuple hash).
 func TestFleet(t *testing.T) {
@@ -208,32 +348,7 @@ func TestFleet(t *testing.T) {
 	f.waitRoute("IPv4 VIP announced by both appliances", time.Minute, l.Opts.VIP4, f.addrs(false, 0, 1)...)
 	f.waitRoute("IPv6 VIP announced by both appliances (MP-BGP)", time.Minute, l.Opts.VIP6, f.addrs(true, 0, 1)...)
 
-	t.Run("spread", func(t *testing.T) {
-		if err := l.CountSYNs(); err != nil {
-			t.Fatal(err)
-		}
-		res := drive(t, l, 300, 4)
-		if !res.OK() {
-			t.Fatalf("%d of 300 connections failed (first: %v)", res.Errors, res.FirstError)
-		}
-		syns, err := l.SYNs()
-		if err != nil {
-			t.Fatal(err)
-		}
-		total := syns[0] + syns[1]
-		if total < 300 {
-			t.Fatalf("the router forwarded %d SYNs for 300 connections", total)
-		}
-		for i, n := range syns {
-			if share := float64(n) / float64(total); share < 0.3 || share > 0.7 {
-				t.Errorf("appliance %d carried %d of %d connections (%.0f%%), want 30-70%%", i, n, total, 100*share)
-			}
-		}
-		t.Logf("connections per appliance %v, per backend %v", syns, res.PerBackend)
-		if res := drive(t, l, 100, 6); !res.OK() {
-			t.Errorf("IPv6: %d of 100 failed (first: %v)", res.Errors, res.FirstError)
-		}
-	})
+	t.Run("spread", f.spread)
 
 	t.Run("identical tables", func(t *testing.T) {
 		s0, s1 := f.status(0), f.status(1)
@@ -316,104 +431,11 @@ func TestFleet(t *testing.T) {
 		}
 	})
 
-	t.Run("SIGKILL and restart", func(t *testing.T) {
-		ll := startLongLived(t, f, 200, 200*time.Millisecond)
-		n0, n1 := ll.on(a0.Addr4), ll.on(a1.Addr4)
-		t.Logf("long-lived connections: %d via appliance 0, %d via appliance 1", n0, n1)
-		if n0 < 40 || n1 < 40 {
-			t.Errorf("long-lived connections not spread over both appliances: %d and %d", n0, n1)
-		}
-		time.Sleep(time.Second)
-		killed := time.Now()
-		if err := f.xs[1].Kill(); err != nil {
-			t.Fatal(err)
-		}
-		f.waitRoute("next hop of the killed appliance gone", 10*time.Second, l.Opts.VIP4, a0.Addr4)
-		if d := time.Since(killed); d > time.Second {
-			t.Errorf("the router dropped the killed appliance's next hop %v after SIGKILL, want < 1s", d)
-		} else {
-			t.Logf("next hop gone %v after SIGKILL", d.Round(time.Millisecond))
-		}
-		time.Sleep(2 * time.Second)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		x, err := f.xs[1].Restart(ctx, func(s string) { t.Log("xlb1 (restarted): " + s) })
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.xs[1] = x
-		f.waitRoute("restarted appliance announces again", time.Minute, l.Opts.VIP4, f.addrs(false, 0, 1)...)
-		time.Sleep(2 * time.Second)
-		ll.finish(t, "SIGKILL of appliance 1 and its restart")
-		if !strings.Contains(x.log.String(), "bgp announce") || !strings.Contains(x.log.String(), "rule warm") {
-			t.Errorf("the restarted appliance logged no warm rule or announcement:\n%s", x.log)
-		}
-	})
+	t.Run("SIGKILL and restart", f.killAndRestart)
 
-	t.Run("SIGSTOP and SIGCONT", func(t *testing.T) {
-		sigstop := time.Now()
-		if err := f.xs[1].Signal(syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-		stopped := true
-		defer func() {
-			if stopped {
-				f.xs[1].Signal(syscall.SIGCONT)
-			}
-		}()
-		// Hold time 3 s: BIRD notices a silent peer within 1.25-3 s.
-		f.waitRoute("next hop of the stopped appliance gone", 15*time.Second, l.Opts.VIP4, a0.Addr4)
-		if d := time.Since(sigstop); d > 4*time.Second {
-			t.Errorf("next hop gone %v after SIGSTOP, want within hold time + 1 s", d)
-		}
-		if err := f.xs[1].Signal(syscall.SIGCONT); err != nil {
-			t.Fatal(err)
-		}
-		stopped = false
-		// GoBGP idles 5 s after a dropped session, BIRD waits 1-5 s.
-		f.waitRoute("continued appliance back", time.Minute, l.Opts.VIP4, f.addrs(false, 0, 1)...)
-	})
+	t.Run("SIGSTOP and SIGCONT", f.stopAndContinue)
 
-	t.Run("appliance drain", func(t *testing.T) {
-		f.waitRoute("both next hops", time.Minute, l.Opts.VIP6, f.addrs(true, 0, 1)...)
-		ll := startLongLived(t, f, 200, 200*time.Millisecond)
-		time.Sleep(500 * time.Millisecond)
-		start := time.Now()
-		out, errOut, err := runXLB(t, "appliance", "drain", "--socket", f.xs[1].Socket())
-		if err != nil {
-			t.Fatalf("drain: %v %s", err, errOut)
-		}
-		t.Logf("xlb appliance drain:\n%s", out)
-		f.waitRoute("drained appliance withdrawn (IPv4)", 10*time.Second, l.Opts.VIP4, a0.Addr4)
-		f.waitRoute("drained appliance withdrawn (IPv6)", 10*time.Second, l.Opts.VIP6, a0.Addr6)
-		if d := time.Since(start); d > time.Second {
-			t.Errorf("withdrawn %v after the drain command started, want < 1s", d)
-		}
-		if err := l.CountSYNs(); err != nil {
-			t.Fatal(err)
-		}
-		if res := drive(t, l, 100, 4); !res.OK() {
-			t.Errorf("new connections while drained: %d of 100 failed (first: %v)", res.Errors, res.FirstError)
-		}
-		if syns, _ := l.SYNs(); syns[1] != 0 || syns[0] < 100 {
-			t.Errorf("new connections while appliance 1 is drained went %v", syns)
-		}
-		time.Sleep(time.Second)
-		ll.finish(t, "appliance drain")
-		st := f.status(1)
-		if !st.Appliance.Drained || st.Appliance.BGP == nil || len(st.Appliance.BGP.VIPs) != 2 || st.Appliance.BGP.VIPs[0].Announced {
-			t.Errorf("status of the drained appliance: %+v", st.Appliance)
-		}
-		state, _ := os.ReadFile(filepath.Join(f.xs[1].dir, "state.toml"))
-		if !strings.Contains(string(state), "[appliance]") {
-			t.Errorf("drain not in the state file:\n%s", state)
-		}
-		if _, errOut, err := runXLB(t, "appliance", "undrain", "--socket", f.xs[1].Socket()); err != nil {
-			t.Fatalf("undrain: %v %s", err, errOut)
-		}
-		f.waitRoute("undrained appliance announces again", 10*time.Second, l.Opts.VIP4, f.addrs(false, 0, 1)...)
-		f.waitRoute("undrained appliance announces again (IPv6)", 10*time.Second, l.Opts.VIP6, f.addrs(true, 0, 1)...)
-	})
+	t.Run("appliance drain", f.drainUndrain)
 
 	t.Run("VIP withdrawn without backends", func(t *testing.T) {
 		for _, b := range l.Backends {

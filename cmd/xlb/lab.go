@@ -20,7 +20,8 @@ func labFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "prefix", Value: lab.DefaultPrefix, Usage: "prefix of every namespace the lab creates"},
 		&cli.IntFlag{Name: "backends", Value: lab.DefaultBackends, Usage: "number of backends"},
-		&cli.IntFlag{Name: "appliances", Value: 1, Usage: fmt.Sprintf("number of appliances (1..%d); more than one puts BIRD 2 on the router: eBGP to each, ECMP over them", lab.MaxAppliances)},
+		&cli.IntFlag{Name: "appliances", Value: 1, Usage: fmt.Sprintf("number of appliances (1..%d); more than one puts a BGP daemon (--router) on the router: eBGP to each, ECMP over them", lab.MaxAppliances)},
+		&cli.StringFlag{Name: "router", Value: lab.RouterBIRD, Usage: "the router's BGP daemon with more than one appliance: bird (BIRD 2) or frr (FRR's zebra and bgpd, apt-get install frr; implies BGP)"},
 		&cli.IntFlag{Name: "queues", Value: lab.DefaultQueues, Usage: "RX/TX queues of the appliance's veth"},
 		&cli.IntFlag{Name: "clients", Value: lab.DefaultClientAddrs, Usage: "client source addresses per family"},
 		&cli.IntFlag{Name: "fabric-mtu", Value: lab.DefaultFabricMTU, Usage: "MTU between router, appliance and backends"},
@@ -43,8 +44,11 @@ func labOptions(c *cli.Context, out func(string, ...any)) (lab.Options, error) {
 			return lab.Options{}, usageError{fmt.Sprintf("--%s %d: want %d..%d", f.name, v, f.min, f.max)}
 		}
 	}
+	if r := c.String("router"); r != lab.RouterBIRD && r != lab.RouterFRR {
+		return lab.Options{}, usageError{fmt.Sprintf("--router %s: want %s or %s", r, lab.RouterBIRD, lab.RouterFRR)}
+	}
 	return lab.Options{
-		Prefix: c.String("prefix"), Backends: c.Int("backends"), Appliances: c.Int("appliances"), Queues: c.Int("queues"),
+		Prefix: c.String("prefix"), Backends: c.Int("backends"), Appliances: c.Int("appliances"), Router: c.String("router"), Queues: c.Int("queues"),
 		ClientAddrs: c.Int("clients"), FabricMTU: c.Int("fabric-mtu"), ClientMTU: c.Int("client-mtu"),
 		Logf: out,
 	}, nil
@@ -78,8 +82,9 @@ func labCommand() *cli.Command {
 			"appliance, one-armed) and <prefix>be0… (backends with HTTP and UDP echo servers bound to the VIPs,\n" +
 			"answering clients directly). Addresses are documentation ranges only (198.18.0.0/15,\n" +
 			"198.51.100.0/24, 203.0.113.0/24, fd00::/8). With --appliances N (a fleet) there are N appliances\n" +
-			"(<prefix>xlb, <prefix>xlb1, …) and the router runs BIRD 2 (apt-get install bird2): eBGP to each,\n" +
-			"one ECMP route per VIP hashed on the 5-tuple; the demo prints what each appliance carried.",
+			"(<prefix>xlb, <prefix>xlb1, …) and the router runs BIRD 2 (apt-get install bird2), or FRR with\n" +
+			"--router frr (apt-get install frr): eBGP to each, one ECMP route per VIP hashed on the 5-tuple;\n" +
+			"the demo prints what each appliance carried.",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "demo",

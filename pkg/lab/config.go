@@ -188,7 +188,10 @@ func (l *Lab) Describe(w io.Writer) error {
 	for _, a := range l.Appliances {
 		fmt.Fprintf(tw, "appliance\t%s: %s %s, %s (%s), %d queues, router port %s\n", a.NS.Name, XLBInterface, a.Addr4, a.Addr6, a.MAC, o.Queues, a.RouterLink)
 	}
-	if o.BGP {
+	if o.BGP && l.frr != nil {
+		fmt.Fprintf(tw, "bgp\tFRR (zebra, bgpd) in %s, AS %d, eBGP to each appliance (AS %d) over IPv4 and IPv6; multipath hash policy 3, fields 0x37\n", l.Router.Name, RouterAS, ApplianceAS)
+		fmt.Fprintf(tw, "\tvtysh --vty_socket %s -c 'show bgp summary'; ip netns exec %s ip route show %s\n", l.frr.dir, l.Router.Name, o.VIP4)
+	} else if o.BGP {
 		fmt.Fprintf(tw, "bgp\tBIRD 2 in %s, AS %d, eBGP to each appliance (AS %d) over IPv4 and IPv6; multipath hash policy 3, fields 0x37\n", l.Router.Name, RouterAS, ApplianceAS)
 		fmt.Fprintf(tw, "\tbirdc -s %s show protocols; ip netns exec %s ip route show %s\n", l.bird.socket(), l.Router.Name, o.VIP4)
 	}

@@ -118,7 +118,23 @@
 // CountSYNs/SYNs count new connections per appliance with nftables
 // counters on the route's next hop, ApplianceRouteGet predicts a flow's
 // appliance (ip route get … iif), Birdc and BIRDLog reach BIRD. Close
-// stops BIRD; Down also stops a BIRD left in a namespace it deletes.
+// stops BIRD; Down also stops a BIRD (or zebra, bgpd) left in a namespace
+// it deletes.
+//
+// Options.Router = RouterFRR (`xlb lab … --router frr`) runs FRR instead
+// (frr.go; Debian frr, ErrNoFRR when missing): zebra, then bgpd with
+// FRRConfig, the configuration deploy/fleet.md shows (a test renders the
+// template with that page's addresses and compares), same AS numbers,
+// timers and hash policy as BIRD; "maximum-paths 16" is FRR's multipath
+// switch and zebra installs one route per VIP through a kernel next-hop
+// group (nhid). No systemd, no /etc/frr: both daemons run in the router
+// namespace as children of the process that called Up, with their
+// configuration, pid files, vty sockets (--vty_socket), zebra's API
+// socket (-z) and logs in one temporary directory per lab. They run as
+// user frr, which owns that directory: zebra refuses to run as root unless
+// root is in the frrvty group, and the lab does not change the system's
+// groups. Vtysh and FRRLog reach them; RouterReport gives the sessions and
+// log tail of whichever daemon runs, for failure messages.
 //
 // # Decisions where the design is silent
 //

@@ -124,6 +124,24 @@ template bgp appliance6 {
 	return b.String()
 }
 
+// routerHash sets the router's multipath hash to the 5-tuple, before its
+// BGP daemon starts.
+func (l *Lab) routerHash() error {
+	// Policy 3 with fields 0x37 (source and destination address, protocol,
+	// ports) hashes every packet on its 5-tuple. Policy 1 looks at the
+	// socket hash first, which locally generated TCP carries across veth:
+	// each connection would pick an appliance at random
+	// (fleet-lab-facts §2).
+	return sysctls(l.Router, map[string]string{
+		"net/ipv4/fib_multipath_hash_policy": "3",
+		"net/ipv4/fib_multipath_hash_fields": "0x37",
+		"net/ipv6/fib_multipath_hash_policy": "3",
+		"net/ipv6/fib_multipath_hash_fields": "0x37",
+		"net/ipv4/conf/all/rp_filter":        "0",
+		"net/ipv4/conf/default/rp_filter":    "0",
+	})
+}
+
 // startBIRD sets the router's multipath hash to the 5-tuple and starts
 // BIRD with BIRDConfig.
 func (l *Lab) startBIRD() error {
@@ -131,19 +149,7 @@ func (l *Lab) startBIRD() error {
 	if err != nil {
 		return ErrNoBIRD
 	}
-	// Policy 3 with fields 0x37 (source and destination address, protocol,
-	// ports) hashes every packet on its 5-tuple. Policy 1 looks at the
-	// socket hash first, which locally generated TCP carries across veth:
-	// each connection would pick an appliance at random
-	// (fleet-lab-facts §2).
-	if err := sysctls(l.Router, map[string]string{
-		"net/ipv4/fib_multipath_hash_policy": "3",
-		"net/ipv4/fib_multipath_hash_fields": "0x37",
-		"net/ipv6/fib_multipath_hash_policy": "3",
-		"net/ipv6/fib_multipath_hash_fields": "0x37",
-		"net/ipv4/conf/all/rp_filter":        "0",
-		"net/ipv4/conf/default/rp_filter":    "0",
-	}); err != nil {
+	if err := l.routerHash(); err != nil {
 		return err
 	}
 	dir, err := os.MkdirTemp("", "xlb-lab-bird-")
@@ -220,6 +226,25 @@ func (l *Lab) BIRDLog() string {
 	}
 	b, _ := os.ReadFile(l.bird.logFile())
 	return string(b)
+}
+
+// RouterReport is the router's BGP sessions and the tail of its daemon's
+// log (BIRD or FRR), for test failure messages.
+func (l *Lab) RouterReport() string {
+	if l.frr != nil {
+		sum, err := l.Vtysh("show bgp summary")
+		return fmt.Sprintf("vtysh show bgp summary: %v\n%s\nfrr log (tail):\n%s", err, sum, logTail(l.FRRLog(), 40))
+	}
+	protos, err := l.Birdc("show protocols")
+	return fmt.Sprintf("birdc show protocols: %v\n%s\nbird log (tail):\n%s", err, protos, logTail(l.BIRDLog(), 30))
+}
+
+func logTail(s string, n int) string {
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(ls) > n {
+		ls = ls[len(ls)-n:]
+	}
+	return strings.Join(ls, "\n")
 }
 
 // RouteNexthops returns the gateways of the router's kernel route to vip
@@ -367,10 +392,11 @@ func (l *Lab) ApplianceRouteGet(src netip.AddrPort, vip netip.AddrPort) (netip.A
 	return netip.Addr{}, fmt.Errorf("ip route get: no via in %q", strings.TrimSpace(out))
 }
 
-// stopBIRDIn ends a BIRD left running in namespace name by a lab process
-// that crashed (Down): BIRD would otherwise outlive the namespace. Only
-// processes inside that namespace whose command is bird are signalled.
-func stopBIRDIn(name string) {
+// stopRouterDaemonsIn ends a BIRD, bgpd or zebra left running in namespace
+// name by a lab process that crashed (Down): it would otherwise outlive
+// the namespace. Only processes inside that namespace with one of those
+// commands are signalled.
+func stopRouterDaemonsIn(name string) {
 	out, err := exec.Command("ip", "netns", "pids", name).Output()
 	if err != nil {
 		return
@@ -380,7 +406,7 @@ func stopBIRDIn(name string) {
 		if err != nil {
 			continue
 		}
-		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(comm)) == "bird" {
+		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && slices.Contains([]string{"bird", "bgpd", "zebra"}, strings.TrimSpace(string(comm))) {
 			_ = syscall.Kill(pid, syscall.SIGTERM)
 		}
 	}

@@ -78,8 +78,9 @@ func TestFleetLab(t *testing.T) {
 	}
 }
 
-// TestFleetLabWithoutBIRD: a BGP lab on a machine without bird fails with
-// a message that says what to install, and leaves nothing behind.
+// TestFleetLabWithoutBIRD: a BGP lab on a machine without bird (or
+// without FRR's vtysh, for Router FRR) fails with a message that says what
+// to install, and leaves nothing behind.
 func TestFleetLabWithoutBIRD(t *testing.T) {
 	testutil.RequireRoot(t)
 	bin := t.TempDir()
@@ -93,20 +94,29 @@ func TestFleetLabWithoutBIRD(t *testing.T) {
 		}
 	}
 	t.Setenv("PATH", bin)
-	prefix := testutil.Unique("lb") + "-"
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	l, err := lab.Up(ctx, lab.Options{Prefix: prefix, BGP: true, Backends: 1, ClientAddrs: 2, NoDecap: true})
-	if err == nil {
-		l.Close()
-		t.Fatal("Up without bird succeeded")
-	}
-	if !errors.Is(err, lab.ErrNoBIRD) || !strings.Contains(err.Error(), "apt-get install bird2") {
-		t.Errorf("error %q does not say bird2 is missing", err)
-	}
-	if left := lab.Namespaces(prefix); len(left) != 0 {
-		lab.Down(prefix)
-		t.Errorf("left %v", left)
+	for _, tc := range []struct {
+		router  string
+		want    error
+		install string
+	}{
+		{lab.RouterBIRD, lab.ErrNoBIRD, "apt-get install bird2"},
+		{lab.RouterFRR, lab.ErrNoFRR, "apt-get install frr"},
+	} {
+		prefix := testutil.Unique("lb") + "-"
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		l, err := lab.Up(ctx, lab.Options{Prefix: prefix, BGP: true, Router: tc.router, Backends: 1, ClientAddrs: 2, NoDecap: true})
+		cancel()
+		if err == nil {
+			l.Close()
+			t.Fatalf("Up without %s succeeded", tc.router)
+		}
+		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.install) {
+			t.Errorf("error %q does not say %q", err, tc.install)
+		}
+		if left := lab.Namespaces(prefix); len(left) != 0 {
+			lab.Down(prefix)
+			t.Errorf("left %v", left)
+		}
 	}
 }
 

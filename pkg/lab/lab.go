@@ -60,7 +60,8 @@ type Lab struct {
 	// XLBMAC is the appliance's MAC, GatewayMAC the router's on the bridge.
 	XLBMAC, GatewayMAC net.HardwareAddr
 
-	bird *birdProcess // the router's BGP daemon when Opts.BGP
+	bird *birdProcess // the router's BGP daemon when Opts.BGP (Router BIRD)
+	frr  *frrProcess  // … or FRR
 
 	mu         sync.Mutex
 	namespaces []*netns.NS // everything to delete, in creation order
@@ -96,11 +97,15 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 		{"servers", l.startServers},
 	}
 	if opts.BGP {
-		// After the appliances: BIRD's sessions need their links.
+		// After the appliances: the sessions need their links.
+		start := l.startBIRD
+		if opts.Router == RouterFRR {
+			start = l.startFRR
+		}
 		steps = append(steps, struct {
 			name string
 			fn   func() error
-		}{"router bgp (bird)", l.startBIRD})
+		}{"router bgp (" + opts.Router + ")", start})
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {
@@ -149,7 +154,7 @@ func Down(prefix string) ([]string, error) {
 	var removed []string
 	var errs []error
 	for _, name := range Namespaces(prefix) {
-		stopBIRDIn(name)
+		stopRouterDaemonsIn(name)
 		if err := (&netns.NS{Name: name}).Delete(); err != nil {
 			errs = append(errs, err)
 			continue

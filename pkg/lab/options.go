@@ -75,6 +75,9 @@ type Options struct {
 	// with a 5-tuple hash (fleet.go). Without it the router routes the VIPs
 	// to the first appliance statically.
 	BGP bool
+	// Router is the router's BGP daemon: RouterBIRD (the default) or
+	// RouterFRR (zebra and bgpd with FRRConfig; implies BGP).
+	Router string
 	// Queues is the number of RX and TX queues of the appliance's veth
 	// (default 2).
 	Queues int
@@ -132,6 +135,15 @@ func (o *Options) setDefaults() error {
 		if *c.v < 1 || *c.v > c.max {
 			return fmt.Errorf("%s %d outside 1..%d", c.name, *c.v, c.max)
 		}
+	}
+	switch o.Router {
+	case "":
+		o.Router = RouterBIRD
+	case RouterBIRD:
+	case RouterFRR:
+		o.BGP = true
+	default:
+		return fmt.Errorf("router %q: want %s or %s", o.Router, RouterBIRD, RouterFRR)
 	}
 	if o.Appliances > 1 {
 		o.BGP = true

@@ -30,7 +30,7 @@ func TestDefaults(t *testing.T) {
 	if err := o.setDefaults(); err != nil {
 		t.Fatal(err)
 	}
-	want := Options{Prefix: "xlb-", Backends: 3, Appliances: 1, Queues: 2, ClientAddrs: 200, FabricMTU: 3500, ClientMTU: 1500,
+	want := Options{Prefix: "xlb-", Router: RouterBIRD, Backends: 3, Appliances: 1, Queues: 2, ClientAddrs: 200, FabricMTU: 3500, ClientMTU: 1500,
 		VIP4: DefaultVIP4, VIP6: DefaultVIP6, HTTPPort: 80, UDPPort: 7, HealthPort: 8080, GUEPort: 6080}
 	if o.Logf == nil {
 		t.Error("Logf left nil")
@@ -45,6 +45,13 @@ func TestFleetOptions(t *testing.T) {
 	o := Options{Appliances: 3}
 	if err := o.setDefaults(); err != nil || !o.BGP {
 		t.Errorf("3 appliances: err %v, BGP %v (want implied)", err, o.BGP)
+	}
+	o = Options{Router: RouterFRR}
+	if err := o.setDefaults(); err != nil || !o.BGP || o.Appliances != 1 {
+		t.Errorf("router frr: err %v, BGP %v, %d appliances (want BGP implied, 1)", err, o.BGP, o.Appliances)
+	}
+	if err := (&Options{Router: "quagga"}).setDefaults(); err == nil || err.Error() != `router "quagga": want bird or frr` {
+		t.Errorf("router quagga: %v", err)
 	}
 	for _, n := range []int{-1, MaxAppliances + 1} {
 		o := Options{Appliances: n}
