@@ -58,54 +58,83 @@ var populateSink byte
 // huge pages (ShmemPmdMapped + FilePmdMapped of its line in
 // /proc/self/smaps). It reads the file: not for the packet path.
 func (a *Arena) HugeBytes() (int64, error) {
-	if a.mem == nil {
-		return 0, errors.New("conntrack arena: closed")
-	}
-	return smapsHugeBytes(uintptr(unsafe.Pointer(&a.mem[0])))
-}
-
-// smapsHugeBytes sums the PMD-mapped kB of the mapping starting at addr.
-func smapsHugeBytes(addr uintptr) (int64, error) {
-	f, err := os.Open("/proc/self/smaps")
+	n, err := HugeBytesOf([]*Arena{a})
 	if err != nil {
 		return 0, err
 	}
+	return n[0], nil
+}
+
+// HugeBytesOf is HugeBytes of every arena from one read of
+// /proc/self/smaps: the kernel walks the page tables of every mapping it
+// prints, so one read for all arenas costs one walk (several reads would
+// walk the mappings before each arena again).
+func HugeBytesOf(arenas []*Arena) ([]int64, error) {
+	at := make(map[string]int, len(arenas)) // "start-" of each mapping → index
+	for i, a := range arenas {
+		if a == nil || a.mem == nil {
+			return nil, errors.New("conntrack arena: closed")
+		}
+		at[strconv.FormatUint(uint64(uintptr(unsafe.Pointer(&a.mem[0]))), 16)+"-"] = i
+	}
+	kb, found, err := smapsHugeKB(at, len(arenas))
+	if err != nil {
+		return nil, err
+	}
+	for i, ok := range found {
+		if !ok {
+			return nil, fmt.Errorf("smaps: no mapping at %#x", uintptr(unsafe.Pointer(&arenas[i].mem[0])))
+		}
+		kb[i] <<= 10
+	}
+	return kb, nil
+}
+
+// smapsHugeKB sums the PMD-mapped kB of the mappings whose first line
+// starts with a prefix of at, by the prefix's index.
+func smapsHugeKB(at map[string]int, n int) (kb []int64, found []bool, err error) {
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return nil, nil, err
+	}
 	defer f.Close()
-	prefix := strconv.FormatUint(uint64(addr), 16) + "-"
-	in, found := false, false
-	var kb int64
+	kb, found = make([]int64, n), make([]bool, n)
+	left, cur := len(at), -1
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()
 		if k, _, ok := strings.Cut(line, ":"); !ok || strings.Contains(k, " ") {
 			// A mapping's first line ("start-end perms ..."), not a field.
-			if in {
-				break
+			if cur >= 0 {
+				if left--; left == 0 {
+					break
+				}
 			}
-			in = strings.HasPrefix(line, prefix)
-			found = found || in
+			cur = -1
+			if start, _, ok := strings.Cut(line, "-"); ok {
+				if i, ok := at[start+"-"]; ok {
+					cur, found[i] = i, true
+				}
+			}
 			continue
 		}
-		if !in {
+		if cur < 0 {
 			continue
 		}
 		name, rest, _ := strings.Cut(line, ":")
 		if name != "ShmemPmdMapped" && name != "FilePmdMapped" {
 			continue
 		}
-		n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("smaps %s: %w", name, err)
+			return nil, nil, fmt.Errorf("smaps %s: %w", name, err)
 		}
-		kb += n
+		kb[cur] += v
 	}
 	if err := sc.Err(); err != nil {
-		return 0, err
+		return nil, nil, err
 	}
-	if !found {
-		return 0, fmt.Errorf("smaps: no mapping at %#x", addr)
-	}
-	return kb << 10, nil
+	return kb, found, nil
 }
 
 // ShmemTHP returns the kernel's shmem THP mode (the bracketed word of

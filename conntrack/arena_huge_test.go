@@ -109,8 +109,14 @@ func TestArenaHugePages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sh.Arena().Close()
-	if h, err := sh.Arena().HugeBytes(); err != nil || h < int64(len(sh.Arena().mem))-4<<20 {
-		t.Errorf("shared arena of %d bytes: %d in huge pages (%v)", len(sh.Arena().mem), h, err)
+	shh, err := sh.Arena().HugeBytes()
+	if err != nil || shh < int64(len(sh.Arena().mem))-4<<20 {
+		t.Errorf("shared arena of %d bytes: %d in huge pages (%v)", len(sh.Arena().mem), shh, err)
+	}
+	// One read of smaps for all three gives what a read for each gave.
+	all, err := HugeBytesOf([]*Arena{sh.Arena(), tb.Arena(), succ.Arena()})
+	if err != nil || len(all) != 3 || all[0] != shh || all[1] != huge || all[2] != shuge {
+		t.Errorf("HugeBytesOf: %v (%v), want [%d %d %d]", all, err, shh, huge, shuge)
 	}
 }
 

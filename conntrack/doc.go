@@ -73,7 +73,8 @@
 // TestArenaHugePages asserts it from /proc/self/smaps; Arena.HugeBytes).
 // The daemon does not change the kernel setting: it logs at start, at
 // info, the arenas' bytes and how many of them huge pages map, and how to
-// enable them when the setting gives none; deploy/systemd/xlb.service
+// enable them when the setting gives none (status and the metrics show it
+// per table: HugeBytesOf reads smaps once for every arena); deploy/systemd/xlb.service
 // sets advise (only from never) before xlb starts. advise changes nothing
 // for a program that does not ask, unlike always.
 // In vivo (bench/README.md §4, 2026-12-01): with the arenas in 2 MiB

@@ -19,6 +19,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/xlbnet/xlb/conntrack"
 	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/daemon"
 )
@@ -61,6 +62,9 @@ func printStatus(w io.Writer, st *control.Status, now time.Time) {
 			qs = append(qs, s)
 		}
 		fmt.Fprintf(w, "queues: %s\n", strings.Join(qs, ", "))
+	}
+	if len(st.Arenas) > 0 {
+		fmt.Fprintln(w, arenaLine(st.Arenas, st.ShmemTHP))
 	}
 	for _, warning := range st.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warning)
@@ -130,6 +134,29 @@ func printStatus(w io.Writer, st *control.Status, now time.Time) {
 			fmt.Fprintf(w, "  %s\n", s)
 		}
 	}
+}
+
+// arenaLine is status's line on the conntrack arenas: their size, how
+// much of it 2 MiB pages map, each table's share, and how to get huge
+// pages when the kernel's setting gives none.
+func arenaLine(as []control.ArenaStat, mode string) string {
+	var size, huge int64
+	var tables []string
+	known := true
+	for _, a := range as {
+		size += a.Bytes
+		huge += a.HugeBytes
+		known = known && a.HugeBytes >= 0
+		tables = append(tables, fmt.Sprintf("%s %.1f/%.1f", a.Table, float64(max(a.HugeBytes, 0))/(1<<20), float64(a.Bytes)/(1<<20)))
+	}
+	if !known {
+		return fmt.Sprintf("conntrack arenas: %s, pages unknown (shmem_thp %s)", bytesName(float64(size)), mode)
+	}
+	line := fmt.Sprintf("conntrack arenas: %s, %s in huge pages (shmem_thp %s); MiB huge/all: %s", bytesName(float64(size)), bytesName(float64(huge)), mode, strings.Join(tables, ", "))
+	if huge == 0 && !conntrack.ShmemTHPAdvised(mode) {
+		line += fmt.Sprintf("; 4 KiB pages: echo advise > %s before xlb starts", conntrack.ShmemTHPPath)
+	}
+	return line
 }
 
 // windowName is the rate estimator's window as the tables print it ("2s").

@@ -56,6 +56,9 @@ func renderStatus() *control.Status {
 		Rates: control.RateInterval{Seconds: 2.004, WindowSeconds: 2},
 		QueueStats: []control.QueueStat{{Queue: 0, RXPackets: 600, TXPackets: 590, RXPerSec: 123.6, QueueTraffic: control.QueueTraffic{Drops: 10}}, {Queue: 1, RXPackets: 0},
 			{Queue: 3, RXPackets: 400, TXPackets: 400, QueueTraffic: control.QueueTraffic{Drops: 2, XSK: control.XSK{RXRingFull: 4}}}},
+		Arenas: []control.ArenaStat{{Table: "queue-0", Queue: 0, Bytes: 75501568, HugeBytes: 73400320}, {Table: "queue-1", Queue: 1, Bytes: 75501568, HugeBytes: 73400320},
+			{Table: "queue-3", Queue: 3, Bytes: 75501568, HugeBytes: 73400320}, {Table: "sessions", Queue: -1, Bytes: 16781312, HugeBytes: 16777216}, {Table: "fragments", Queue: -1, Bytes: 16781312, HugeBytes: 16777216}},
+		ShmemTHP: "advise",
 		Warnings: []string{"queue 1 received nothing over the last 2s while the appliance received 124 packets/s: the NIC's receive hashing (RSS) sends it no flow"},
 		Rules: []control.Rule{
 			{Name: "web", VIP: "203.0.113.10", Protocol: "TCP", Ports: "80,443", Affinity: "NONE", Tracking: "PER_CONNECTION", Policy: "MAGLEV", Encap: "IPIP",
@@ -107,6 +110,8 @@ func TestRender(t *testing.T) {
 	quiet.ZeroCopy, quiet.Rates, quiet.Counters.Drops, quiet.Events, quiet.Stale = false, control.RateInterval{WindowSeconds: 2}, nil, nil, nil
 	quiet.Rules, quiet.Warnings = nil, nil
 	quiet.Appliance = control.Appliance{} // no [bgp], not drained: no appliance lines
+	// Arenas on 4 KiB pages under never: the line says how to get huge ones.
+	quiet.Arenas, quiet.ShmemTHP = []control.ArenaStat{{Table: "queue-0", Bytes: 9441280}, {Table: "sessions", Queue: -1, Bytes: 2101248}}, "never"
 	for _, tc := range []struct {
 		name   string
 		render func(w *bytes.Buffer)

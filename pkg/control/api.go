@@ -64,6 +64,14 @@ type Status struct {
 	// Warnings are conditions an operator should look at (a bound queue
 	// that stays idle under load), one line each.
 	Warnings []string `json:"warnings,omitempty"`
+	// Arenas are the conntrack tables' memory (stats.go): each queue's
+	// table, then the shared session and fragment tables.
+	Arenas []ArenaStat `json:"arenas,omitempty"`
+	// ShmemTHP is the kernel's shmem transparent huge page mode (the
+	// bracketed word of /sys/kernel/mm/transparent_hugepage/shmem_enabled):
+	// the arenas get 2 MiB pages only under advise, always, within_size or
+	// force. "" without THP.
+	ShmemTHP string `json:"shmem_thp,omitempty"`
 
 	Build // stats.go: version, start, uptime
 }

@@ -81,3 +81,13 @@ func (r *Rule) AddBackend(b *Backend) {
 	r.ActiveConnections += b.ActiveConnections
 	r.InactiveConnections += b.InactiveConnections
 }
+
+// ArenaStat is one conntrack table's arena: its size and how much of it
+// 2 MiB pages map (from /proc/self/smaps, read at most every few seconds:
+// the figures may be that old).
+type ArenaStat struct {
+	Table     string `json:"table"` // queue-N, sessions or fragments
+	Queue     int    `json:"queue"` // -1: a shared table
+	Bytes     int64  `json:"bytes"`
+	HugeBytes int64  `json:"huge_page_bytes"` // -1: smaps could not be read (Status.Warnings says why)
+}

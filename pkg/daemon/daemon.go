@@ -92,9 +92,10 @@ type daemon struct {
 
 	reloadsOK, reloadsRejected atomic.Uint64
 
-	capturing atomic.Bool // a capture runs (capture.go)
-	events    eventLog    // events.go
-	started   time.Time   // when Run started (status: uptime)
+	capturing  atomic.Bool     // a capture runs (capture.go)
+	events     eventLog        // events.go
+	arenaCache arenaPagesCache // arena_pages.go
+	started    time.Time       // when Run started (status: uptime)
 }
 
 // Run loads the configuration, starts the data plane and serves until ctx

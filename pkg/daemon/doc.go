@@ -25,6 +25,9 @@
 //	metrics.go   /metrics (client_golang, pkg/metrics): the families, each
 //	             declared once with family(), and the collect functions
 //	events.go    the event list of status (health, CLI, reload, BGP)
+//	arena_pages.go the conntrack arenas' size and huge-page bytes: logged at
+//	             start, in status and xlb_conntrack_arena_bytes from one
+//	             reading of /proc/self/smaps kept 5 s (its cost measured there)
 //	simulate.go  Simulate: the effect of backend changes, without a daemon
 //	warmup.go    a rule's first round of health checks as published ("warm")
 //	bgp.go       [bgp]: the speaker, the announce decision per VIP, shutdown order

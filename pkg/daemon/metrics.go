@@ -136,6 +136,7 @@ func (d *daemon) collect(s metrics.Sink) {
 	s.Add(mReloads, float64(d.reloadsRejected.Load()), "rejected")
 	if d.engine != nil {
 		d.collectQueues(s)
+		collectArenaPages(s, d.arenaPages()) // arena_pages.go
 	}
 	d.collectRules(s, &st)
 	d.collectBGP(s) // appliance.go

@@ -52,6 +52,11 @@ func (o *ops) Status(ctx context.Context) (*control.Status, error) {
 		}
 		out.Counters.RXPerSec = rates.of(func(s *sample) uint64 { return s.rx })
 		out.Warnings = append(out.Warnings, idleQueueWarnings(out.QueueStats, out.Counters.RXPerSec, st.XDPMode, rates)...)
+		ap := o.d.arenaPages() // arena_pages.go
+		out.Arenas, out.ShmemTHP = ap.stats, ap.mode
+		if ap.err != nil {
+			out.Warnings = append(out.Warnings, ap.err.Error())
+		}
 	}
 	var tiers []control.RuleEvent
 	for _, rr := range rules {
