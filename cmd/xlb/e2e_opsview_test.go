@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xlbnet/xlb/conntrack"
+	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/lab"
 )
 
@@ -71,4 +73,59 @@ func TestEndToEndArenaPages(t *testing.T) {
 	if !strings.Contains(out, "conntrack arenas: ") || !strings.Contains(out, "shmem_thp "+st.ShmemTHP) || !strings.Contains(out, want[0]+" ") {
 		t.Errorf("text status lacks the arenas' line:\n%s", out)
 	}
+}
+
+// TestEndToEndSessionActivity: a PER_SESSION CLIENT_IP rule keeps one
+// session per client in the shared table; while the clients send, every
+// session is active (status per rule and backend, the metric, the text
+// status), once they have been quiet for the rule's window (half its
+// 16 s idle timeout) every session is inactive but still held, and then
+// they expire.
+func TestEndToEndSessionActivity(t *testing.T) {
+	l := labWith(t, lab.Options{Backends: 2})
+	r := rule(l, "web4", "session_affinity = \"CLIENT_IP\"\n[connection_tracking]\ntracking_mode = \"PER_SESSION\"\nidle_timeout = \"16s\"\n")
+	r.Health = healthNone
+	x := xlbIn(t, l, []lab.Rule{r})
+	sock := x.Socket()
+	const clients = 6
+	for _, src := range l.ClientAddrs4[:clients] {
+		if b := sameBackend(requests(l, src, l.Opts.VIP4, 2)); b < 0 {
+			t.Fatalf("the requests of %s failed or went to different backends", src)
+		}
+	}
+	sessions := func(rs control.Rule) (entries, active, inactive int) {
+		for _, b := range rs.Backends {
+			entries, active, inactive = entries+b.SessionEntries, active+b.ActiveConnections, inactive+b.InactiveConnections
+		}
+		return
+	}
+	rs := ruleStatus(t, statusJSON(t, sock), "web4")
+	if rs.SessionActiveSeconds != 8 {
+		t.Errorf("session_active_seconds %v, want 8 (half the idle timeout)", rs.SessionActiveSeconds)
+	}
+	if n, a, i := sessions(rs); n != clients || a != clients || i != 0 || rs.ActiveConnections != clients || rs.InactiveConnections != 0 {
+		t.Errorf("just after the requests: %d sessions, backends %d active %d inactive, rule %d/%d; want all %d active", n, a, i, rs.ActiveConnections, rs.InactiveConnections, clients)
+	}
+	if got := sumMetric(metricValues(scrapeBody(t, l)), "xlb_backend_connections_active", `rule="web4"`); got != clients {
+		t.Errorf("xlb_backend_connections_active %v, want %d", got, clients)
+	}
+	waitFor(t, 15*time.Second, "the quiet sessions turn inactive", func() (bool, string) {
+		rs = ruleStatus(t, statusJSON(t, sock), "web4")
+		n, a, i := sessions(rs)
+		return n == clients && a == 0 && i == clients, fmt.Sprintf("%d sessions, %d active, %d inactive", n, a, i)
+	})
+	if got := sumMetric(metricValues(scrapeBody(t, l)), "xlb_backend_connections_inactive", `rule="web4"`); got != clients {
+		t.Errorf("xlb_backend_connections_inactive %v, want %d", got, clients)
+	}
+	out, errOut, err := xlbCtl(t, sock, 1, "status")
+	if err != nil {
+		t.Fatalf("status: %v %s", err, errOut)
+	}
+	if want := fmt.Sprintf("sessions 0 active (a packet in the last 8s), %d inactive", clients); !strings.Contains(out, want) {
+		t.Errorf("text status lacks %q:\n%s", want, out)
+	}
+	waitFor(t, 20*time.Second, "the sessions expire", func() (bool, string) {
+		n, a, i := sessions(ruleStatus(t, statusJSON(t, sock), "web4"))
+		return n == 0 && a == 0 && i == 0, fmt.Sprintf("%d sessions, %d active, %d inactive", n, a, i)
+	})
 }

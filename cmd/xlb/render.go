@@ -95,7 +95,10 @@ func printStatus(w io.Writer, st *control.Status, now time.Time) {
 		}
 		if r.Packets > 0 || r.NewConnections > 0 {
 			fmt.Fprintf(w, "  sent %d packets (%.0f/s), %s (%s/s), %d new connections (%.1f/s)", r.Packets, r.PacketsPerSec, bytesName(float64(r.Bytes)), bytesName(r.BytesPerSec), r.NewConnections, r.NewConnectionsPerSec)
-			if r.ActiveConnections >= 0 {
+			if r.ActiveConnections >= 0 && r.SessionActiveSeconds > 0 {
+				// Shared-table sessions see no FIN or RST: active by their last packet.
+				fmt.Fprintf(w, "; sessions %d active (a packet in the last %s), %d inactive", r.ActiveConnections, secondsName(r.SessionActiveSeconds), r.InactiveConnections)
+			} else if r.ActiveConnections >= 0 {
 				fmt.Fprintf(w, "; %d active, %d inactive", r.ActiveConnections, r.InactiveConnections)
 			}
 			fmt.Fprintln(w)
@@ -159,6 +162,11 @@ func arenaLine(as []control.ArenaStat, mode string) string {
 	return line
 }
 
+// secondsName is a count of seconds as a duration ("10s", "2.5s").
+func secondsName(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
+}
+
 // windowName is the rate estimator's window as the tables print it ("2s").
 func windowName(r control.RateInterval) string {
 	return (time.Duration(r.WindowSeconds * float64(time.Second))).Round(time.Millisecond).String()
@@ -200,7 +208,7 @@ func printBackendTable(w io.Writer, bs []control.Backend, vips map[string]string
 		conns := "-"
 		if b.Connections >= 0 {
 			conns = strconv.Itoa(b.Connections + b.SessionEntries)
-			if b.ActiveConnections >= 0 && b.Connections > 0 {
+			if b.ActiveConnections >= 0 && b.Connections+b.SessionEntries > 0 {
 				conns += fmt.Sprintf(" (%d/%d)", b.ActiveConnections, b.InactiveConnections)
 			}
 		}

@@ -28,7 +28,7 @@ func renderBackends() []control.Backend {
 	return []control.Backend{
 		{Rule: "web", Address: "192.0.2.1", Group: "a", Role: "primary", RoleSource: "config", Admin: "IN_SERVICE", AdminSource: "config",
 			Health: "HEALTHY", WeightConfigured: -1, WeightSource: "config", WeightEffective: 1, Share: 0.5, Eligible: true, Tier: "PRIMARY",
-			Connections: 12, SessionEntries: 3, Packets: 100, PacketsPerSec: 42.4,
+			Connections: 12, SessionEntries: 0, Packets: 100, PacketsPerSec: 42.4,
 			Traffic:   control.Traffic{Bytes: 150000, BytesPerSec: 63500, NewConnections: 20, NewConnectionsPerSec: 3.5, ActiveConnections: 9, InactiveConnections: 3},
 			CheckInfo: control.CheckInfo{LastCheck: &past, ProbeLatencySeconds: 0.0012, HealthSince: &past, HealthChanges: 1}},
 		{Rule: "web", Address: "192.0.2.2", Group: "a", Role: "failover", RoleSource: "cli", Admin: "DRAINED", AdminSource: "cli",
@@ -43,7 +43,8 @@ func renderBackends() []control.Backend {
 			CheckInfo: control.CheckInfo{LastCheck: &probed, ProbeLatencySeconds: 0.000345, HealthSince: &flipped, HealthChanges: 3}},
 		{Rule: "dns", Address: "2001:db8::54", Group: "b", Role: "primary", RoleSource: "config", Admin: "IN_SERVICE", AdminSource: "config",
 			Health: "HEALTHY", WeightConfigured: -1, WeightSource: "config", WeightEffective: 0, Share: 0, Tier: "FAILOVER",
-			Connections: 0, SessionEntries: 0, Packets: 0, WeightState: "MISSING_WEIGHT"},
+			Connections: 0, SessionEntries: 5, Packets: 40, WeightState: "MISSING_WEIGHT",
+			Traffic: control.Traffic{Bytes: 4000, NewConnections: 5, ActiveConnections: 3, InactiveConnections: 2}},
 	}
 }
 
@@ -65,7 +66,8 @@ func renderStatus() *control.Status {
 				Tier: "PRIMARY", Reason: "2 of 3 primaries usable", Eligible: 1, Backends: bs[:3], TableDigest: "9f86d081884c7d65", FirstChecksDone: true,
 				RuleTraffic: control.RuleTraffic{Packets: 107, PacketsPerSec: 42.4, Traffic: control.Traffic{Bytes: 150000, BytesPerSec: 63500, NewConnections: 20, NewConnectionsPerSec: 3.5, ActiveConnections: 9, InactiveConnections: 3}}},
 			{Name: "dns", VIP: "2001:db8::10", Protocol: "UDP", Ports: "all", Affinity: "CLIENT_IP", Tracking: "PER_SESSION", Policy: "WEIGHTED_MAGLEV", Encap: "GUE",
-				Tier: "FAILOVER", Reason: "no primary usable", Eligible: 0, Backends: bs[3:], TableDigest: "2c26b46b68ffc68f"},
+				Tier: "FAILOVER", Reason: "no primary usable", Eligible: 0, Backends: bs[3:], TableDigest: "2c26b46b68ffc68f", SessionActiveSeconds: 10,
+				RuleTraffic: control.RuleTraffic{Packets: 40, Traffic: control.Traffic{Bytes: 4000, NewConnections: 5, ActiveConnections: 3, InactiveConnections: 2}}},
 		},
 		Events: []control.RuleEvent{
 			{Rule: "dns", At: time.Date(2025, 3, 14, 13, 0, 0, 0, time.UTC), Kind: "tier-switch", From: "PRIMARY", To: "FAILOVER", Reason: "no primary usable"},

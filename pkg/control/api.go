@@ -131,6 +131,12 @@ type Rule struct {
 	// FirstChecksDone: every backend's first health verdict is in the
 	// published snapshot (or the warm-up deadline passed).
 	FirstChecksDone bool `json:"first_checks_done"`
+	// SessionActiveSeconds is set on a rule whose tracked entries are
+	// PER_SESSION sessions of the shared table (a CLIENT_IP or
+	// CLIENT_IP_PROTO affinity): they see no FIN or RST, so its active
+	// connections are the sessions that carried a packet within this
+	// many seconds, its inactive ones those kept for affinity only.
+	SessionActiveSeconds float64 `json:"session_active_seconds,omitempty"`
 
 	RuleTraffic // stats.go: packets, bytes, connections and their rates
 }
@@ -189,7 +195,8 @@ type Backend struct {
 	Slot            uint32  `json:"slot"` // rule-scoped backend slot
 	// Connections counts the backend's tracked entries over every queue
 	// that still decide (per-queue tables; PER_SESSION sessions of the
-	// shared table are SessionEntries). -1: not counted.
+	// shared table are SessionEntries, and Active/InactiveConnections
+	// count both: Rule.SessionActiveSeconds). -1: not counted.
 	Connections    int `json:"connections"`
 	SessionEntries int `json:"session_entries"`
 	// Packets is the packets sent to the backend since start and

@@ -23,7 +23,9 @@ type Traffic struct {
 	NewConnectionsPerSec float64 `json:"new_connections_per_second"`
 	// Active connections are tracked entries that still decide and have
 	// seen neither FIN nor RST; inactive ones saw one (or are a SYN not
-	// yet answered), as IPVS's ActiveConn and InActConn. -1: not counted.
+	// yet answered), as IPVS's ActiveConn and InActConn. A rule tracked
+	// in the shared session table counts its sessions instead, active by
+	// their last packet (Rule.SessionActiveSeconds). -1: not counted.
 	ActiveConnections   int `json:"active_connections"`
 	InactiveConnections int `json:"inactive_connections"`
 }

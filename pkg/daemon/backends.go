@@ -66,6 +66,9 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 		table = snap.Rules[rr.slot].Table
 		info.TableSize = table.Size()
 		info.TableDigest = tableDigest(snap.Seed, &snap.Rules[rr.slot]) // digest.go
+		if sr := &snap.Rules[rr.slot]; sharedSessions(sr) {             // sessions.go
+			info.SessionActiveSeconds = sessionActiveWindow(sr.Idle).Duration().Seconds()
+		}
 	}
 	info.FirstChecksDone = rr.warm
 	if !rr.warm && rr.state != nil {
@@ -128,8 +131,8 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 		k := [2]uint32{uint32(rr.slot), br.slot}
 		row.ActiveConnections, row.InactiveConnections = -1, -1
 		if br.present && conns.ok {
-			row.ActiveConnections, row.InactiveConnections = conns.active[k], conns.inactive[k]
-			row.Connections, row.SessionEntries = row.ActiveConnections+row.InactiveConnections, conns.shared[k]
+			row.ActiveConnections, row.InactiveConnections = conns.of(k)
+			row.Connections, row.SessionEntries = conns.active[k]+conns.inactive[k], conns.shared[k]
 		}
 		if br.present && live != nil && live.backend != nil {
 			t := live.backend[k]

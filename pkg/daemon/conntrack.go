@@ -143,17 +143,27 @@ func (o *ops) Conntrack(ctx context.Context, q control.ConntrackQuery) (*control
 
 // connCounts are tracked entries per (rule slot, backend slot) that still
 // decide: active and inactive ones of the per-queue tables (conntrack
-// Tally), and PER_SESSION sessions of the shared table.
+// Tally), and PER_SESSION sessions of the shared table, of which
+// sessionsActive carried a packet within their rule's window
+// (sessions.go).
 type connCounts struct {
 	active, inactive, shared map[[2]uint32]int
+	sessionsActive           map[[2]uint32]int
 	ok                       bool // every queue answered
+}
+
+// of returns the active and inactive entries of k: its connections in the
+// per-queue tables plus its sessions in the shared table (a rule has one
+// or the other, sharedSessions).
+func (c *connCounts) of(k [2]uint32) (active, inactive int) {
+	return c.active[k] + c.sessionsActive[k], c.inactive[k] + c.shared[k] - c.sessionsActive[k]
 }
 
 // countConnections tallies every queue's table (a walk on each worker,
 // spread over its batches, allocating nothing there) and lists the shared
 // session table. Safe from any goroutine.
 func (d *daemon) countConnections(ctx context.Context) connCounts {
-	c := connCounts{active: map[[2]uint32]int{}, inactive: map[[2]uint32]int{}, shared: map[[2]uint32]int{}, ok: true}
+	c := connCounts{active: map[[2]uint32]int{}, inactive: map[[2]uint32]int{}, shared: map[[2]uint32]int{}, sessionsActive: map[[2]uint32]int{}, ok: true}
 	e := d.engine
 	snap := e.snapshotOrNil()
 	if snap == nil {
@@ -200,11 +210,6 @@ func (d *daemon) countConnections(ctx context.Context) connCounts {
 		}
 	}
 	sessions, _ := e.Shared()
-	recs := sessions.List(conntrack.Filter{}, now, sessions.Cap())
-	for j := range recs {
-		if r := &recs[j]; valid(r.Rule, r.Value, r.Key.Proto) {
-			c.shared[[2]uint32{uint32(r.Rule), r.Value.Backend}]++
-		}
-	}
+	splitSessions(&c, sessions.List(conntrack.Filter{}, now, sessions.Cap()), snap.Rules, valid) // sessions.go
 	return c
 }

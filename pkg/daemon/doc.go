@@ -307,6 +307,21 @@
 //     Active: no FIN or RST seen and confirmed; inactive: a FIN or RST seen,
 //     or a SYN not answered yet (IPVS's ActiveConn/InActConn); both fall
 //     to 0 as the entries idle out.
+//   - PER_SESSION sessions (sessions.go): a rule with a CLIENT_IP or
+//     CLIENT_IP_PROTO affinity keeps one shared-table entry per client and
+//     none per connection, and that table sees no FIN or RST, so "active
+//     while any of its connections is" cannot be known. A session is
+//     active while it carries traffic: its last packet (idle - the time
+//     it has left: the table refreshes a deadline at most once a second)
+//     is within 10 s, or half the rule's idle timeout when that is
+//     shorter; inactive after that, held for affinity until it idles
+//     out. Such a rule's (and its backends') active and inactive
+//     connections, in status, xlb top and xlb_backend_connections_active
+//     and _inactive, are its sessions so split; status says so with the
+//     rule's session_active_seconds (the text: "sessions N active (a
+//     packet in the last 10s), M inactive"). A rule whose idle timeout a
+//     reload shortened counts its sessions refreshed before as active
+//     until they are refreshed again or expire.
 //   - Per backend the status has packets, bytes (IP bytes as received) and
 //     new connections, as totals and rates; per rule their sums over its
 //     backends (what it forwarded: a rule's drops are in the drop reasons).

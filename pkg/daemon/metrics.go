@@ -75,8 +75,8 @@ var (
 	mBEPackets    = family("xlb_backend_packets_total", "Packets sent to the backend, all queues.", metrics.Counter, "rule", "backend")
 	mBEBytes      = family("xlb_backend_bytes_total", "IP bytes (as received, before encapsulation) sent to the backend, all queues.", metrics.Counter, "rule", "backend")
 	mBEConns      = family("xlb_backend_connections_total", "New connections placed on the backend.", metrics.Counter, "rule", "backend")
-	mBEActive     = family("xlb_backend_connections_active", "Tracked connections of the backend that have seen neither FIN nor RST (IPVS ActiveConn).", metrics.Gauge, "rule", "backend")
-	mBEInactive   = family("xlb_backend_connections_inactive", "Tracked connections of the backend that saw a FIN or RST, or a SYN not yet answered (IPVS InActConn).", metrics.Gauge, "rule", "backend")
+	mBEActive     = family("xlb_backend_connections_active", "Tracked connections of the backend that have seen neither FIN nor RST (IPVS ActiveConn); for a PER_SESSION rule with a CLIENT_IP or CLIENT_IP_PROTO affinity, its sessions that carried a packet within the last 10 s (half the idle timeout if shorter).", metrics.Gauge, "rule", "backend")
+	mBEInactive   = family("xlb_backend_connections_inactive", "Tracked connections of the backend that saw a FIN or RST, or a SYN not yet answered (IPVS InActConn); for a PER_SESSION rule with a CLIENT_IP or CLIENT_IP_PROTO affinity, its sessions idle longer than that, kept for affinity until they expire.", metrics.Gauge, "rule", "backend")
 	mCheckLatency = family("xlb_backend_check_latency_seconds", "How long the backend's last health probe took.", metrics.Gauge, "rule", "backend")
 	mCheckLast    = family("xlb_backend_check_last_timestamp_seconds", "When the backend's last health probe ended, in seconds since the epoch.", metrics.Gauge, "rule", "backend")
 	mHealthSince  = family("xlb_backend_health_change_timestamp_seconds", "When the backend's health last changed, in seconds since the epoch.", metrics.Gauge, "rule", "backend")
@@ -234,8 +234,9 @@ func (d *daemon) collectRules(s metrics.Sink, st *publishedStatus) {
 			s.Add(mBEBytes, float64(t.Bytes), r.Name, b.Name)
 			s.Add(mBEConns, float64(t.Conns), r.Name, b.Name)
 			if in.conns.ok {
-				s.Add(mBEActive, float64(in.conns.active[k]), r.Name, b.Name)
-				s.Add(mBEInactive, float64(in.conns.inactive[k]), r.Name, b.Name)
+				active, inactive := in.conns.of(k)
+				s.Add(mBEActive, float64(active), r.Name, b.Name)
+				s.Add(mBEInactive, float64(inactive), r.Name, b.Name)
 			}
 			addr, _ := netip.ParseAddr(b.Name)
 			if hs, ok := in.checks[probeKey{r.Name, addr}]; ok && !hs.LastProbe.IsZero() {
