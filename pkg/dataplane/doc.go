@@ -192,6 +192,19 @@
 // appliance, whose batches the kernel's work between them leaves colder. Both alternatives stay buildable with those tags, so the choice
 // can be measured again on another machine.
 //
+// Tried and not kept (2026-12-01, 6 interleaved rounds of the cold
+// pipeline, cpu-ns per packet, load ~1.2): prefetching only the first
+// bucket's header in S3 and the second's in S4 after a tag miss there
+// (about 70 % of a table's entries sit in their key's first bucket, so a
+// hit would load 2.3 lines instead of 3). Hits did not change (ipip and
+// direct hit/cold medians 430 against 440), misses got ~10 % slower (the
+// second header became a dependent load): the two header misses of a
+// packet overlap each other, so the cost is their latency, not their
+// number. Placing entries in the first bucket more often (an insert
+// preferring it unless the second has two more free ways) would put 86 %
+// there but brings the first eviction forward from 69.5 % to 59.7 %
+// occupancy (1 Mi slots, random keys): capacity is not traded for it.
+//
 // In vivo (bench/run --profile), what remains of the table's cost sits on
 // the prefetch of the bucket headers, and most of it is the page walk:
 // with the arena in transparent huge pages (MADV_HUGEPAGE on a heap arena)
