@@ -16,6 +16,8 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	gbgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v4/pkg/server"
+
+	"github.com/xlbnet/xlb/pkg/bfd"
 )
 
 // Options configure a Speaker.
@@ -50,6 +52,10 @@ type Peer struct {
 	Password     string // TCP MD5; "" = none
 	EBGPMultihop uint8  // TTL of a multihop eBGP session; 0 = directly connected
 	Passive      bool   // wait for the router to connect
+	// BFD, when Multiplier > 0, runs an RFC 5880/5881 single-hop BFD
+	// session to the peer in this process; its Down closes the BGP
+	// session until it is Up again (bfd.go).
+	BFD BFD
 }
 
 // Attributes are attached to every announcement. Every appliance of a fleet
@@ -76,6 +82,9 @@ type PeerStatus struct {
 	Announced   []netip.Prefix
 	LastError   string // why the session last went down, "" if never
 	LastErrorAt time.Time
+	// BFD is the BFD session's state (down, init, up, admin_down); ""
+	// when the peer runs none.
+	BFD string `json:",omitempty"`
 }
 
 // Established reports whether the session is up.
@@ -94,6 +103,10 @@ type Speaker struct {
 	attrs     Attributes
 	stopped   bool
 	cancel    context.CancelFunc
+	bfd       *bfd.Server // nil until a peer runs BFD
+
+	bfdMu   sync.Mutex
+	bfdHeld map[netip.Addr]bool // BGP peers disabled because BFD left Up
 }
 
 type peerState struct {
@@ -118,7 +131,7 @@ func Start(ctx context.Context, o Options) (*Speaker, error) {
 	srv := server.NewBgpServer(server.LoggerOption(slog.New(quietHandler{o.Log.Handler()}).With("component", "gobgp"), lvl))
 	go srv.Serve()
 	wctx, cancel := context.WithCancel(context.Background())
-	s := &Speaker{srv: srv, log: o.Log, opts: o, peers: map[netip.Addr]*peerState{}, announced: map[netip.Prefix]uuid.UUID{}, attrs: o.Attrs, cancel: cancel}
+	s := &Speaker{srv: srv, log: o.Log, opts: o, peers: map[netip.Addr]*peerState{}, announced: map[netip.Prefix]uuid.UUID{}, attrs: o.Attrs, cancel: cancel, bfdHeld: map[netip.Addr]bool{}}
 
 	listen := int32(-1)
 	switch {
@@ -242,6 +255,7 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []Peer) error {
 		if np, ok := want[addr]; ok && np == ps.conf {
 			continue
 		}
+		s.stopBFD(ps.conf)
 		if err := s.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: addr.String()}); err != nil {
 			errs = append(errs, fmt.Errorf("remove bgp peer %s: %w", addr, err))
 			continue
@@ -258,6 +272,9 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []Peer) error {
 			continue
 		}
 		s.peers[p.Address] = &peerState{conf: p, state: gbgp.BGP_FSM_IDLE, since: time.Now()}
+		if err := s.startBFD(p); err != nil {
+			errs = append(errs, err)
+		}
 		s.log.Info("bgp peer added", "peer", p.Address, "peer_as", p.AS, "passive", p.Passive)
 	}
 	return errors.Join(errs...)
@@ -356,7 +373,9 @@ func (s *Speaker) Peers() []PeerStatus {
 	defer s.mu.Unlock()
 	out := make([]PeerStatus, 0, len(s.peers))
 	for _, ps := range s.peers {
-		out = append(out, s.statusLocked(ps))
+		st := s.statusLocked(ps)
+		st.BFD = s.bfdState(ps.conf)
+		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b PeerStatus) int { return a.Address.Compare(b.Address) })
 	return out
@@ -506,7 +525,11 @@ func (s *Speaker) stop(graceful bool) {
 		return
 	}
 	s.stopped = true
+	b := s.bfd
 	s.mu.Unlock()
+	if b != nil {
+		b.Close() // AdminDown: the routers do not take it for a failure
+	}
 	if err := s.srv.StopBgp(context.Background(), &api.StopBgpRequest{AllowGracefulRestart: graceful}); err != nil {
 		s.log.Warn("stop bgp", "err", err)
 	}

@@ -29,6 +29,8 @@ type BGP struct {
 	LargeCommunities []LargeCommunity
 	MED              uint32
 	Peers            []BGPPeer // in file order, at least one
+	// BFD is [bgp.bfd]: the timers of every peer with bfd = true (bfd.go).
+	BFD BFDTimers
 }
 
 // BGPPeer is one [[bgp.peer]] element.
@@ -41,6 +43,9 @@ type BGPPeer struct {
 	// directly connected network; 0 = directly connected (TTL 1).
 	EBGPMultihop uint8
 	Passive      bool // wait for the peer to connect (xlb then listens on Port)
+	// BFD runs a BFD session to the peer with BGP.BFD's timers; its Down
+	// ends the BGP session at once (pkg/bgp doc.go "BFD").
+	BFD bool
 }
 
 // Community is a standard community (RFC 1997), written "AS:VALUE".
@@ -70,7 +75,7 @@ const (
 
 // DefaultBGP returns the values of the optional [bgp] keys.
 func DefaultBGP() BGP {
-	return BGP{HoldTime: DefaultBGPHoldTime, WithdrawDelay: DefaultBGPWithdrawDelay}
+	return BGP{HoldTime: DefaultBGPHoldTime, WithdrawDelay: DefaultBGPWithdrawDelay, BFD: DefaultBFDTimers()}
 }
 
 // Keepalive is the keepalive interval sent to the peers: a third of the
@@ -106,6 +111,7 @@ func readBGP(t *table, cfg *Config) {
 	bt.duration("withdraw_delay", 0, MaxBGPWithdrawDelay, &b.WithdrawDelay)
 	readGracefulRestart(bt, &b)
 	readCommunities(bt, &b)
+	readBFD(bt, &b)
 	var med int64
 	if bt.integer("med", 0, math.MaxUint32, &med) {
 		b.MED = uint32(med)
@@ -187,6 +193,7 @@ func readBGPPeer(pt *table, localAS uint32) (BGPPeer, bool) {
 		ok = false
 	}
 	pt.boolean("passive", &p.Passive)
+	ok = readPeerBFD(pt, &p) && ok
 	pt.done()
 	return p, ok
 }

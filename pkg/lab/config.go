@@ -104,11 +104,16 @@ max_entries = 262144
 // BGPConfig is the [bgp] table of every appliance of a BGP lab: AS
 // ApplianceAS, eBGP to the router's IPv4 and IPv6 addresses, the router's
 // hold time, no withdraw delay beyond a short one (tests stop appliances
-// often). The router id defaults to the appliance's own address.
+// often). The router id defaults to the appliance's own address. With
+// Options.BFD every peer runs BFD with the default timers.
 func (l *Lab) BGPConfig() string {
 	gr := ""
 	if l.Opts.XLBGracefulRestart > 0 {
 		gr = fmt.Sprintf("graceful_restart = %q\n", l.Opts.XLBGracefulRestart.String())
+	}
+	bfd := ""
+	if l.Opts.BFD {
+		bfd = "bfd = true\n"
 	}
 	return fmt.Sprintf(`[bgp]
 local_as = %d
@@ -117,10 +122,10 @@ withdraw_delay = "1s"
 %s[[bgp.peer]]
 address = %q
 peer_as = %d
-[[bgp.peer]]
+%s[[bgp.peer]]
 address = %q
 peer_as = %d
-`, ApplianceAS, gr, l.Gateway4, RouterAS, l.Gateway6, RouterAS)
+%s`, ApplianceAS, gr, l.Gateway4, RouterAS, bfd, l.Gateway6, RouterAS, bfd)
 }
 
 func (l *Lab) ruleText(r Rule) (string, error) {

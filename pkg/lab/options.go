@@ -78,6 +78,11 @@ type Options struct {
 	// Router is the router's BGP daemon: RouterBIRD (the default) or
 	// RouterFRR (zebra and bgpd with FRRConfig; implies BGP).
 	Router string
+	// BFD runs BFD (100 ms × 3) between the router and every appliance:
+	// BIRD gets `bfd on` and a protocol bfd (BIRDConfig), the xlb
+	// configuration WriteConfig writes `bfd = true` on each peer. BIRD
+	// only (implies BGP); the lab's FRR runs no bfdd.
+	BFD bool
 	// Queues is the number of RX and TX queues of the appliance's veth
 	// (default 2).
 	Queues int
@@ -145,8 +150,11 @@ func (o *Options) setDefaults() error {
 	default:
 		return fmt.Errorf("router %q: want %s or %s", o.Router, RouterBIRD, RouterFRR)
 	}
-	if o.Appliances > 1 {
+	if o.Appliances > 1 || o.BFD {
 		o.BGP = true
+	}
+	if o.BFD && o.Router == RouterFRR {
+		return errors.New("bfd: the lab's FRR router runs no bfdd; BFD needs the BIRD router")
 	}
 	if o.FabricMTU == 0 {
 		o.FabricMTU = DefaultFabricMTU

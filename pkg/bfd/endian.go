@@ -1,0 +1,6 @@
+package bfd
+
+import "encoding/binary"
+
+// nativeEndian reads control message integers (host byte order).
+var nativeEndian = binary.NativeEndian

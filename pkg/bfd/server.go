@@ -1,0 +1,323 @@
+package bfd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Port is the destination port of single-hop BFD control packets (RFC
+// 5881 §4); the source port is in SourcePortMin..65535.
+const (
+	Port          = 3784
+	SourcePortMin = 49152
+	ttl           = 255 // sent, and required on receipt (RFC 5881 §5, GTSM)
+)
+
+// Event is a session's state change, delivered on the session's goroutine.
+type Event struct {
+	Peer  netip.Addr
+	State State
+	Diag  Diag
+}
+
+// Server runs one BFD session per peer in this process: a goroutine per
+// session that owns its Session and its send socket, and one receive
+// socket per address family on port 3784 that hands packets to the
+// session of their source address.
+type Server struct {
+	log      *slog.Logger
+	onChange func(Event)
+
+	mu     sync.Mutex
+	peers  map[netip.Addr]*peer
+	rx     map[bool]*net.UDPConn // by "is IPv4"
+	closed bool
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// Dropped counts received packets discarded: not from a peer, TTL not
+	// 255, or rejected by Parse.
+	Dropped atomic.Uint64
+}
+
+type peer struct {
+	addr  netip.Addr
+	inbox chan Packet
+	state atomic.Uint32 // State
+	stop  context.CancelFunc
+	done  chan struct{}
+}
+
+// NewServer returns a server; onChange (may be nil) is called on a
+// session's goroutine after each of its state changes and must not block.
+func NewServer(log *slog.Logger, onChange func(Event)) *Server {
+	if onChange == nil {
+		onChange = func(Event) {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{log: log, onChange: onChange, peers: map[netip.Addr]*peer{}, rx: map[bool]*net.UDPConn{}, ctx: ctx, cancel: cancel}
+}
+
+// Add starts a session to addr (a directly connected router).
+func (s *Server) Add(addr netip.Addr, cfg Config) error {
+	addr = addr.Unmap()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("bfd: server closed")
+	}
+	if _, ok := s.peers[addr]; ok {
+		return fmt.Errorf("bfd: session to %s exists", addr)
+	}
+	if _, ok := s.rx[addr.Is4()]; !ok {
+		s.rx[addr.Is4()] = nil
+		s.wg.Add(1)
+		go s.receive(addr.Is4())
+	}
+	conn, err := dialPeer(addr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(s.ctx)
+	p := &peer{addr: addr, inbox: make(chan Packet, 16), stop: stop, done: make(chan struct{})}
+	p.state.Store(uint32(Down))
+	s.peers[addr] = p
+	go s.run(ctx, p, conn, NewSession(cfg, discriminator(), time.Now()))
+	return nil
+}
+
+// Remove ends the session to addr: it sends AdminDown, so the router does
+// not take it for a failure.
+func (s *Server) Remove(addr netip.Addr) {
+	addr = addr.Unmap()
+	s.mu.Lock()
+	p := s.peers[addr]
+	delete(s.peers, addr)
+	s.mu.Unlock()
+	if p != nil {
+		p.stop()
+		<-p.done
+	}
+}
+
+// State returns the state of the session to addr; false without one.
+func (s *Server) State(addr netip.Addr) (State, bool) {
+	s.mu.Lock()
+	p := s.peers[addr.Unmap()]
+	s.mu.Unlock()
+	if p == nil {
+		return 0, false
+	}
+	return State(p.state.Load()), true
+}
+
+// Close ends every session (AdminDown) and the receive sockets.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	var ps []*peer
+	for a, p := range s.peers {
+		ps = append(ps, p)
+		delete(s.peers, a)
+	}
+	s.cancel()
+	for _, c := range s.rx {
+		if c != nil {
+			c.Close()
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range ps {
+		<-p.done
+	}
+	s.wg.Wait()
+}
+
+// discriminator is a random nonzero local discriminator.
+func discriminator() uint32 {
+	for {
+		if d := rand.Uint32(); d != 0 {
+			return d
+		}
+	}
+}
+
+// run is a session's goroutine: it sends on the session's timers and
+// feeds it what the receive socket hands over.
+func (s *Server) run(ctx context.Context, p *peer, conn *net.UDPConn, ss *Session) {
+	defer close(p.done)
+	defer conn.Close()
+	buf := make([]byte, 0, PacketLen)
+	send := func(final bool) {
+		pkt := ss.Packet(final)
+		buf = pkt.Append(buf[:0])
+		conn.Write(buf) // a lost packet is what BFD tolerates; errors show as Down
+	}
+	changed := func(old State) {
+		if st := ss.State(); st != old {
+			p.state.Store(uint32(st))
+			s.log.Info("bfd session "+st.String(), "peer", p.addr, "diag", ss.Diag())
+			s.onChange(Event{Peer: p.addr, State: st, Diag: ss.Diag()})
+		}
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			ss.AdminDown()
+			send(false)
+			p.state.Store(uint32(AdminDown))
+			return
+		case pkt := <-p.inbox:
+			old := ss.State()
+			if ss.Receive(pkt, time.Now()) {
+				send(true)
+			}
+			changed(old)
+		case <-timer.C:
+		}
+		old := ss.State()
+		if _, due := ss.Tick(time.Now()); due {
+			send(false)
+		}
+		changed(old)
+		timer.Reset(time.Until(ss.Next()))
+	}
+}
+
+// dialPeer opens the session's send socket: from a port in
+// SourcePortMin..65535 (RFC 5881 §4), TTL or hop limit 255.
+func dialPeer(addr netip.Addr) (*net.UDPConn, error) {
+	var last error
+	for range 32 {
+		local := &net.UDPAddr{Port: SourcePortMin + rand.IntN(65536-SourcePortMin)}
+		d := net.Dialer{LocalAddr: local, Control: func(network, _ string, c syscall.RawConn) error {
+			return setSockopt(c, addr.Is4(), false)
+		}}
+		c, err := d.Dial(udpNet(addr.Is4()), netip.AddrPortFrom(addr, Port).String())
+		if err == nil {
+			return c.(*net.UDPConn), nil
+		}
+		last = err
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("bfd: socket to %s: %w", addr, last)
+}
+
+func udpNet(v4 bool) string {
+	if v4 {
+		return "udp4"
+	}
+	return "udp6"
+}
+
+// setSockopt sets TTL 255 on a send socket, or asks a receive socket for
+// each packet's TTL.
+func setSockopt(c syscall.RawConn, v4, recv bool) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		switch {
+		case v4 && recv:
+			serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_RECVTTL, 1)
+		case v4:
+			serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_TTL, ttl)
+		case recv:
+			serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IPV6, syscall.IPV6_RECVHOPLIMIT, 1)
+		default:
+			serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IPV6, syscall.IPV6_UNICAST_HOPS, ttl)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// receive owns one family's receive socket on port 3784. The port may be
+// taken (another BFD daemon, or the predecessor during a hand-over): it
+// retries every second until it gets it or the server closes.
+func (s *Server) receive(v4 bool) {
+	defer s.wg.Done()
+	var conn *net.UDPConn
+	for conn == nil {
+		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error { return setSockopt(c, v4, true) }}
+		pc, err := lc.ListenPacket(s.ctx, udpNet(v4), fmt.Sprintf(":%d", Port))
+		if err == nil {
+			conn = pc.(*net.UDPConn)
+			break
+		}
+		s.log.Warn("bfd: cannot listen; retrying every second", "port", Port, "err", err)
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		conn.Close()
+		return
+	}
+	s.rx[v4] = conn
+	s.mu.Unlock()
+	buf, oob := make([]byte, 512), make([]byte, 128)
+	for {
+		n, oobn, _, from, err := conn.ReadMsgUDPAddrPort(buf, oob)
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		if t, ok := receivedTTL(oob[:oobn]); !ok || t != ttl {
+			s.Dropped.Add(1) // GTSM: only a directly connected router sends 255
+			continue
+		}
+		pkt, err := Parse(buf[:n])
+		s.mu.Lock()
+		p := s.peers[from.Addr().Unmap()]
+		s.mu.Unlock()
+		if err != nil || p == nil {
+			s.Dropped.Add(1)
+			continue
+		}
+		select {
+		case p.inbox <- pkt:
+		default:
+			s.Dropped.Add(1)
+		}
+	}
+}
+
+// receivedTTL finds the TTL or hop limit in a packet's control messages.
+func receivedTTL(oob []byte) (int, bool) {
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0, false
+	}
+	for _, m := range msgs {
+		if (m.Header.Level == syscall.IPPROTO_IP && m.Header.Type == syscall.IP_TTL ||
+			m.Header.Level == syscall.IPPROTO_IPV6 && m.Header.Type == syscall.IPV6_HOPLIMIT) && len(m.Data) >= 4 {
+			return int(int32(nativeEndian.Uint32(m.Data))), true
+		}
+	}
+	return 0, false
+}
