@@ -10,8 +10,6 @@
 // ends at v3.37.0). Reasons: the daemon logs with log/slog and v4 takes a
 // *slog.Logger natively (v3 wants its own Logger interface); v4 speaks
 // net/netip and native path attributes instead of anypb-wrapped protobufs;
-// v4 carries a (partial) BFD implementation that v3 lacks, the one way to
-// detect a silent router or appliance faster than the hold time later;
 // the project's Go (1.26) meets v4's go 1.25 floor. The behaviour the
 // fleet prototype measured with v3.37.0 is unchanged where it matters: the
 // FSM's fixed 5 s idle hold after a session drop (holdtimeIdle) and the
@@ -54,6 +52,21 @@
 //     GoBGP's 120 s (GoBGP retries no faster than every 2 s). The negotiated
 //     hold time is the smaller of both sides', so a router with a longer
 //     default still detects a silent appliance within ours.
+//
+// # BFD
+//
+// A peer with Peer.BFD runs a BFD session (pkg/bfd, our own: doc.go there
+// says why not GoBGP v4's) in this process, started and stopped with the
+// peer by SetPeers. When the session leaves Up (the router went silent or
+// said Down), the speaker disables the GoBGP peer: the BGP session ends at
+// once (NOTIFICATION Cease, administrative shutdown) and does not
+// reconnect until BFD is Up again, which enables it (RFC 5882 §4.3). The
+// router does the same on its side, so a silent appliance leaves ECMP in
+// the router's detection time (0.25-0.31 s with 100 ms × 3, TestBIRDBFD).
+// A session that never came Up holds nothing: a router without BFD still
+// gets its BGP session. Close and Detach end the BFD sessions with
+// AdminDown, which routers do not take for a failure. PeerStatus.BFD is
+// the session's state.
 //
 // # Leaving: Close, Detach, and a process hand-over
 //

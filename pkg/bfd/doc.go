@@ -1,0 +1,63 @@
+// Package bfd is Bidirectional Forwarding Detection (RFC 5880) for the
+// appliance's BGP sessions: single hop (RFC 5881), asynchronous mode, no
+// Echo, no Demand, no authentication. A BFD session to each router that
+// asks for it lets a silent appliance (hung, SIGSTOPped, link down) leave
+// the routers' ECMP in Multiplier × interval (0.3 s with 100 ms × 3)
+// instead of the BGP hold time (2-3 s with 3 s).
+//
+// # Why our own, not GoBGP's
+//
+// GoBGP v4.8.0 carries a BFD server (pkg/server/bfd_*.go, "partial
+// implementation") wired to its peers. Against BIRD in the fleet lab
+// (TestBIRDBFD, 2026-12-01) it came Up and the router dropped a SIGSTOPped
+// speaker in 0.25-0.31 s, but the speaker never came back: on BFD Down it
+// calls ResetPeer, whose NOTIFICATION waits in the FSM's queue while the
+// BGP session is down and ends the next session the moment it is
+// established; BIRD then replaces its BFD session (new discriminator),
+// which GoBGP's Up session ignores until it expires and resets again, for
+// good. It also sends Poll without waiting for Final, never slows to 1 s
+// while not Up, and does not check the received TTL (RFC 5881 §5). This
+// package is small (the 24-byte packet, the state machine, the sockets),
+// and the speaker couples it to BGP itself (pkg/bgp bfd.go: a BFD Down
+// disables the BGP peer until BFD is Up again).
+//
+// # What it does
+//
+//   - packet.go: the control packet and the reception checks that need no
+//     session (RFC 5880 §6.8.6): version 1, length, no A bit (no
+//     authentication configured), no M bit, detect multiplier and My
+//     Discriminator nonzero, Your Discriminator zero only in Down or
+//     AdminDown.
+//   - session.go: one session's state machine, without I/O or clock (the
+//     caller passes the time): Down → Init → Up, Down on detection timeout
+//     (diag 1) or when the remote says Down or AdminDown (diag 3); the
+//     transmit interval is 1 s while not Up, then min_tx, changed with a
+//     Poll Sequence (a decrease applies at once, an increase when the
+//     Final arrives, §6.8.3); a received Poll is answered with a Final at
+//     once; each packet goes out at 75-100 % of the agreed interval (90 %
+//     with multiplier 1, §6.8.7); the detection time is the remote's
+//     multiplier × max(our min_rx, the remote's desired tx).
+//   - server.go: one goroutine per session owning its Session and a
+//     socket from a random source port in 49152-65535 with TTL / hop
+//     limit 255 (RFC 5881 §4-5); one receive socket per address family on
+//     UDP 3784 that drops any packet whose TTL is not 255 (GTSM) and hands
+//     the rest to the session of the source address. Closing a session
+//     sends AdminDown, which the routers do not take for a failure (so a
+//     hand-over with graceful restart keeps the routes).
+//
+// # Decisions where the RFCs leave a choice
+//
+//   - The BFD session lives and dies with the xlb process (fleet-lab-facts
+//     "BFD": a separate responder would keep the router believing in a hung
+//     daemon). A SIGSTOPped daemon stops sending and the router's BFD
+//     drops it.
+//   - Port 3784 taken (another BFD daemon; the predecessor during a
+//     hand-over): the receive socket is retried every second; the session
+//     stays Down meanwhile and the BGP session is not held down for it
+//     (only a session that was Init or Up holds BGP down when it drops).
+//   - Dropped packets (wrong TTL, unknown source, malformed) are counted
+//     (Server.Dropped), not logged: a flood must not flood the log.
+//   - Remote discriminators are learnt from the first packet; a session
+//     whose remote restarts (new discriminator, Your Discriminator 0,
+//     state Down) goes Down and comes back Up with the new one.
+package bfd
