@@ -93,7 +93,11 @@ func printAppliance(w io.Writer, a *control.Appliance, now time.Time) {
 		if len(p.Announced) > 0 {
 			announced = strings.Join(p.Announced, " ")
 		}
-		fmt.Fprintf(w, "  peer %s AS %d  %s  announced: %s\n", p.Address, p.PeerAS, state, announced)
+		bfd := ""
+		if p.BFD != "" {
+			bfd = "  bfd " + p.BFD
+		}
+		fmt.Fprintf(w, "  peer %s AS %d  %s%s  announced: %s\n", p.Address, p.PeerAS, state, bfd, announced)
 		if p.LastError != "" {
 			at := ""
 			if p.LastErrorAt != nil {

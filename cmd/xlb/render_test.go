@@ -89,7 +89,7 @@ func renderAppliance(drained bool) control.Appliance {
 	failed := renderNow.Add(-20 * time.Second)
 	a := control.Appliance{BGP: &control.BGP{LocalAS: 65001, RouterID: "198.18.0.2", HoldTimeSeconds: 3, WithdrawDelaySec: 2,
 		Peers: []control.BGPPeer{
-			{Address: "198.18.0.1", PeerAS: 65000, State: "established", Since: &up, Announced: []string{"203.0.113.10/32"}},
+			{Address: "198.18.0.1", PeerAS: 65000, State: "established", Since: &up, Announced: []string{"203.0.113.10/32"}, BFD: "up"},
 			{Address: "fd00:18::1", PeerAS: 65000, State: "active", Since: &failed, Announced: []string{}, LastError: "hold timer expired", LastErrorAt: &failed},
 		},
 		VIPs: []control.VIPAnnouncement{

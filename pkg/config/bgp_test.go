@@ -37,7 +37,7 @@ func TestBGPDefaultsAndFull(t *testing.T) {
 	if errs != nil || len(ws) != 0 {
 		t.Fatal(errs, ws)
 	}
-	want := &BGP{LocalAS: 65001, HoldTime: 3 * time.Second, WithdrawDelay: 2 * time.Second,
+	want := &BGP{LocalAS: 65001, HoldTime: 3 * time.Second, WithdrawDelay: 2 * time.Second, BFD: BFDTimers{100 * time.Millisecond, 100 * time.Millisecond, 3},
 		Peers: []BGPPeer{{Address: netip.MustParseAddr("192.0.2.1"), PeerAS: 65000, Port: 179}}}
 	if !reflect.DeepEqual(cfg.BGP, want) {
 		t.Errorf("BGP = %+v, want %+v", cfg.BGP, want)
@@ -55,6 +55,10 @@ func TestBGPDefaultsAndFull(t *testing.T) {
 		`graceful_restart = "30s"`,
 		`communities = ["65000:80", "4200000001:1:2"]`,
 		`med = 10`,
+		`[bgp.bfd]`,
+		`min_tx = "50ms"`,
+		`min_rx = "200ms"`,
+		`multiplier = 5`,
 		`[[bgp.peer]]`,
 		`address = "192.0.2.1"`,
 		`peer_as = 65000`,
@@ -65,6 +69,7 @@ func TestBGPDefaultsAndFull(t *testing.T) {
 		`[[bgp.peer]]`,
 		`address = "2001:db8::1"`,
 		`peer_as = 4200000001`,
+		`bfd = true`,
 	)
 	cfg, errs, ws = loadFiles(t, map[string]string{"rules.d/web.toml": webRule, "xlb.toml": full})
 	if errs != nil || len(ws) != 0 {
@@ -72,9 +77,10 @@ func TestBGPDefaultsAndFull(t *testing.T) {
 	}
 	want = &BGP{LocalAS: 4200000001, RouterID: netip.MustParseAddr("192.0.2.2"), HoldTime: 9 * time.Second, GracefulRestart: 30 * time.Second,
 		Communities: []Community{{65000, 80}}, LargeCommunities: []LargeCommunity{{4200000001, 1, 2}}, MED: 10,
+		BFD: BFDTimers{50 * time.Millisecond, 200 * time.Millisecond, 5},
 		Peers: []BGPPeer{
 			{Address: netip.MustParseAddr("192.0.2.1"), PeerAS: 65000, Port: 1179, Password: "secret", EBGPMultihop: 2, Passive: true},
-			{Address: netip.MustParseAddr("2001:db8::1"), PeerAS: 4200000001, Port: 179},
+			{Address: netip.MustParseAddr("2001:db8::1"), PeerAS: 4200000001, Port: 179, BFD: true},
 		}}
 	if !reflect.DeepEqual(cfg.BGP, want) {
 		t.Errorf("BGP = %+v\nwant %+v", cfg.BGP, want)
@@ -140,6 +146,18 @@ func TestBGPErrors(t *testing.T) {
 			[]string{"xlb.toml:8: bgp.peer[0].ebgp_multihop: the session is iBGP (peer_as = local_as 65001): multihop applies to eBGP only"}},
 		{"password too long", bgpMain(`password = "` + strings.Repeat("x", 81) + `"`),
 			[]string{"xlb.toml:8: bgp.peer[0].password: want 1..80 characters (TCP MD5 key), got 81"}},
+		{"bfd not a boolean", bgpMain(`bfd = "yes"`),
+			[]string{`xlb.toml:8: bgp.peer[0].bfd: want a boolean (true or false), got a string`}},
+		{"bfd with multihop", bgpMain(`ebgp_multihop = 2`, `bfd = true`),
+			[]string{"xlb.toml:9: bgp.peer[0].bfd: BFD runs single hop (RFC 5881) to a directly connected router: not with ebgp_multihop = 2"}},
+		{"bfd interval too short", strings.Replace(bgpMain(), "local_as = 65001", "local_as = 65001\n[bgp.bfd]\nmin_tx = \"1ms\"", 1),
+			[]string{"xlb.toml:6: bgp.bfd.min_tx: 1ms is outside [10ms, 60s]"}},
+		{"bfd interval not a duration", strings.Replace(bgpMain(), "local_as = 65001", "local_as = 65001\n[bgp.bfd]\nmin_rx = \"fast\"", 1),
+			[]string{`xlb.toml:6: bgp.bfd.min_rx: "fast" is not a duration (write a number with a unit, like "60s" or "10m")`}},
+		{"bfd multiplier 1", strings.Replace(bgpMain(), "local_as = 65001", "local_as = 65001\n[bgp.bfd]\nmultiplier = 1", 1),
+			[]string{"xlb.toml:6: bgp.bfd.multiplier: 1 is outside [2, 255]"}},
+		{"bfd unknown key", strings.Replace(bgpMain(), "local_as = 65001", "local_as = 65001\n[bgp.bfd]\nmintx = \"100ms\"", 1),
+			[]string{"xlb.toml:6: bgp.bfd.mintx: unknown key (did you mean min_tx?)"}},
 		{"bgp not a table", mainOK + lines(`bgp = 5`),
 			[]string{"xlb.toml:3: bgp: want a table, got an integer"}},
 	} {
@@ -209,6 +227,7 @@ func TestBGPDesignExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &BGP{LocalAS: 65001, RouterID: netip.MustParseAddr("192.0.2.2"), HoldTime: 3 * time.Second, WithdrawDelay: 2 * time.Second,
+		BFD:   DefaultBFDTimers(),
 		Peers: []BGPPeer{{Address: netip.MustParseAddr("192.0.2.1"), PeerAS: 65000, Port: 179}}}
 	if !reflect.DeepEqual(cfg.BGP, want) {
 		t.Errorf("BGP = %+v, want %+v", cfg.BGP, want)

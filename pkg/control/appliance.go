@@ -34,6 +34,7 @@ type BGPPeer struct {
 	Announced   []string   `json:"announced"` // prefixes sent on this session
 	LastError   string     `json:"last_error,omitempty"`
 	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+	BFD         string     `json:"bfd,omitempty"` // down, init, up, admin_down; absent without BFD
 }
 
 // VIPAnnouncement is the announce decision for one VIP and its reason.

@@ -77,7 +77,7 @@ func (d *daemon) applianceStatus() control.Appliance {
 	bs := &control.BGP{LocalAS: c.LocalAS, RouterID: b.routerID.String(), HoldTimeSeconds: int(c.HoldTime / time.Second),
 		WithdrawDelaySec: c.WithdrawDelay.Seconds(), Peers: []control.BGPPeer{}, VIPs: []control.VIPAnnouncement{}}
 	for _, p := range b.speaker.Peers() {
-		row := control.BGPPeer{Address: p.Address.String(), PeerAS: p.AS, State: p.State, Announced: []string{}, LastError: p.LastError}
+		row := control.BGPPeer{Address: p.Address.String(), PeerAS: p.AS, State: p.State, Announced: []string{}, LastError: p.LastError, BFD: p.BFD}
 		if !p.Since.IsZero() {
 			t := p.Since
 			row.Since = &t
@@ -110,6 +110,7 @@ var (
 	mPeerUp    = family("xlb_bgp_peer_up", "1 while the BGP session to the peer is established.", metrics.Gauge, "peer", "peer_as")
 	mDrained   = family("xlb_appliance_drained", "1 while the appliance is drained (xlb appliance drain): every VIP withdrawn.", metrics.Gauge)
 	mAnnounced = family("xlb_bgp_announced", "1 while the VIP is announced to the routers (0: withdrawn; status says why).", metrics.Gauge, "vip")
+	mBFDUp     = family("xlb_bfd_session_up", "1 while the BFD session to the BGP peer is Up (peers with bfd = true only).", metrics.Gauge, "peer")
 )
 
 // collectBGP writes the speaker's metrics (on the scraping goroutine).
@@ -120,6 +121,9 @@ func (d *daemon) collectBGP(s metrics.Sink) {
 	}
 	for _, p := range b.speaker.Peers() {
 		s.Add(mPeerUp, boolValue(p.Established()), p.Address.String(), strconv.FormatUint(uint64(p.AS), 10))
+		if p.BFD != "" {
+			s.Add(mBFDUp, boolValue(p.BFD == "up"), p.Address.String())
+		}
 	}
 	s.Add(mDrained, boolValue(b.isDrained()))
 	for _, v := range b.vipRows() {

@@ -46,7 +46,11 @@ func speakerOptions(c *config.BGP, routerID netip.Addr) bgp.Options {
 func bgpPeers(c *config.BGP) []bgp.Peer {
 	var ps []bgp.Peer
 	for _, p := range c.Peers {
-		ps = append(ps, bgp.Peer{Address: p.Address, AS: p.PeerAS, Port: p.Port, Password: p.Password, EBGPMultihop: p.EBGPMultihop, Passive: p.Passive})
+		bp := bgp.Peer{Address: p.Address, AS: p.PeerAS, Port: p.Port, Password: p.Password, EBGPMultihop: p.EBGPMultihop, Passive: p.Passive}
+		if p.BFD {
+			bp.BFD = bgp.BFD{MinTx: c.BFD.MinTx, MinRx: c.BFD.MinRx, Multiplier: uint8(c.BFD.Multiplier)}
+		}
+		ps = append(ps, bp)
 	}
 	return ps
 }

@@ -17,7 +17,9 @@ import (
 // silently ignored metrics_listen and conntrack.max_entries):
 //
 //	live     rules (rules_dir), state_file, hash_seed, maglev_table_size,
-//	         [bgp] peers and attributes (bgp.go), metrics_listen (the
+//	         [bgp] peers and attributes (bgp.go), [[bgp.peer]] bfd and
+//	         [bgp.bfd] (the affected peers are re-added: their BGP and
+//	         BFD sessions restart), metrics_listen (the
 //	         endpoint moves: the new address is bound before anything else
 //	         changes, the old one closed after), control_socket_group (the
 //	         socket's group and mode change)
