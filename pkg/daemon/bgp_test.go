@@ -148,3 +148,25 @@ func TestTableDigest(t *testing.T) {
 		t.Error("another eligible set has the same digest")
 	}
 }
+
+// TestBGPPeersBFD: bfd = true gives the speaker's peer [bgp.bfd]'s timers;
+// a timer change makes a different peer, which SetPeers re-adds (the
+// reload applies it).
+func TestBGPPeersBFD(t *testing.T) {
+	c := &config.BGP{BFD: config.DefaultBFDTimers(), Peers: []config.BGPPeer{
+		{Address: addr("192.0.2.1"), PeerAS: 65000, BFD: true},
+		{Address: addr("2001:db8::1"), PeerAS: 65000},
+	}}
+	ps := bgpPeers(c)
+	if b := ps[0].BFD; b.MinTx != 100*time.Millisecond || b.MinRx != 100*time.Millisecond || b.Multiplier != 3 {
+		t.Errorf("peer with bfd = true: %+v", b)
+	}
+	if ps[1].BFD.Enabled() {
+		t.Errorf("peer without bfd runs BFD: %+v", ps[1].BFD)
+	}
+	c2 := *c
+	c2.BFD.Multiplier = 5
+	if ps2 := bgpPeers(&c2); ps2[0] == ps[0] || ps2[1] != ps[1] {
+		t.Errorf("multiplier change: BFD peer unchanged or other peer changed: %+v / %+v", ps2, ps)
+	}
+}
