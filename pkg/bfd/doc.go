@@ -42,8 +42,12 @@
 //     limit 255 (RFC 5881 §4-5); one receive socket per address family on
 //     UDP 3784 that drops any packet whose TTL is not 255 (GTSM) and hands
 //     the rest to the session of the source address. Closing a session
-//     sends AdminDown, which the routers do not take for a failure (so a
-//     hand-over with graceful restart keeps the routes).
+//     sends AdminDown, which RFC 5882 §3.2 says a router must not take
+//     for a failure (so a hand-over with graceful restart should keep the
+//     routes; not yet tested with BFD).
+//   - server_test.go drives the sockets on loopback against a fake router
+//     (TTL 255 sent, source port range, TTL 64 dropped, AdminDown on
+//     removal); pkg/bgp TestBIRDBFD against BIRD 2.0.12.
 //
 // # Decisions where the RFCs leave a choice
 //

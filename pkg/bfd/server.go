@@ -36,6 +36,8 @@ type Event struct {
 type Server struct {
 	log      *slog.Logger
 	onChange func(Event)
+	// listenPort and peerPort are Port; tests move them off 3784.
+	listenPort, peerPort int
 
 	mu     sync.Mutex
 	peers  map[netip.Addr]*peer
@@ -65,7 +67,7 @@ func NewServer(log *slog.Logger, onChange func(Event)) *Server {
 		onChange = func(Event) {}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{log: log, onChange: onChange, peers: map[netip.Addr]*peer{}, rx: map[bool]*net.UDPConn{}, ctx: ctx, cancel: cancel}
+	return &Server{log: log, onChange: onChange, listenPort: Port, peerPort: Port, peers: map[netip.Addr]*peer{}, rx: map[bool]*net.UDPConn{}, ctx: ctx, cancel: cancel}
 }
 
 // Add starts a session to addr (a directly connected router).
@@ -84,7 +86,7 @@ func (s *Server) Add(addr netip.Addr, cfg Config) error {
 		s.wg.Add(1)
 		go s.receive(addr.Is4())
 	}
-	conn, err := dialPeer(addr)
+	conn, err := dialPeer(addr, s.peerPort)
 	if err != nil {
 		return err
 	}
@@ -202,14 +204,14 @@ func (s *Server) run(ctx context.Context, p *peer, conn *net.UDPConn, ss *Sessio
 
 // dialPeer opens the session's send socket: from a port in
 // SourcePortMin..65535 (RFC 5881 §4), TTL or hop limit 255.
-func dialPeer(addr netip.Addr) (*net.UDPConn, error) {
+func dialPeer(addr netip.Addr, port int) (*net.UDPConn, error) {
 	var last error
 	for range 32 {
 		local := &net.UDPAddr{Port: SourcePortMin + rand.IntN(65536-SourcePortMin)}
 		d := net.Dialer{LocalAddr: local, Control: func(network, _ string, c syscall.RawConn) error {
 			return setSockopt(c, addr.Is4(), false)
 		}}
-		c, err := d.Dial(udpNet(addr.Is4()), netip.AddrPortFrom(addr, Port).String())
+		c, err := d.Dial(udpNet(addr.Is4()), netip.AddrPortFrom(addr, uint16(port)).String())
 		if err == nil {
 			return c.(*net.UDPConn), nil
 		}
@@ -258,12 +260,12 @@ func (s *Server) receive(v4 bool) {
 	var conn *net.UDPConn
 	for conn == nil {
 		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error { return setSockopt(c, v4, true) }}
-		pc, err := lc.ListenPacket(s.ctx, udpNet(v4), fmt.Sprintf(":%d", Port))
+		pc, err := lc.ListenPacket(s.ctx, udpNet(v4), fmt.Sprintf(":%d", s.listenPort))
 		if err == nil {
 			conn = pc.(*net.UDPConn)
 			break
 		}
-		s.log.Warn("bfd: cannot listen; retrying every second", "port", Port, "err", err)
+		s.log.Warn("bfd: cannot listen; retrying every second", "port", s.listenPort, "err", err)
 		select {
 		case <-s.ctx.Done():
 			return

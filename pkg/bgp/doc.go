@@ -65,7 +65,8 @@
 // the router's detection time (0.25-0.31 s with 100 ms × 3, TestBIRDBFD).
 // A session that never came Up holds nothing: a router without BFD still
 // gets its BGP session. Close and Detach end the BFD sessions with
-// AdminDown, which routers do not take for a failure. PeerStatus.BFD is
+// AdminDown, which RFC 5882 §3.2 says routers must not take for a failure
+// (a Detach with BFD is not tested yet). PeerStatus.BFD is
 // the session's state.
 //
 // # Leaving: Close, Detach, and a process hand-over
