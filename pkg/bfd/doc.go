@@ -43,8 +43,16 @@
 //     UDP 3784 that drops any packet whose TTL is not 255 (GTSM) and hands
 //     the rest to the session of the source address. Closing a session
 //     sends AdminDown, which RFC 5882 §3.2 says a router must not take
-//     for a failure (so a hand-over with graceful restart should keep the
-//     routes; not yet tested with BFD).
+//     for a failure. BIRD 2.0.12 does take it for one: measured with
+//     TestEndToEndRestartBGP's lab and BFD on (2026-12-01), its BFD
+//     session went Up → Down at the hand-over, it dropped BGP (not as a
+//     graceful restart) and the route to the VIP was gone for ~1.7 s
+//     (0 of 50 connections broken on one appliance; in a fleet the flows
+//     would go to the other appliances meanwhile). What would keep it:
+//     the successor resuming each session with its discriminators and
+//     state from the hand-over document, within the detection time, on
+//     a receive socket it takes over — not built. Until then validate
+//     warns when graceful_restart and bfd are both set.
 //   - server_test.go drives the sockets on loopback against a fake router
 //     (TTL 255 sent, source port range, TTL 64 dropped, AdminDown on
 //     removal); pkg/bgp TestBIRDBFD against BIRD 2.0.12.
