@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -701,9 +702,17 @@ func TestEndToEndCrash(t *testing.T) {
 // TestEndToEndRestartBGP: with graceful restart, a restart hands the BGP
 // sessions over without a withdraw: the router's route to the VIP never
 // loses the appliance, connections stay, and the successor's speaker
-// refreshes the routes (none left stale). xlb stop withdraws.
+// refreshes the routes (none left stale). xlb stop withdraws. With BFD on,
+// the successor resumes the BFD sessions (same discriminators, Up), so
+// the router's BFD never sees them go down.
 func TestEndToEndRestartBGP(t *testing.T) {
-	l := labWith(t, lab.Options{Backends: 3, BGP: true, XLBPinDir: bpffsDir(t), XLBGracefulRestart: 30 * time.Second})
+	for _, withBFD := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bfd=%v", withBFD), func(t *testing.T) { testRestartBGP(t, withBFD) })
+	}
+}
+
+func testRestartBGP(t *testing.T, withBFD bool) {
+	l := labWith(t, lab.Options{Backends: 3, BGP: true, BFD: withBFD, XLBPinDir: bpffsDir(t), XLBGracefulRestart: 30 * time.Second})
 	rules := l.DefaultRules("IPIP")[:1]
 	rules[0].Health = healthNone
 	dir := t.TempDir()
@@ -720,6 +729,21 @@ func TestEndToEndRestartBGP(t *testing.T) {
 	cancel()
 	if err != nil {
 		t.Fatalf("the VIP is not announced: %v\n%s", err, l.BIRDLog())
+	}
+	// With BFD, the router's sessions (state and since) before the hand-over.
+	var bfdBefore map[string]string
+	if withBFD {
+		waitFor(t, 30*time.Second, "the router's BFD sessions Up", func() (bool, string) {
+			out, _ := l.Birdc("show bfd sessions")
+			bfdBefore = routerBFDSessions(out)
+			up := 0
+			for _, v := range bfdBefore {
+				if strings.HasPrefix(v, "Up ") {
+					up++
+				}
+			}
+			return up == 2 && len(bfdBefore) == 2, out
+		})
 	}
 	ws := openWatched(t, l, l.ClientAddrs4[:50], 15*time.Second)
 	stopWatch := watchAll(ws)
@@ -771,10 +795,37 @@ func TestEndToEndRestartBGP(t *testing.T) {
 	if !strings.Contains(x.log.String(), "bgp speaker detached for the successor") {
 		t.Errorf("the predecessor did not detach its speaker:\n%s", x.log)
 	}
+	if withBFD && !strings.Contains(x.log.String(), "bfd session resumed from the predecessor") {
+		t.Errorf("the successor did not resume the BFD sessions:\n%s", x.log)
+	}
+	if withBFD {
+		// The router's BFD sessions never left Up: BIRD logs every change
+		// (since has whole seconds only), and they are the same sessions.
+		out, _ := l.Birdc("show bfd sessions")
+		after := routerBFDSessions(out)
+		if log := l.BIRDLog(); strings.Contains(log, "changed state from Up") || !maps.Equal(after, bfdBefore) {
+			t.Errorf("the router's BFD sessions left Up during the hand-over: before %v, after %v\n%s", bfdBefore, after, log)
+		}
+	}
 	stopDaemon(t, l, x)
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := l.WaitNexthops(ctx, l.Opts.VIP4, nil); err != nil {
 		t.Errorf("after xlb stop the VIP is still routed to the appliance: %v", err)
 	}
+}
+
+// routerBFDSessions maps each session of `birdc show bfd sessions` (IP
+// address, interface, state, since (date and time), …) to its state and
+// since.
+func routerBFDSessions(out string) map[string]string {
+	m := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) >= 5 {
+			if _, err := netip.ParseAddr(f[0]); err == nil {
+				m[f[0]] = strings.Join(f[2:5], " ")
+			}
+		}
+	}
+	return m
 }

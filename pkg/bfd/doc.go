@@ -43,19 +43,42 @@
 //     UDP 3784 that drops any packet whose TTL is not 255 (GTSM) and hands
 //     the rest to the session of the source address. Closing a session
 //     sends AdminDown, which RFC 5882 §3.2 says a router must not take
-//     for a failure. BIRD 2.0.12 does take it for one: measured with
-//     TestEndToEndRestartBGP's lab and BFD on (2026-12-01), its BFD
-//     session went Up → Down at the hand-over, it dropped BGP (not as a
-//     graceful restart) and the route to the VIP was gone for ~1.7 s
-//     (0 of 50 connections broken on one appliance; in a fleet the flows
-//     would go to the other appliances meanwhile). What would keep it:
-//     the successor resuming each session with its discriminators and
-//     state from the hand-over document, within the detection time, on
-//     a receive socket it takes over — not built. Until then validate
-//     warns when graceful_restart and bfd are both set.
+//     for a failure. BIRD 2.0.12 does take it for one (measured
+//     2026-12-01: the route to the VIP gone ~1.7 s at xlb restart), hence
+//     the hand-over below, which sends no AdminDown.
+//   - carry.go: the hand-over (xlb restart / upgrade). See "Hand-over".
 //   - server_test.go drives the sockets on loopback against a fake router
 //     (TTL 255 sent, source port range, TTL 64 dropped, AdminDown on
 //     removal); pkg/bgp TestBIRDBFD against BIRD 2.0.12.
+//
+// # Hand-over
+//
+// The sessions cross a process hand-over without the router seeing them
+// go down. The predecessor's daemon puts Server.Export (per session: peer,
+// source port, state, both discriminators, the remote's multiplier and
+// intervals, our advertised interval) into its state document ("bfd",
+// absent in older documents: the sessions start over) while its sessions
+// run on untouched, so a successor that fails before the cut-over changes
+// nothing. After the cut-over the predecessor's speaker detaches:
+// Server.Detach ends the sessions without a packet (the last one the
+// router got said Up). The successor's speaker calls Resume before its
+// first Add: the session starts Up with the carried discriminators, its
+// detection time restarted, and sends at once (ResumeSession).
+//
+// Sockets: every BFD socket, the receive sockets on 3784 and the per-session
+// send sockets, has SO_REUSEPORT, so the successor binds 3784 and the
+// session's source port (RFC 5881 §4: one source port per session) while
+// the predecessor still holds them. Chosen over passing the fds in the
+// hand-over's file list because it needs no plumbing through the daemon and
+// speaker and has no fd ownership to get wrong; while both processes hold
+// 3784 the kernel hands a router's packets to one of the two sockets, and
+// the other gets them once the predecessor closes its own (right after the
+// cut-over), well within the detection time. A predecessor built before
+// this (no SO_REUSEPORT) keeps the port until it exits: the successor's
+// session then falls back to a new source port, and its receive socket
+// retries every second, so an upgrade from such a build can still drop the
+// session once. Whether BIRD 2.0.12 checks the source port was not
+// checked; RFC 5881 asks for it and keeping it costs nothing.
 //
 // # Decisions where the RFCs leave a choice
 //
@@ -63,8 +86,8 @@
 //     "BFD": a separate responder would keep the router believing in a hung
 //     daemon). A SIGSTOPped daemon stops sending and the router's BFD
 //     drops it.
-//   - Port 3784 taken (another BFD daemon; the predecessor during a
-//     hand-over): the receive socket is retried every second; the session
+//   - Port 3784 taken (another BFD daemon; a predecessor built before
+//     the hand-over set SO_REUSEPORT): the receive socket is retried every second; the session
 //     stays Down meanwhile and the BGP session is not held down for it
 //     (only a session that was Init or Up holds BGP down when it drops).
 //   - Dropped packets (wrong TTL, unknown source, malformed) are counted

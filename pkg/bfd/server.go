@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Port is the destination port of single-hop BFD control packets (RFC
@@ -41,7 +43,8 @@ type Server struct {
 
 	mu     sync.Mutex
 	peers  map[netip.Addr]*peer
-	rx     map[bool]*net.UDPConn // by "is IPv4"
+	resume map[netip.Addr]Carried // sessions a predecessor carried, until Add
+	rx     map[bool]*net.UDPConn  // by "is IPv4"
 	closed bool
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -58,6 +61,11 @@ type peer struct {
 	state atomic.Uint32 // State
 	stop  context.CancelFunc
 	done  chan struct{}
+	// silent makes the session end without AdminDown (a hand-over).
+	silent atomic.Bool
+
+	mu      sync.Mutex
+	carried Carried // the session's state after its last event
 }
 
 // NewServer returns a server; onChange (may be nil) is called on a
@@ -86,15 +94,24 @@ func (s *Server) Add(addr netip.Addr, cfg Config) error {
 		s.wg.Add(1)
 		go s.receive(addr.Is4())
 	}
-	conn, err := dialPeer(addr, s.peerPort)
+	c, resumed := s.resume[addr]
+	delete(s.resume, addr)
+	conn, err := dialPeer(addr, s.peerPort, c.SourcePort)
 	if err != nil {
 		return err
 	}
+	ss := NewSession(cfg, discriminator(), time.Now())
+	if resumed {
+		ss = ResumeSession(cfg, c, time.Now())
+		s.log.Info("bfd session resumed from the predecessor", "peer", addr, "state", ss.State(), "local_disc", ss.LocalDisc(), "source_port", conn.LocalAddr().(*net.UDPAddr).Port)
+	}
 	ctx, stop := context.WithCancel(s.ctx)
 	p := &peer{addr: addr, inbox: make(chan Packet, 16), stop: stop, done: make(chan struct{})}
-	p.state.Store(uint32(Down))
+	p.state.Store(uint32(ss.State()))
+	p.carried = ss.carry()
+	p.carried.Peer, p.carried.SourcePort = addr, uint16(conn.LocalAddr().(*net.UDPAddr).Port)
 	s.peers[addr] = p
-	go s.run(ctx, p, conn, NewSession(cfg, discriminator(), time.Now()))
+	go s.run(ctx, p, conn, ss)
 	return nil
 }
 
@@ -123,8 +140,41 @@ func (s *Server) State(addr netip.Addr) (State, bool) {
 	return State(p.state.Load()), true
 }
 
+// Resume makes the next Add of each carried peer continue the session a
+// predecessor process ran (Export), instead of starting one in Down.
+func (s *Server) Resume(cs []Carried) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.resume == nil {
+		s.resume = map[netip.Addr]Carried{}
+	}
+	for _, c := range cs {
+		s.resume[c.Peer.Unmap()] = c
+	}
+}
+
+// Export returns every session's state for a successor process; the
+// sessions run on untouched (a successor that fails leaves them be).
+func (s *Server) Export() []Carried {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var cs []Carried
+	for _, p := range s.peers {
+		p.mu.Lock()
+		cs = append(cs, p.carried)
+		p.mu.Unlock()
+	}
+	return cs
+}
+
 // Close ends every session (AdminDown) and the receive sockets.
-func (s *Server) Close() {
+func (s *Server) Close() { s.close(false) }
+
+// Detach ends every session without a word to the routers, for a
+// successor that resumes them (Export): the last packets sent say Up.
+func (s *Server) Detach() { s.close(true) }
+
+func (s *Server) close(silent bool) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -133,6 +183,7 @@ func (s *Server) Close() {
 	s.closed = true
 	var ps []*peer
 	for a, p := range s.peers {
+		p.silent.Store(silent)
 		ps = append(ps, p)
 		delete(s.peers, a)
 	}
@@ -181,6 +232,9 @@ func (s *Server) run(ctx context.Context, p *peer, conn *net.UDPConn, ss *Sessio
 	for {
 		select {
 		case <-ctx.Done():
+			if p.silent.Load() {
+				return
+			}
 			ss.AdminDown()
 			send(false)
 			p.state.Store(uint32(AdminDown))
@@ -198,16 +252,30 @@ func (s *Server) run(ctx context.Context, p *peer, conn *net.UDPConn, ss *Sessio
 			send(false)
 		}
 		changed(old)
+		c := ss.carry()
+		p.mu.Lock()
+		c.Peer, c.SourcePort = p.carried.Peer, p.carried.SourcePort
+		p.carried = c
+		p.mu.Unlock()
 		timer.Reset(time.Until(ss.Next()))
 	}
 }
 
 // dialPeer opens the session's send socket: from a port in
-// SourcePortMin..65535 (RFC 5881 §4), TTL or hop limit 255.
-func dialPeer(addr netip.Addr, port int) (*net.UDPConn, error) {
+// SourcePortMin..65535 (RFC 5881 §4), TTL or hop limit 255; from
+// srcPort when nonzero and free to share (a resumed session keeps the
+// predecessor's port: SO_REUSEPORT on every send socket lets the
+// successor bind it while the predecessor still holds it).
+func dialPeer(addr netip.Addr, port int, srcPort uint16) (*net.UDPConn, error) {
 	var last error
-	for range 32 {
+	for i := range 33 {
 		local := &net.UDPAddr{Port: SourcePortMin + rand.IntN(65536-SourcePortMin)}
+		if i == 0 {
+			if srcPort < SourcePortMin {
+				continue
+			}
+			local.Port = int(srcPort)
+		}
 		d := net.Dialer{LocalAddr: local, Control: func(network, _ string, c syscall.RawConn) error {
 			return setSockopt(c, addr.Is4(), false)
 		}}
@@ -216,7 +284,7 @@ func dialPeer(addr netip.Addr, port int) (*net.UDPConn, error) {
 			return c.(*net.UDPConn), nil
 		}
 		last = err
-		if !errors.Is(err, syscall.EADDRINUSE) {
+		if i > 0 && !errors.Is(err, syscall.EADDRINUSE) {
 			break
 		}
 	}
@@ -235,6 +303,11 @@ func udpNet(v4 bool) string {
 func setSockopt(c syscall.RawConn, v4, recv bool) error {
 	var serr error
 	err := c.Control(func(fd uintptr) {
+		// Shared with a predecessor or successor process during a
+		// hand-over (doc.go "Hand-over").
+		if serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1); serr != nil {
+			return
+		}
 		switch {
 		case v4 && recv:
 			serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_RECVTTL, 1)

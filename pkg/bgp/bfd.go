@@ -32,8 +32,22 @@ func (s *Speaker) startBFD(p Peer) error {
 	}
 	if s.bfd == nil {
 		s.bfd = bfd.NewServer(s.log.With("component", "bfd"), s.onBFD)
+		s.bfd.Resume(s.opts.BFDCarried)
 	}
 	return s.bfd.Add(p.Address, p.BFD.config())
+}
+
+// BFDExport returns the state of every BFD session for a successor
+// process (Options.BFDCarried); the sessions run on untouched until
+// Detach, which ends them without AdminDown.
+func (s *Speaker) BFDExport() []bfd.Carried {
+	s.mu.Lock()
+	b := s.bfd
+	s.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	return b.Export()
 }
 
 // stopBFD ends p's BFD session, if it runs one; s.mu held.

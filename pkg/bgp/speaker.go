@@ -42,6 +42,9 @@ type Options struct {
 	// OnPeerChange, if set, is called after each peer state change, on a
 	// GoBGP goroutine; it must not block and must not call Close or Detach.
 	OnPeerChange func(PeerStatus) `json:"-"`
+	// BFDCarried are the BFD sessions a predecessor process ran
+	// (BFDExport): each peer's session resumes in its carried state.
+	BFDCarried []bfd.Carried `json:"-"`
 }
 
 // Peer is one router to announce to.
@@ -511,6 +514,7 @@ func (s *Speaker) SetAttributes(a Attributes) error {
 func (s *Speaker) Close() { s.stop(false) }
 
 // Detach stops the speaker without withdrawing and without a NOTIFICATION
+// (nor a BFD AdminDown: a successor resumes the sessions, BFDExport)
 // where graceful restart was negotiated: such routers keep the routes
 // (marked stale) for the restart time, until a successor speaker with the
 // same identity re-announces them and sends End-of-RIB. Routers without
@@ -527,7 +531,10 @@ func (s *Speaker) stop(graceful bool) {
 	s.stopped = true
 	b := s.bfd
 	s.mu.Unlock()
-	if b != nil {
+	switch {
+	case b != nil && graceful:
+		b.Detach() // silent: the successor resumes the sessions (bfd.go)
+	case b != nil:
 		b.Close() // AdminDown: the routers do not take it for a failure
 	}
 	if err := s.srv.StopBgp(context.Background(), &api.StopBgpRequest{AllowGracefulRestart: graceful}); err != nil {

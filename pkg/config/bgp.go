@@ -277,16 +277,10 @@ func (l *loader) checkBGP() {
 	if b == nil || len(l.is.errs) > 0 {
 		return // a peer dropped for an error would make this warning wrong
 	}
-	var peer4, peer6, bfd bool
+	var peer4, peer6 bool
 	for _, p := range b.Peers {
 		peer4 = peer4 || p.Address.Is4()
 		peer6 = peer6 || p.Address.Is6()
-		bfd = bfd || p.BFD
-	}
-	if bfd && b.GracefulRestart > 0 {
-		// Measured (TestEndToEndRestartBGP with BFD, BIRD 2.0.12): the
-		// route to the VIP left the router for ~1.7 s during xlb restart.
-		l.main.warnf("bgp.graceful_restart", "xlb restart and xlb upgrade still take the routes away for about 2 s while a peer has bfd = true: the successor's BFD sessions start anew, and a router drops BGP when the old ones end (BIRD does on their AdminDown), graceful restart or not (deploy/fleet.md \"BFD\")")
 	}
 	warned := map[bool]bool{}
 	for _, r := range l.cfg.Rules {

@@ -72,8 +72,7 @@ func TestBGPDefaultsAndFull(t *testing.T) {
 		`bfd = true`,
 	)
 	cfg, errs, ws = loadFiles(t, map[string]string{"rules.d/web.toml": webRule, "xlb.toml": full})
-	// Its one warning: graceful restart with BFD (TestBFDWithGracefulRestartWarning).
-	if errs != nil || len(ws) != 1 || !strings.Contains(ws[0], "bgp.graceful_restart: ") {
+	if errs != nil || len(ws) != 0 {
 		t.Fatal(errs, ws)
 	}
 	want = &BGP{LocalAS: 4200000001, RouterID: netip.MustParseAddr("192.0.2.2"), HoldTime: 9 * time.Second, GracefulRestart: 30 * time.Second,
@@ -185,33 +184,6 @@ func TestBGPFamilyWarning(t *testing.T) {
 	want := []string{"xlb.toml:5: bgp.peer: IPv6 VIPs (2001:db8:80::10 of rule web6) are not announced: no IPv6 peer"}
 	if !reflect.DeepEqual(ws, want) {
 		t.Errorf("warnings %q, want %q", ws, want)
-	}
-}
-
-// TestBFDWithGracefulRestartWarning: BFD defeats graceful restart across
-// xlb restart (the router drops BGP when the old BFD sessions end), and
-// Load says so.
-func TestBFDWithGracefulRestartWarning(t *testing.T) {
-	for _, tc := range []struct {
-		extra string
-		warn  bool
-	}{
-		{"graceful_restart = \"30s\"", false},
-		{"[bgp.bfd]", false},
-		{"graceful_restart = \"30s\"\n[bgp.bfd]", true},
-	} {
-		main := strings.Replace(bgpMain(), "local_as = 65001", "local_as = 65001\n"+tc.extra, 1)
-		if strings.Contains(tc.extra, "[bgp.bfd]") {
-			main = strings.Replace(main, "peer_as = 65000", "peer_as = 65000\nbfd = true", 1)
-		}
-		_, errs, ws := loadFiles(t, map[string]string{"rules.d/web.toml": webRule, "xlb.toml": main})
-		if errs != nil {
-			t.Fatalf("%q: %v", tc.extra, errs)
-		}
-		got := strings.Contains(strings.Join(ws, "\n"), "bgp.graceful_restart: xlb restart and xlb upgrade still take the routes away")
-		if got != tc.warn {
-			t.Errorf("%q: warnings %q, want the BFD warning: %v", tc.extra, ws, tc.warn)
-		}
 	}
 }
 

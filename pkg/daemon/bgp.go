@@ -109,6 +109,7 @@ func (d *daemon) openBGP(ctx context.Context, c *config.BGP) error {
 	}
 	o := speakerOptions(c, rid)
 	o.Log = d.log.With("component", "bgp")
+	o.BFDCarried, d.bfdCarried = d.bfdCarried, nil // once: a later speaker starts over
 	o.OnPeerChange = func(p bgp.PeerStatus) {
 		d.events.add(control.RuleEvent{Kind: eventPeer, Backend: p.Address.String(), To: p.State, Reason: p.LastError, At: p.Since})
 	}

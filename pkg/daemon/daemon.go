@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xlbnet/xlb/pkg/bfd"
 	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/handover"
 	"github.com/xlbnet/xlb/pkg/health"
@@ -76,6 +77,9 @@ type daemon struct {
 	status publishedStatus
 
 	bgp atomic.Pointer[bgpRuntime] // nil without [bgp] (bgp.go)
+	// bfdCarried are the BFD sessions a predecessor handed over, until
+	// the speaker starts (bgp.go openBGP).
+	bfdCarried []bfd.Carried
 
 	seed      uint64       // conntrack bucket seed
 	exit      exitMode     // set on the control goroutine; Run returns when it is set

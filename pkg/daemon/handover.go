@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xlbnet/xlb/failover"
+	"github.com/xlbnet/xlb/pkg/bfd"
 	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/handover"
 	"github.com/xlbnet/xlb/pkg/neigh"
@@ -47,6 +48,10 @@ type stateDoc struct {
 	// Stopped is set in the document a daemon leaves in systemd's fd store
 	// when it stops for a restart (systemd.go).
 	Stopped *storedStop `json:"stopped,omitempty"`
+	// BFD are the speaker's BFD sessions, resumed by the successor's
+	// speaker so the routers never see them go down; absent (older
+	// documents, a stop): the sessions start over.
+	BFD []bfd.Carried `json:"bfd,omitempty"`
 }
 
 type ruleState struct {
@@ -117,6 +122,9 @@ func (d *daemon) stateDocument(stop *storedStop) ([]byte, error) {
 	for k, p := range d.probes {
 		doc.Probes = append(doc.Probes, probeState{Rule: k.rule, Addr: k.addr, Health: p.health, Weight: p.weight, WeightState: p.weightState, LastError: p.lastError, Since: p.since})
 	}
+	if b := d.bgp.Load(); b != nil && stop == nil {
+		doc.BFD = b.speaker.BFDExport()
+	}
 	for k, nh := range d.nexthops {
 		s := nexthopState{Addr: k.addr, Direct: k.direct, NH: nh.nh}
 		if nh.err != nil {
@@ -176,6 +184,7 @@ func (d *daemon) restoreState(doc *stateDoc) error {
 		}
 		d.nexthops[nhKey{s.Addr, s.Direct}] = nh
 	}
+	d.bfdCarried = doc.BFD
 	d.reloadsOK.Store(doc.Reloads[0])
 	d.reloadsRejected.Store(doc.Reloads[1])
 	return nil

@@ -1,0 +1,50 @@
+package bfd
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Carried is one session's state handed to a successor process, so that
+// the router never sees the session leave Up (doc.go "Hand-over"). It is
+// part of the daemon's versioned state document: fields are only added.
+type Carried struct {
+	Peer        netip.Addr `json:"peer"`
+	SourcePort  uint16     `json:"source_port"`
+	State       State      `json:"state"`
+	LocalDisc   uint32     `json:"local_disc"`
+	RemoteDisc  uint32     `json:"remote_disc"`
+	RemoteMult  uint8      `json:"remote_mult"`
+	RemoteTxUS  uint32     `json:"remote_tx_us"` // the remote's DesiredMinTx
+	RemoteRxUS  uint32     `json:"remote_rx_us"` // the remote's RequiredMinRx
+	DesiredTxUS uint32     `json:"desired_tx_us"`
+}
+
+// carry is the session's state for a successor.
+func (s *Session) carry() Carried {
+	return Carried{State: s.state, LocalDisc: s.localDisc, RemoteDisc: s.remoteDisc, RemoteMult: s.remoteMult,
+		RemoteTxUS: uint32(s.remoteTx / time.Microsecond), RemoteRxUS: uint32(s.remoteRx / time.Microsecond),
+		DesiredTxUS: uint32(s.desiredTx / time.Microsecond)}
+}
+
+// ResumeSession continues a session a predecessor process carried: same
+// discriminators, same state, the detection time restarted at now and a
+// packet due at once. A carried Up session stays Up; anything else starts
+// over in Down with the carried local discriminator.
+func ResumeSession(cfg Config, c Carried, now time.Time) *Session {
+	s := NewSession(cfg, c.LocalDisc, now)
+	if c.State != Up || c.RemoteDisc == 0 || c.RemoteMult == 0 {
+		return s
+	}
+	s.state, s.remoteDisc, s.remoteMult = Up, c.RemoteDisc, c.RemoteMult
+	s.remoteTx = time.Duration(c.RemoteTxUS) * time.Microsecond
+	s.remoteRx = time.Duration(c.RemoteRxUS) * time.Microsecond
+	s.desiredTx = time.Duration(c.DesiredTxUS) * time.Microsecond
+	if s.desiredTx <= 0 {
+		s.desiredTx = cfg.MinTx
+	}
+	s.txInterval = s.desiredTx
+	s.setDesiredTx(cfg.MinTx) // a changed min_tx goes through a Poll
+	s.deadline = now.Add(s.DetectionTime())
+	return s
+}

@@ -1,0 +1,98 @@
+package bfd
+
+import (
+	"log/slog"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// TestServerHandOver: a session Up with a fake router on loopback is
+// exported, resumed by a second server sharing the receive port, and the
+// first one detaches: the router sees only Up packets with the carried
+// discriminators from the same source port (no AdminDown, no Down), and
+// the resumed session stays Up on the router's answers.
+func TestServerHandOver(t *testing.T) {
+	r := newFakeRouter(t)
+	cfg := Config{MinTx: 20 * time.Millisecond, MinRx: 20 * time.Millisecond, Multiplier: 3}
+	lo := netip.MustParseAddr("127.0.0.1")
+	a := NewServer(slog.New(slog.DiscardHandler), nil)
+	a.listenPort, a.peerPort = freeUDPPort(t), r.port()
+	defer a.Close()
+	if err := a.Add(lo, cfg); err != nil {
+		t.Fatal(err)
+	}
+	first, _, from := r.read()
+	const routerDisc = 0x4321
+	answer := func(st State) {
+		r.send(Packet{State: st, DetectMult: 3, MyDisc: routerDisc, YourDisc: first.MyDisc, DesiredMinTx: 20000, RequiredMinRx: 20000}, 255, a.listenPort)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for st, _ := a.State(lo); st != Up; st, _ = a.State(lo) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not Up; dropped %d", a.Dropped.Load())
+		}
+		answer(Init)
+		time.Sleep(10 * time.Millisecond)
+	}
+	answer(Up)
+	time.Sleep(30 * time.Millisecond)
+	cs := a.Export()
+	want := Carried{Peer: lo, SourcePort: from.Port(), State: Up, LocalDisc: first.MyDisc, RemoteDisc: routerDisc, RemoteMult: 3, RemoteTxUS: 20000, RemoteRxUS: 20000, DesiredTxUS: 20000}
+	if len(cs) != 1 || cs[0] != want {
+		t.Fatalf("exported %+v, want [%+v]", cs, want)
+	}
+
+	events := make(chan Event, 16)
+	b := NewServer(slog.New(slog.DiscardHandler), func(e Event) { events <- e })
+	b.listenPort, b.peerPort = a.listenPort, r.port()
+	defer b.Close()
+	b.Resume(cs)
+	if err := b.Add(lo, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := b.State(lo); st != Up {
+		t.Fatalf("resumed session is %v, want Up", st)
+	}
+	a.Detach()
+	// The router keeps answering; everything it receives says Up with
+	// the carried discriminators, from the carried port.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+				answer(Up)
+			}
+		}
+	}()
+	for range 40 { // ~0.6 s at 15-20 ms
+		p, ttl, src := r.read()
+		if p.State != Up || p.MyDisc != first.MyDisc || p.YourDisc != routerDisc || ttl != 255 || src.Port() != from.Port() {
+			t.Fatalf("after the hand-over the router got %+v (TTL %d) from %v; want Up, discriminators %#x/%#x, port %d", p, ttl, src, first.MyDisc, routerDisc, from.Port())
+		}
+	}
+	select {
+	case e := <-events:
+		t.Errorf("resumed session changed state: %+v", e)
+	default:
+	}
+	if st, _ := b.State(lo); st != Up {
+		t.Errorf("resumed session is %v after 0.6 s of answers, want Up (dropped %d)", st, b.Dropped.Load())
+	}
+}
+
+// TestResumeSessionNotUp: a session carried while not Up starts over in
+// Down with the carried local discriminator.
+func TestResumeSessionNotUp(t *testing.T) {
+	cfg := Config{MinTx: 100 * time.Millisecond, MinRx: 100 * time.Millisecond, Multiplier: 3}
+	for _, st := range []State{Down, Init, AdminDown} {
+		s := ResumeSession(cfg, Carried{State: st, LocalDisc: 7, RemoteDisc: 9, RemoteMult: 3}, time.Now())
+		if s.State() != Down || s.LocalDisc() != 7 || s.Packet(false).YourDisc != 0 {
+			t.Errorf("carried %v: resumed %v, packet %+v; want Down, local 7, your 0", st, s.State(), s.Packet(false))
+		}
+	}
+}
