@@ -78,14 +78,7 @@ func (d *daemon) applianceStatus() control.Appliance {
 		WithdrawDelaySec: c.WithdrawDelay.Seconds(), Peers: []control.BGPPeer{}, VIPs: []control.VIPAnnouncement{}}
 	for _, p := range b.speaker.Peers() {
 		row := control.BGPPeer{Address: p.Address.String(), PeerAS: p.AS, State: p.State, Announced: []string{}, LastError: p.LastError, BFD: p.BFD}
-		if !p.Since.IsZero() {
-			t := p.Since
-			row.Since = &t
-		}
-		if !p.LastErrorAt.IsZero() {
-			t := p.LastErrorAt
-			row.LastErrorAt = &t
-		}
+		row.Since, row.LastErrorAt = timeOrNil(p.Since), timeOrNil(p.LastErrorAt)
 		for _, pfx := range p.Announced {
 			row.Announced = append(row.Announced, pfx.String())
 		}

@@ -102,10 +102,7 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 					// Plain MAGLEV ignores weights: no state to report.
 					row.WeightState = bs.WeightState.String()
 				}
-				if !bs.DrainUntil.IsZero() {
-					t := bs.DrainUntil
-					row.DrainUntil = &t
-				}
+				row.DrainUntil = timeOrNil(bs.DrainUntil)
 			}
 			for _, m := range rr.state.Eligible {
 				if m.Name == row.Address {
@@ -152,16 +149,16 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 
 // checkInfo is a health check's history as status shows it.
 func checkInfo(st health.Status) control.CheckInfo {
-	ci := control.CheckInfo{ProbeLatencySeconds: st.LastLatency.Seconds(), HealthChanges: st.Changes}
-	if !st.LastProbe.IsZero() {
-		t := st.LastProbe
-		ci.LastCheck = &t
+	return control.CheckInfo{ProbeLatencySeconds: st.LastLatency.Seconds(), HealthChanges: st.Changes,
+		LastCheck: timeOrNil(st.LastProbe), HealthSince: timeOrNil(st.Since)}
+}
+
+// timeOrNil is t for a JSON field that is absent while t is unset.
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
 	}
-	if !st.Since.IsZero() {
-		t := st.Since
-		ci.HealthSince = &t
-	}
-	return ci
+	return &t
 }
 
 // ChangeBackend implements control.API.
