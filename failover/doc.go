@@ -17,8 +17,8 @@
 // State.Eligible (and State.Zones) and publishes them in a snapshot.
 //
 // Two functions are meant for the packet path and allocate nothing:
-// Persists (the persistence table) and BackendState.EntryValid (or the
-// same three comparisons inlined on the dataplane's copy of the fields).
+// Persists (the persistence table) and Gens.Valid (the conntrack validity
+// rule, which the dataplane's workers run on their copy of the fields).
 //
 // # Backend states
 //
@@ -65,11 +65,12 @@
 //	∧ (entry.UnhealthyGen == b.UnhealthyGen ∨ Persists(policy, mode, affinity, proto))
 //	∧ (entry.DrainGen == b.DrainGen ∨ (entry.DrainGen ≥ b.DrainFloor ∧ now < b.DrainUntil))
 //
-// so invalidation is O(1) and lazy: entries removed while a backend was
-// unhealthy do not come back when it recovers, replacement entries (and
-// entries created while it was unhealthy, in last resort) survive the
-// recovery, and entries of a drained backend do not come back when it is
-// undrained.
+// (Gens.Valid; an entry records the generations in 16 bits, compared
+// wrap-safe: see Gens), so invalidation is O(1) and lazy: entries removed
+// while a backend was unhealthy do not come back when it recovers,
+// replacement entries (and entries created while it was unhealthy, in last
+// resort) survive the recovery, and entries of a drained backend do not
+// come back when it is undrained.
 //
 // UnhealthyGen increments when a backend's flows start being diverted: it
 // is not healthy and the eligible set has a healthy member, where before

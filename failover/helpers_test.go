@@ -90,6 +90,13 @@ func backendState(t testing.TB, st *State, name string) *BackendState {
 	return b
 }
 
+// entryValid runs the validity rule the workers run (Gens.Valid) for an
+// entry stamped s on backend b as Compute left it, comparing b's draining
+// deadline with now as the dataplane compares its copy.
+func entryValid(b *BackendState, s Stamp, now time.Time, persists bool) bool {
+	return b.Gens().Valid(s, persists, now.Before(b.DrainUntil))
+}
+
 func reversed[T any](s []T) []T {
 	r := slices.Clone(s)
 	slices.Reverse(r)

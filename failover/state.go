@@ -74,13 +74,6 @@ var drainReasonNames = [...]string{"NONE", "FAILOVER", "ADMIN", "REMOVED"}
 
 func (d DrainReason) String() string { return enumName(drainReasonNames[:], uint8(d)) }
 
-// Stamp is what a conntrack entry records about its backend when it is
-// created: copy it from BackendState.Stamp().
-type Stamp struct {
-	UnhealthyGen uint32
-	DrainGen     uint32
-}
-
 // BackendState is the engine's view of one backend after a Compute.
 type BackendState struct {
 	Name        string
@@ -114,25 +107,14 @@ type BackendState struct {
 	admin bool // departed by CLI drain or removal (carried over)
 }
 
-// Stamp returns the values a new conntrack entry to this backend records.
-func (b *BackendState) Stamp() Stamp {
-	return Stamp{UnhealthyGen: b.UnhealthyGen, DrainGen: b.DrainGen}
+// Gens returns the backend's generations as the validity rule reads them:
+// cut to the entries' 16 bits (see Gens).
+func (b *BackendState) Gens() Gens {
+	return Gens{UnhealthyGen: uint16(b.UnhealthyGen), DrainGen: uint16(b.DrainGen), DrainFloor: uint16(b.DrainFloor)}
 }
 
-// EntryValid reports whether a conntrack entry stamped s may still be used
-// at now. persists is Persists(policy, mode, affinity, proto) of the entry's
-// rule and protocol. The rule's flush generation (State.FlushGen) is checked
-// by the caller. No allocation; the dataplane may inline the same checks on
-// its own copy of these fields.
-func (b *BackendState) EntryValid(s Stamp, now time.Time, persists bool) bool {
-	if s.UnhealthyGen != b.UnhealthyGen && !persists {
-		return false
-	}
-	if s.DrainGen == b.DrainGen {
-		return true
-	}
-	return s.DrainGen >= b.DrainFloor && now.Before(b.DrainUntil)
-}
+// Stamp returns what a new conntrack entry to this backend records.
+func (b *BackendState) Stamp() Stamp { return b.Gens().Stamp() }
 
 // GroupState is the engine's view of one group after a Compute.
 type GroupState struct {

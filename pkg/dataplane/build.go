@@ -70,11 +70,10 @@ func BuildRule(cfg RuleConfig, st *failover.State, seed uint64, clock Clock) (Ru
 		if d.Present {
 			return Rule{}, fmt.Errorf("rule %s: backends %s and %s share slot %d", cfg.Name, d.Name, b.Name, b.ID)
 		}
+		g := b.Gens()
 		*d = Backend{
 			Name: b.Name, Addr: addr.As16(), Present: true,
-			UnhealthyGen: uint16(b.UnhealthyGen),
-			DrainGen:     uint16(b.DrainGen),
-			DrainFloor:   uint16(b.DrainFloor),
+			UnhealthyGen: g.UnhealthyGen, DrainGen: g.DrainGen, DrainFloor: g.DrainFloor,
 		}
 		if !b.DrainUntil.IsZero() {
 			d.DrainUntil = clock.Ticks(b.DrainUntil)

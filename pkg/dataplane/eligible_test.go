@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -365,6 +366,61 @@ func TestDrainingOnRemoval(t *testing.T) {
 				t.Errorf("%d of %d connections on other backends kept them", others, len(conns)-len(onRemoved))
 			}
 		})
+	}
+}
+
+// An entry records its backend's generations in 16 bits: a drain, an
+// undrain and a second drain across generation 65536 (0 in an entry) keep
+// their meaning on the packet path (failover's validity rule, wrap-safe).
+func TestDrainingAcrossTheGenerationWrap(t *testing.T) {
+	p := failover.DefaultPolicy()
+	p.ConnectionDrainingTimeout = 5 * time.Second
+	w := newFWorld(t, RuleConfig{Match: RuleMatch{Protocol: RuleTCP}}, p, nil, []fb{{name: "192.0.2.1", health: h}, {name: "192.0.2.2", health: h}})
+	// As if every backend had departed and failed 65535 times already.
+	aged := *w.st
+	aged.Backends = slices.Clone(w.st.Backends)
+	for i := range aged.Backends {
+		b := &aged.Backends[i]
+		b.UnhealthyGen, b.DrainGen, b.DrainFloor = 65535, 65535, 65535
+	}
+	w.st = &aged
+	w.compute()
+	const victim = "192.0.2.2"
+	drain := func(on bool) {
+		w.set(victim, func(b *failover.Backend) {
+			b.Admin, b.DrainedAt = failover.AdminActive, time.Time{}
+			if on {
+				b.Admin, b.DrainedAt = failover.AdminDrained, w.wall()
+			}
+		})
+	}
+	onVictim := func(conns map[string]string) map[string]string {
+		out := map[string]string{}
+		for c, b := range conns {
+			if b == victim {
+				out[c] = b
+			}
+		}
+		if len(out) == 0 {
+			t.Fatal("no connection on the victim")
+		}
+		return out
+	}
+	before := onVictim(w.establish(200, 9000)) // stamped with drain generation 65535
+	drain(true)                                // generation 65536: 0 in an entry
+	if kept := w.stayed(before, 9000); kept != len(before) {
+		t.Fatalf("during the drain across the wrap %d of %d connections kept their backend", kept, len(before))
+	}
+	w.advance(6 * time.Second) // past the deadline; the entries stay in the table
+	drain(false)
+	between := onVictim(w.establish(200, 9001)) // stamped with generation 0
+	w.advance(time.Second)
+	drain(true) // the floor moves to 0: generation 65535 is older
+	if kept := w.stayed(between, 9001); kept != len(between) {
+		t.Errorf("second drain: %d of %d connections of the undrained period kept their backend", kept, len(between))
+	}
+	if kept := w.stayed(before, 9000); kept != 0 {
+		t.Errorf("second drain: %d of %d connections from before the first drain came back", kept, len(before))
 	}
 }
 

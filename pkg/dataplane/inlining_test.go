@@ -10,7 +10,7 @@ import (
 func TestInlining(t *testing.T) {
 	testutil.MustInline(t,
 		"(*Matcher).IsVIP", "(*Matcher).vip", "(*Matcher).home", "(*portMatcher).match",
-		"(*Rule).zoneTable", "(*ProtoSet).Has", "(*Backend).Stamp", "isEchoRequest", "drop",
+		"(*Rule).zoneTable", "(*ProtoSet).Has", "(*Backend).Stamp", "(*Backend).gens", "isEchoRequest", "drop",
 		"(*BackendStats).Flush",
 	)
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/xlbnet/xlb/conntrack"
+	"github.com/xlbnet/xlb/failover"
 	"github.com/xlbnet/xlb/hash"
 	"github.com/xlbnet/xlb/pkg/encap"
 )
@@ -35,10 +36,8 @@ type Backend struct {
 	// So entries dropped while the backend was unhealthy stay dropped
 	// after it recovers, replacement entries survive its recovery, and a
 	// drained or removed backend's entries end at the draining deadline.
-	// The generations are 16 bits wide in entries: they are compared for
-	// equality (UnhealthyGen) or by wrap-safe difference (DrainGen), which
-	// is exact unless one backend goes through 32768 departures or 65536
-	// health flaps during the life of one entry.
+	// failover.Gens.Valid is that rule; the generations are 16 bits wide
+	// in entries and compared wrap-safe (see failover.Gens).
 	UnhealthyGen uint16
 	DrainGen     uint16
 	DrainFloor   uint16
@@ -167,25 +166,22 @@ func (r *Rule) ZoneTables() []ZoneTable {
 	return out
 }
 
+// gens is what the validity rule reads of b.
+func (b *Backend) gens() failover.Gens {
+	return failover.Gens{UnhealthyGen: b.UnhealthyGen, DrainGen: b.DrainGen, DrainFloor: b.DrainFloor}
+}
+
 // Stamp is what a new entry to b records: its generations, packed into
 // the entry's 32-bit backend generation.
-func (b *Backend) Stamp() uint32 { return uint32(b.UnhealthyGen)<<16 | uint32(b.DrainGen) }
+func (b *Backend) Stamp() uint32 { return uint32(b.gens().Stamp()) }
 
 // valid reports whether a tracked value still holds for a packet of proto
-// at now (the O(1) invalidation of DESIGN §3 "Entry lifetime").
+// at now (the O(1) invalidation of DESIGN §3 "Entry lifetime"): the rule's
+// flush generation, then failover's rule on the backend's generations.
 func (r *Rule) valid(v conntrack.Value, proto uint8, now conntrack.Time) bool {
 	if v.RuleGen != r.FlushGen || int(v.Backend) >= len(r.Backends) {
 		return false
 	}
 	b := &r.Backends[v.Backend]
-	if !b.Present {
-		return false
-	}
-	if uint16(v.BackendGen>>16) != b.UnhealthyGen && !r.Persist.Has(proto) {
-		return false
-	}
-	if drainGen := uint16(v.BackendGen); drainGen != b.DrainGen {
-		return int16(drainGen-b.DrainFloor) >= 0 && now.Before(b.DrainUntil)
-	}
-	return true
+	return b.Present && b.gens().Valid(failover.Stamp(v.BackendGen), r.Persist.Has(proto), now.Before(b.DrainUntil))
 }
