@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/xlbnet/xlb/hash"
 )
 
 type eligibleCase struct {
@@ -229,4 +231,23 @@ func compareNames(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// TestMaglevBackends: the Maglev table is built from the members' names,
+// slots and Maglev weights, in their order.
+func TestMaglevBackends(t *testing.T) {
+	p := DefaultPolicy()
+	p.WeightedMaglev = true
+	st := mustCompute(t, p, []Group{primary("a")}, []Backend{be("a1", "a", up, weight(2)), be("a2", "a", up, weight(6)), be("a3", "a", down, weight(4))}, nil, t0)
+	got := MaglevBackends(st.Eligible)
+	want := []hash.Backend{
+		{Name: "a1", ID: backendState(t, st, "a1").ID, Weight: 1},
+		{Name: "a2", ID: backendState(t, st, "a2").ID, Weight: 3},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("MaglevBackends = %+v, want %+v", got, want)
+	}
+	if got := MaglevBackends(nil); len(got) != 0 {
+		t.Errorf("MaglevBackends(nil) = %+v", got)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/xlbnet/xlb/hash"
 )
 
 // Tier is which backends the eligible set is drawn from (DESIGN §3
@@ -58,6 +60,16 @@ type Member struct {
 	Usable bool   // healthy and in service (false for last-resort members)
 
 	raw uint32 // weight before the GCD reduction
+}
+
+// MaglevBackends returns members as the Maglev table is built from them:
+// name, slot and Maglev weight.
+func MaglevBackends(members []Member) []hash.Backend {
+	out := make([]hash.Backend, len(members))
+	for i, m := range members {
+		out[i] = hash.Backend{Name: m.Name, ID: m.ID, Weight: m.Weight}
+	}
+	return out
 }
 
 // DrainReason says why a backend's older conntrack entries have a deadline.

@@ -79,11 +79,7 @@ func BuildRule(cfg RuleConfig, st *failover.State, seed uint64, clock Clock) (Ru
 			d.DrainUntil = clock.Ticks(b.DrainUntil)
 		}
 	}
-	members := make([]hash.Backend, 0, len(st.Eligible))
-	for _, m := range st.Eligible {
-		members = append(members, hash.Backend{Name: m.Name, ID: m.ID, Weight: m.Weight})
-	}
-	tbl, err := hash.Build(members, cfg.TableSize, seed)
+	tbl, err := hash.Build(failover.MaglevBackends(st.Eligible), cfg.TableSize, seed)
 	if err != nil {
 		return Rule{}, fmt.Errorf("rule %s: %w", cfg.Name, err)
 	}
@@ -91,11 +87,7 @@ func BuildRule(cfg RuleConfig, st *failover.State, seed uint64, clock Clock) (Ru
 	if len(st.Zones) > 0 && len(cfg.ZoneClients) > 0 {
 		tables := map[string]*hash.MaglevTable{}
 		for _, v := range st.Zones {
-			ms := make([]hash.Backend, 0, len(v.Members))
-			for _, m := range v.Members {
-				ms = append(ms, hash.Backend{Name: m.Name, ID: m.ID, Weight: m.Weight})
-			}
-			if tables[v.Zone], err = hash.Build(ms, cfg.TableSize, seed); err != nil {
+			if tables[v.Zone], err = hash.Build(failover.MaglevBackends(v.Members), cfg.TableSize, seed); err != nil {
 				return Rule{}, fmt.Errorf("rule %s: zone %s: %w", cfg.Name, v.Zone, err)
 			}
 		}

@@ -37,11 +37,7 @@ func TestSimulatorCrossCheck(t *testing.T) {
 	}
 	for _, aff := range []hash.Affinity{hash.AffinityNone, hash.AffinityClientIPProto, hash.AffinityClientIP} {
 		w := newFWorld(t, RuleConfig{Match: RuleMatch{Protocol: RuleL3Default}, Affinity: aff}, p, nil, bs)
-		var members []hash.Backend
-		for _, m := range w.st.Eligible {
-			members = append(members, hash.Backend{Name: m.Name, ID: m.ID, Weight: m.Weight})
-		}
-		direct, err := hash.Build(members, 65537, testSeed)
+		direct, err := hash.Build(failover.MaglevBackends(w.st.Eligible), 65537, testSeed)
 		if err != nil {
 			t.Fatal(err)
 		}
