@@ -8,6 +8,7 @@ import (
 	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/dataplane"
 	"github.com/xlbnet/xlb/pkg/encap"
+	"github.com/xlbnet/xlb/pkg/health"
 	"github.com/xlbnet/xlb/pkg/packet"
 	"github.com/xlbnet/xlb/ring"
 	"github.com/xlbnet/xlb/ring/xsk"
@@ -62,6 +63,12 @@ var (
 		config.EncapGUE:    encap.GUE,
 		config.EncapGRE:    encap.GRE,
 		config.EncapDirect: encap.Direct,
+	}
+	healthKinds = enumMap[config.HealthCheckType, health.Kind]{
+		config.HealthNone:  health.NoProbe,
+		config.HealthHTTP:  health.HTTP,
+		config.HealthHTTPS: health.HTTPS,
+		config.HealthTCP:   health.TCP,
 	}
 	attachModes = enumMap[config.XDPMode, xsk.AttachMode]{
 		config.XDPAuto:    xsk.AttachAuto,

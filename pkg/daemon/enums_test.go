@@ -66,6 +66,7 @@ func TestEnumTables(t *testing.T) {
 	complete(t, "ruleProtocols", ruleProtocols)
 	complete(t, "ipProtocols", ipProtocols, config.ProtocolL3Default) // L3_DEFAULT is looked up as TCP
 	complete(t, "encapKinds", encapKinds)
+	complete(t, "healthKinds", healthKinds)
 	complete(t, "attachModes", attachModes)
 	complete(t, "bindModes", bindModes)
 
@@ -78,6 +79,11 @@ func TestEnumTables(t *testing.T) {
 	for _, v := range values[config.TrackingMode]() {
 		if got := trackingModes.of(v).String(); got != v.String() {
 			t.Errorf("tracking mode %s → %s", v, got)
+		}
+	}
+	for _, v := range values[config.HealthCheckType]() {
+		if got := healthKinds.of(v).String(); got != v.String() {
+			t.Errorf("health check type %s → %s", v, got)
 		}
 	}
 	for _, v := range values[config.EncapType]() {

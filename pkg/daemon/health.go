@@ -81,11 +81,26 @@ func (d *daemon) healthTargets() []health.Target {
 		if r.HealthCheck.Type == config.HealthNone {
 			continue
 		}
+		check := checkOf(r.HealthCheck)
 		for _, gb := range r.Backends() {
-			ts = append(ts, health.Target{Key: health.Key{Rule: r.Name, Backend: gb.Addr}, Check: r.HealthCheck})
+			ts = append(ts, health.Target{Key: health.Key{Rule: r.Name, Backend: gb.Addr}, Check: check})
 		}
 	}
 	return ts
+}
+
+// checkOf is the prober's view of a rule's [health_check].
+func checkOf(hc config.HealthCheck) health.Check {
+	return health.Check{
+		Kind:               healthKinds.of(hc.Type),
+		Port:               hc.Port,
+		RequestPath:        hc.RequestPath,
+		Host:               hc.Host,
+		Interval:           hc.Interval,
+		Timeout:            hc.Timeout,
+		HealthyThreshold:   hc.HealthyThreshold,
+		UnhealthyThreshold: hc.UnhealthyThreshold,
+	}
 }
 
 // minHealthPublish is the shortest time between two recomputations caused

@@ -6,8 +6,6 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
-
-	"github.com/xlbnet/xlb/pkg/config"
 )
 
 // BenchmarkProbeHTTP is one whole HTTP probe against a loopback server:
@@ -16,7 +14,7 @@ import (
 func BenchmarkProbeHTTP(b *testing.B) {
 	srv := httptest.NewServer(weightHandler(200, "37"))
 	defer srv.Close()
-	p := newProber(serverTarget(b, config.HealthHTTP, srv.Listener.Addr().String()), (&net.Dialer{}).DialContext, nil)
+	p := newProber(serverTarget(b, HTTP, srv.Listener.Addr().String()), (&net.Dialer{}).DialContext, nil)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -41,7 +39,7 @@ func BenchmarkProbeTCP(b *testing.B) {
 			c.Close()
 		}
 	}()
-	p := newProber(serverTarget(b, config.HealthTCP, ln.Addr().String()), (&net.Dialer{}).DialContext, nil)
+	p := newProber(serverTarget(b, TCP, ln.Addr().String()), (&net.Dialer{}).DialContext, nil)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

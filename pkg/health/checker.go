@@ -10,8 +10,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/xlbnet/xlb/pkg/config"
 )
 
 // Checker probes a set of targets, each on its own goroutine and schedule,
@@ -196,7 +194,7 @@ func stopAll(ts []*target) {
 // over from the prober it replaces. c.mu is held.
 func (c *Checker) start(t Target, prev *tracker) {
 	rise, fall := t.Check.HealthyThreshold, t.Check.UnhealthyThreshold
-	if t.Check.Type == config.HealthNone {
+	if t.Check.Kind == NoProbe {
 		rise, fall = 1, 1
 	}
 	tg := &target{
@@ -219,7 +217,7 @@ func (c *Checker) start(t Target, prev *tracker) {
 func (c *Checker) run(ctx context.Context, t *target) {
 	defer c.wg.Done()
 	defer close(t.done)
-	if t.Check.Type == config.HealthNone {
+	if t.Check.Kind == NoProbe {
 		// No checks: healthy from the start, nothing more to do.
 		c.record(ctx, t, t.p.probe(ctx))
 		<-ctx.Done()

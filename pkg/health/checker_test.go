@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/xlbnet/xlb/failover"
-	"github.com/xlbnet/xlb/pkg/config"
 )
 
 // recorder collects the changes a Checker reports.
@@ -110,7 +109,7 @@ func always(status int, weight string) func(int64) (int, string) {
 	return func(int64) (int, string) { return status, weight }
 }
 
-func (b *backend) target(tb testing.TB, rule string, typ config.HealthCheckType) Target {
+func (b *backend) target(tb testing.TB, rule string, typ Kind) Target {
 	t := serverTarget(tb, typ, b.Listener.Addr().String())
 	t.Rule = rule
 	t.Check.Interval = 10 * time.Millisecond
@@ -139,9 +138,9 @@ func noProbers(tb testing.TB) {
 // TestCheckerRise probes real loopback servers: 200 with weight 37 turns
 // HEALTHY at the second probe, the weight reported from the first.
 func TestCheckerRise(t *testing.T) {
-	for _, typ := range []config.HealthCheckType{config.HealthHTTP, config.HealthHTTPS} {
+	for _, typ := range []Kind{HTTP, HTTPS} {
 		t.Run(typ.String(), func(t *testing.T) {
-			b := newBackend(t, typ == config.HealthHTTPS, always(200, "37"))
+			b := newBackend(t, typ == HTTPS, always(200, "37"))
 			rec := newRecorder()
 			var atEvent []int64
 			c := New(Options{Seed: 1, OnChange: func(s Status) {
@@ -182,7 +181,7 @@ func TestCheckerFallAndRecover(t *testing.T) {
 	rec := newRecorder()
 	c := New(Options{Seed: 2, OnChange: rec.on})
 	defer c.Stop()
-	tg := b.target(t, "web", config.HealthHTTP)
+	tg := b.target(t, "web", HTTP)
 	tg.Check.Timeout = 50 * time.Millisecond
 	if err := c.Add(tg); err != nil {
 		t.Fatal(err)
@@ -211,7 +210,7 @@ func TestCheckerFallAndRecover(t *testing.T) {
 // TestCheckerClosedPort: nothing listens, so the target goes UNHEALTHY
 // with UNAVAILABLE_WEIGHT after unhealthy_threshold probes.
 func TestCheckerClosedPort(t *testing.T) {
-	for _, typ := range []config.HealthCheckType{config.HealthHTTP, config.HealthTCP} {
+	for _, typ := range []Kind{HTTP, TCP} {
 		rec := newRecorder()
 		c := New(Options{Seed: 3, OnChange: rec.on})
 		tg := serverTarget(t, typ, closedPort(t))
@@ -240,7 +239,7 @@ func TestCheckerFlapping(t *testing.T) {
 	rec := newRecorder()
 	c := New(Options{Seed: 4, OnChange: rec.on})
 	defer c.Stop()
-	tg := b.target(t, "web", config.HealthHTTP)
+	tg := b.target(t, "web", HTTP)
 	if err := c.Add(tg); err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +264,7 @@ func TestCheckerNone(t *testing.T) {
 	never := func(context.Context, string, string) (net.Conn, error) { return nil, errors.New("NONE must not dial") }
 	c := New(Options{Dial: never, OnChange: rec.on})
 	k := Key{Rule: "udp", Backend: netip.MustParseAddr("192.0.2.1")}
-	if err := c.Add(Target{Key: k, Check: config.HealthCheck{Type: config.HealthNone}}); err != nil {
+	if err := c.Add(Target{Key: k, Check: Check{Kind: NoProbe}}); err != nil {
 		t.Fatal(err)
 	}
 	s := rec.waitFor(t, k, healthIs(failover.HealthHealthy))
@@ -286,7 +285,7 @@ func TestCheckerReload(t *testing.T) {
 	rec := newRecorder()
 	c := New(Options{Seed: 5, OnChange: rec.on})
 	defer c.Stop()
-	ta, tb := a.target(t, "ra", config.HealthHTTP), b.target(t, "rb", config.HealthHTTP)
+	ta, tb := a.target(t, "ra", HTTP), b.target(t, "rb", HTTP)
 	if err := c.Set([]Target{ta, tb}); err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +308,7 @@ func TestCheckerReload(t *testing.T) {
 		t.Error("Add accepted a target already probed")
 	}
 
-	td := d.target(t, "rd", config.HealthHTTP)
+	td := d.target(t, "rd", HTTP)
 	if err := c.Set([]Target{tb, td}); err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +332,7 @@ func TestCheckerReload(t *testing.T) {
 
 	// Point rb at d's server: it restarts, keeps HEALTHY (no UNKNOWN in
 	// between), and reports d's weight at once.
-	moved := d.target(t, "rb", config.HealthHTTP)
+	moved := d.target(t, "rb", HTTP)
 	moved.Backend = tb.Backend
 	if err := c.Set([]Target{moved, td}); err != nil {
 		t.Fatal(err)
@@ -376,12 +375,12 @@ func TestCheckerStopWaits(t *testing.T) {
 		var tg Target
 		switch i % 3 {
 		case 0:
-			tg = hang.target(t, "hang", config.HealthHTTP)
+			tg = hang.target(t, "hang", HTTP)
 			tg.Check.Timeout = time.Minute
 		case 1:
-			tg = ok.target(t, "ok", config.HealthHTTPS)
+			tg = ok.target(t, "ok", HTTPS)
 		case 2:
-			tg = serverTarget(t, config.HealthTCP, ln.Addr().String())
+			tg = serverTarget(t, TCP, ln.Addr().String())
 			tg.Check.Interval = 10 * time.Millisecond
 		}
 		tg.Backend = netip.AddrFrom4([4]byte{127, 0, 0, 1})
@@ -435,7 +434,7 @@ func TestJitter(t *testing.T) {
 	for i := range n {
 		tg := Target{
 			Key:   Key{Rule: "r", Backend: netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)})},
-			Check: config.HealthCheck{Type: config.HealthTCP, Port: 80, Interval: interval, Timeout: time.Second, HealthyThreshold: 2, UnhealthyThreshold: 2},
+			Check: Check{Kind: TCP, Port: 80, Interval: interval, Timeout: time.Second, HealthyThreshold: 2, UnhealthyThreshold: 2},
 		}
 		targets = append(targets, tg)
 		d := firstDelay(rand.New(rand.NewPCG(42, keyHash(tg.Key))), interval)
@@ -580,7 +579,7 @@ func TestOnChangeSerialised(t *testing.T) {
 	for i := range 40 {
 		targets = append(targets, Target{
 			Key:   Key{Rule: "none", Backend: netip.AddrFrom4([4]byte{192, 0, 2, byte(i)})},
-			Check: config.HealthCheck{Type: config.HealthNone},
+			Check: Check{Kind: NoProbe},
 		})
 	}
 	if err := c.Set(targets); err != nil {
@@ -621,7 +620,7 @@ func TestCheckerIPv6(t *testing.T) {
 	rec := newRecorder()
 	c := New(Options{Seed: 9, OnChange: rec.on})
 	defer c.Stop()
-	tg := serverTarget(t, config.HealthHTTP, ln.Addr().String())
+	tg := serverTarget(t, HTTP, ln.Addr().String())
 	tg.Check.Interval = 10 * time.Millisecond
 	if err := c.Add(tg); err != nil {
 		t.Fatal(err)

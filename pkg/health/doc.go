@@ -62,6 +62,10 @@
 //
 // # Decisions (where DESIGN and the seeds are silent)
 //
+//   - A target's check is this package's own type (Check, Kind), not the
+//     configuration's: the daemon converts [health_check] (pkg/daemon
+//     health.go checkOf, and the healthKinds table in enums.go), so this
+//     package does not import pkg/config.
 //   - Defaults are config's (GCP's): interval 5 s, timeout 5 s, thresholds
 //     2/2, request path "/", port 80 (HTTP, TCP) or 443 (HTTPS).
 //   - Host header: health_check.host, else the backend address, with

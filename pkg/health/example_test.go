@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/xlbnet/xlb/failover"
-	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/health"
 )
 
@@ -25,8 +24,11 @@ func ExampleChecker() {
 	c := health.New(health.Options{OnChange: func(s health.Status) { changes <- s }})
 	defer c.Stop()
 
-	hc := config.DefaultRule().HealthCheck // 5 s, 5 s, 2/2, "/"
-	hc.Type, hc.Port, hc.Interval = config.HealthHTTP, ap.Port(), 10*time.Millisecond
+	hc := health.Check{
+		Kind: health.HTTP, Port: ap.Port(), RequestPath: "/",
+		Interval: 10 * time.Millisecond, Timeout: 5 * time.Second,
+		HealthyThreshold: 2, UnhealthyThreshold: 2,
+	}
 	if err := c.Set([]health.Target{{Key: health.Key{Rule: "web", Backend: ap.Addr()}, Check: hc}}); err != nil {
 		fmt.Println(err)
 		return

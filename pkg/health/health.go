@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/xlbnet/xlb/failover"
-	"github.com/xlbnet/xlb/pkg/config"
 )
 
 // WeightHeader is the response header a backend reports its weight in
@@ -41,7 +39,7 @@ func (k Key) String() string { return k.Rule + "/" + k.Backend.String() }
 // Target is what to probe: the backend of Key with the rule's health check.
 type Target struct {
 	Key
-	Check config.HealthCheck
+	Check Check
 }
 
 // Status is the health of one target. The Checker reports it to
@@ -114,43 +112,3 @@ var ErrStatus = errors.New("status is not 200 OK")
 
 // ErrTimeout is wrapped by a probe error when the check's timeout ran out.
 var ErrTimeout = errors.New("timed out")
-
-// Validate reports what makes t impossible to probe. The config package
-// checks the same when it loads a rule; the Checker checks again because
-// it is also driven by the CLI and tests.
-func (t Target) Validate() error {
-	if t.Rule == "" {
-		return errors.New("empty rule name")
-	}
-	if !t.Backend.IsValid() {
-		return fmt.Errorf("rule %s: invalid backend address", t.Rule)
-	}
-	hc := t.Check
-	switch hc.Type {
-	case config.HealthNone:
-		return nil
-	case config.HealthHTTP, config.HealthHTTPS, config.HealthTCP:
-	default:
-		return fmt.Errorf("%s: unknown health check type %d", t.Key, hc.Type)
-	}
-	if hc.Port == 0 {
-		return fmt.Errorf("%s: health check port 0", t.Key)
-	}
-	if hc.Interval <= 0 || hc.Timeout <= 0 {
-		return fmt.Errorf("%s: health check interval %s and timeout %s must be positive", t.Key, hc.Interval, hc.Timeout)
-	}
-	if hc.HealthyThreshold < 1 || hc.UnhealthyThreshold < 1 {
-		return fmt.Errorf("%s: health check thresholds %d/%d must be at least 1", t.Key, hc.HealthyThreshold, hc.UnhealthyThreshold)
-	}
-	if hc.Type.HTTPFamily() {
-		if hc.RequestPath != "" && !strings.HasPrefix(hc.RequestPath, "/") {
-			return fmt.Errorf("%s: request path %q must start with /", t.Key, hc.RequestPath)
-		}
-		if i := strings.IndexFunc(hc.RequestPath+hc.Host, badHeaderRune); i >= 0 {
-			return fmt.Errorf("%s: request path %q or host %q contains a space or control character", t.Key, hc.RequestPath, hc.Host)
-		}
-	}
-	return nil
-}
-
-func badHeaderRune(r rune) bool { return r <= ' ' || r == 0x7f }

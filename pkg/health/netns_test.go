@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/xlbnet/xlb/failover"
-	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
@@ -36,7 +35,7 @@ func TestDialInNamespace(t *testing.T) {
 	rec := newRecorder()
 	c := New(Options{Seed: 7, Dial: DialIn(ns.Do, nil), OnChange: rec.on})
 	defer c.Stop()
-	tg := serverTarget(t, config.HealthHTTP, ln.Addr().String())
+	tg := serverTarget(t, HTTP, ln.Addr().String())
 	tg.Check.Interval = 10 * time.Millisecond
 	if err := c.Add(tg); err != nil {
 		t.Fatal(err)

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/xlbnet/xlb/failover"
-	"github.com/xlbnet/xlb/pkg/config"
 )
 
 // maxResponseHead bounds what an HTTP probe reads: the status line and
@@ -40,7 +39,7 @@ type Result struct {
 // prober runs the probes of one target. It is immutable and used by one
 // goroutine at a time.
 type prober struct {
-	typ     config.HealthCheckType
+	kind    Kind
 	addr    string // backend:port, as dialled
 	request []byte // the whole HTTP request, built once
 	tls     *tls.Config
@@ -50,17 +49,17 @@ type prober struct {
 
 func newProber(t Target, dial DialFunc, base *tls.Config) *prober {
 	p := &prober{
-		typ:     t.Check.Type,
+		kind:    t.Check.Kind,
 		addr:    netip.AddrPortFrom(t.Backend, t.Check.Port).String(),
 		timeout: t.Check.Timeout,
 		dial:    dial,
 	}
-	if !t.Check.Type.HTTPFamily() {
+	if !t.Check.Kind.HTTPFamily() {
 		return p
 	}
 	host := t.Check.Host
 	defaultPort := uint16(80)
-	if t.Check.Type == config.HealthHTTPS {
+	if t.Check.Kind == HTTPS {
 		defaultPort = 443
 	}
 	if host == "" {
@@ -76,14 +75,14 @@ func newProber(t Target, dial DialFunc, base *tls.Config) *prober {
 	}
 	path := t.Check.RequestPath
 	if path == "" {
-		path = config.DefaultRequestPath
+		path = DefaultRequestPath
 	}
 	p.request = []byte("GET " + path + " HTTP/1.1\r\n" +
 		"Host: " + host + "\r\n" +
 		"User-Agent: xlb-health-check\r\n" +
 		"Accept: */*\r\n" +
 		"Connection: close\r\n\r\n")
-	if t.Check.Type == config.HealthHTTPS {
+	if t.Check.Kind == HTTPS {
 		if base == nil {
 			base = &tls.Config{InsecureSkipVerify: true}
 		}
@@ -102,7 +101,7 @@ func newProber(t Target, dial DialFunc, base *tls.Config) *prober {
 
 // probe runs one check within the target's timeout (and ctx).
 func (p *prober) probe(ctx context.Context) Result {
-	if p.typ == config.HealthNone {
+	if p.kind == NoProbe {
 		return Result{OK: true, WeightKnown: true, Weight: UnweightedWeight, WeightState: failover.WeightOK}
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
@@ -113,7 +112,7 @@ func (p *prober) probe(ctx context.Context) Result {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(r.Err, os.ErrDeadlineExceeded) {
 			r.Err = fmt.Errorf("%w after %s: %w", ErrTimeout, p.timeout, r.Err)
 		}
-		r.Err = fmt.Errorf("%s probe %s: %w", p.typ, p.addr, r.Err)
+		r.Err = fmt.Errorf("%s probe %s: %w", p.kind, p.addr, r.Err)
 	}
 	return r
 }
@@ -126,7 +125,7 @@ func (p *prober) run(ctx context.Context) Result {
 		return Result{Err: fmt.Errorf("connect: %w", err)}
 	}
 	defer conn.Close()
-	if p.typ == config.HealthTCP {
+	if p.kind == TCP {
 		return Result{OK: true, WeightKnown: true, Weight: UnweightedWeight, WeightState: failover.WeightOK}
 	}
 	// The deadline bounds every read and write; cancelling ctx (timeout,

@@ -16,12 +16,11 @@ import (
 	"time"
 
 	"github.com/xlbnet/xlb/failover"
-	"github.com/xlbnet/xlb/pkg/config"
 )
 
 // serverTarget returns a target of type typ pointing at the server's
 // loopback address and port.
-func serverTarget(tb testing.TB, typ config.HealthCheckType, listenAddr string) Target {
+func serverTarget(tb testing.TB, typ Kind, listenAddr string) Target {
 	tb.Helper()
 	ap, err := netip.ParseAddrPort(listenAddr)
 	if err != nil {
@@ -29,8 +28,8 @@ func serverTarget(tb testing.TB, typ config.HealthCheckType, listenAddr string) 
 	}
 	return Target{
 		Key: Key{Rule: "web", Backend: ap.Addr()},
-		Check: config.HealthCheck{
-			Type:               typ,
+		Check: Check{
+			Kind:               typ,
 			Port:               ap.Port(),
 			RequestPath:        "/healthz",
 			Interval:           20 * time.Millisecond,
@@ -87,7 +86,7 @@ func TestProbeHTTP(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(weightHandler(tc.status, tc.weights...))
 			defer srv.Close()
-			tg := serverTarget(t, config.HealthHTTP, srv.Listener.Addr().String())
+			tg := serverTarget(t, HTTP, srv.Listener.Addr().String())
 			got := newProber(tg, (&net.Dialer{}).DialContext, nil).probe(context.Background())
 			if (got.Err == nil) != tc.want.OK {
 				t.Errorf("OK %v but error %v", got.OK, got.Err)
@@ -115,7 +114,7 @@ func TestProbeRequest(t *testing.T) {
 	defer srv.Close()
 	addr := srv.Listener.Addr().String()
 	for _, host := range []string{"", "www.example.com"} {
-		tg := serverTarget(t, config.HealthHTTP, addr)
+		tg := serverTarget(t, HTTP, addr)
 		tg.Check.Host = host
 		tg.Check.RequestPath = "/healthz?deep=1"
 		var dialled []string
@@ -143,18 +142,18 @@ func TestProbeRequest(t *testing.T) {
 func TestHostHeaderDefaultPort(t *testing.T) {
 	for _, tc := range []struct {
 		backend string
-		typ     config.HealthCheckType
+		typ     Kind
 		port    uint16
 		want    string
 	}{
-		{"10.0.1.10", config.HealthHTTP, 80, "Host: 10.0.1.10\r\n"},
-		{"10.0.1.10", config.HealthHTTP, 8080, "Host: 10.0.1.10:8080\r\n"},
-		{"10.0.1.10", config.HealthHTTPS, 443, "Host: 10.0.1.10\r\n"},
-		{"10.0.1.10", config.HealthHTTPS, 80, "Host: 10.0.1.10:80\r\n"},
-		{"fd00::1", config.HealthHTTP, 80, "Host: [fd00::1]\r\n"},
-		{"fd00::1", config.HealthHTTP, 81, "Host: [fd00::1]:81\r\n"},
+		{"10.0.1.10", HTTP, 80, "Host: 10.0.1.10\r\n"},
+		{"10.0.1.10", HTTP, 8080, "Host: 10.0.1.10:8080\r\n"},
+		{"10.0.1.10", HTTPS, 443, "Host: 10.0.1.10\r\n"},
+		{"10.0.1.10", HTTPS, 80, "Host: 10.0.1.10:80\r\n"},
+		{"fd00::1", HTTP, 80, "Host: [fd00::1]\r\n"},
+		{"fd00::1", HTTP, 81, "Host: [fd00::1]:81\r\n"},
 	} {
-		tg := Target{Key: Key{"r", netip.MustParseAddr(tc.backend)}, Check: config.HealthCheck{Type: tc.typ, Port: tc.port}}
+		tg := Target{Key: Key{"r", netip.MustParseAddr(tc.backend)}, Check: Check{Kind: tc.typ, Port: tc.port}}
 		p := newProber(tg, nil, nil)
 		if !strings.Contains(string(p.request), tc.want) || !strings.HasPrefix(string(p.request), "GET / HTTP/1.1\r\n") {
 			t.Errorf("%s %s port %d: request %q, want GET / and %q", tc.backend, tc.typ, tc.port, p.request, tc.want)
@@ -181,7 +180,7 @@ func TestProbeHTTPS(t *testing.T) {
 		{"api.example.com", "api.example.com"},
 		{"api.example.com:8443", "api.example.com"},
 	} {
-		tg := serverTarget(t, config.HealthHTTPS, srv.Listener.Addr().String())
+		tg := serverTarget(t, HTTPS, srv.Listener.Addr().String())
 		tg.Check.Host = tc.host
 		r := newProber(tg, (&net.Dialer{}).DialContext, nil).probe(context.Background())
 		if !r.OK || r.Weight != 250 || r.WeightState != failover.WeightOK {
@@ -197,7 +196,7 @@ func TestProbeHTTPS(t *testing.T) {
 
 	// With verification asked for, the test server's certificate (for
 	// example.com and 127.0.0.1, signed by an unknown CA) fails.
-	tg := serverTarget(t, config.HealthHTTPS, srv.Listener.Addr().String())
+	tg := serverTarget(t, HTTPS, srv.Listener.Addr().String())
 	if r := newProber(tg, (&net.Dialer{}).DialContext, &tls.Config{}).probe(context.Background()); r.OK || r.WeightState != 0 || r.WeightKnown {
 		t.Errorf("verifying probe: got %+v, want a TLS failure without a weight", r)
 	} else if !strings.Contains(r.Err.Error(), "tls handshake") {
@@ -257,16 +256,16 @@ func TestProbeFailures(t *testing.T) {
 	closed := closedPort(t)
 	for _, tc := range []struct {
 		name    string
-		typ     config.HealthCheckType
+		typ     Kind
 		addr    string
 		timeout bool
 		errHas  string
 	}{
-		{"slow HTTP server", config.HealthHTTP, slow.Listener.Addr().String(), true, "read response"},
-		{"silent TLS server", config.HealthHTTPS, silent.Addr().String(), true, "tls handshake"},
-		{"closed port HTTP", config.HealthHTTP, closed, false, "connect"},
-		{"closed port TCP", config.HealthTCP, closed, false, "connect"},
-		{"hang-up HTTP", config.HealthHTTP, hangup.Addr().String(), false, "read response"},
+		{"slow HTTP server", HTTP, slow.Listener.Addr().String(), true, "read response"},
+		{"silent TLS server", HTTPS, silent.Addr().String(), true, "tls handshake"},
+		{"closed port HTTP", HTTP, closed, false, "connect"},
+		{"closed port TCP", TCP, closed, false, "connect"},
+		{"hang-up HTTP", HTTP, hangup.Addr().String(), false, "read response"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tg := serverTarget(t, tc.typ, tc.addr)
@@ -295,12 +294,12 @@ func TestProbeTCPAndNone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	tg := serverTarget(t, config.HealthTCP, ln.Addr().String())
+	tg := serverTarget(t, TCP, ln.Addr().String())
 	want := Result{OK: true, WeightKnown: true, Weight: UnweightedWeight, WeightState: failover.WeightOK}
 	if r := newProber(tg, (&net.Dialer{}).DialContext, nil).probe(context.Background()); r != want {
 		t.Errorf("TCP: got %+v, want %+v", r, want)
 	}
-	none := Target{Key: tg.Key, Check: config.HealthCheck{Type: config.HealthNone}}
+	none := Target{Key: tg.Key, Check: Check{Kind: NoProbe}}
 	fail := func(context.Context, string, string) (net.Conn, error) { return nil, errors.New("must not dial") }
 	if r := newProber(none, fail, nil).probe(context.Background()); r != want {
 		t.Errorf("NONE: got %+v, want %+v", r, want)
