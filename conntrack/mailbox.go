@@ -29,7 +29,22 @@ type Record struct {
 	Value       Value
 	Unconfirmed bool  // new: its flow's next packet (other than a SYN) not seen yet
 	Closed      bool  // a FIN or RST was seen (CloseAt): inactive
+	Exception   bool  // MarkException: its backend is not what its rule's table picks now
+	FromPeer    bool  // MarkFromPeer: made from a fleet peer's entry
 	ExpiresIn   Ticks // time left before the entry expires, as of the walk
+}
+
+// record makes the Record of slot i of b at now.
+func (b *bucket) record(i int, now Time) Record {
+	e, f := &b.slots[i], b.flags[i]
+	return Record{
+		Key: e.key, Rule: e.rule, Value: e.Value(),
+		Unconfirmed: f&flagUnconfirmed != 0,
+		Closed:      f&flagClosed != 0,
+		Exception:   f&flagException != 0,
+		FromPeer:    f&flagFromPeer != 0,
+		ExpiresIn:   Ticks(max(b.expires[i].Sub(now), 0)),
+	}
 }
 
 type op uint8
@@ -255,15 +270,7 @@ func (t *Table) Serve(now Time, budget int) {
 		case opList:
 			r.matched++
 			if len(r.out) < cap(r.out) {
-				left := b.expires[i].Sub(now)
-				r.out = append(r.out, Record{
-					Key:         e.key,
-					Rule:        e.rule,
-					Value:       e.Value(),
-					Unconfirmed: b.flags[i]&flagUnconfirmed != 0,
-					Closed:      b.flags[i]&flagClosed != 0,
-					ExpiresIn:   Ticks(max(left, 0)),
-				})
+				r.out = append(r.out, b.record(i, now))
 			}
 		case opTally:
 			r.tally.add(e, b.flags[i])
@@ -295,9 +302,7 @@ func (t *Table) peek(k *hash.Key, rule uint16, now Time) (Record, bool) {
 		if i < 0 || !now.Before(b.expires[i]) {
 			continue
 		}
-		e := &b.slots[i]
-		return Record{Key: e.key, Rule: e.rule, Value: e.Value(), Unconfirmed: b.flags[i]&flagUnconfirmed != 0, Closed: b.flags[i]&flagClosed != 0,
-			ExpiresIn: Ticks(max(b.expires[i].Sub(now), 0))}, true
+		return b.record(i, now), true
 	}
 	return Record{}, false
 }

@@ -376,3 +376,78 @@ func (s *Shared) Flush(f Filter) int {
 	}
 	return n
 }
+
+// Peek returns the value of (k, rule) and its time to live if a live
+// entry exists at now, and changes nothing (the fleet receiver compares a
+// peer's refresh with what it holds).
+func (s *Shared) Peek(k *hash.Key, rule uint16, now Time) (Value, Ticks, bool) {
+	b1, b2, tag := s.where(k, rule)
+	kw := packKey(k, rule)
+	for _, b := range [2]*sharedBucket{b1, b2} {
+		for range sharedReadTries {
+			seq := b.seq.Load()
+			if seq&1 != 0 {
+				runtime.Gosched()
+				continue
+			}
+			i := b.find(tag, &kw)
+			var (
+				v   Value
+				exp Time
+			)
+			if i >= 0 {
+				v, exp = b.value(i), Time(b.expires[i].Load())
+			}
+			if b.seq.Load() != seq {
+				continue
+			}
+			if i >= 0 && now.Before(exp) {
+				return v, Ticks(exp.Sub(now)), true
+			}
+			break
+		}
+		if b2 == b1 {
+			break
+		}
+	}
+	return Value{}, 0, false
+}
+
+// Walk calls fn with each live entry at now, bucket by bucket, until fn
+// returns false. It reads each bucket as Get does (between two equal even
+// sequence numbers; a bucket that writers keep changing is skipped after
+// a few tries) and takes no writer lock, so workers' Sets never fail
+// because of it. Off the packet path; it is not a snapshot.
+func (s *Shared) Walk(now Time, fn func(Record) bool) {
+	var recs [SharedWays]Record
+	for bi := range s.buckets {
+		b := &s.buckets[bi]
+		n := 0
+		for range sharedReadTries {
+			seq := b.seq.Load()
+			if seq&1 != 0 {
+				runtime.Gosched()
+				continue
+			}
+			n = 0
+			for i := range SharedWays {
+				exp := Time(b.expires[i].Load())
+				if b.tag(i) == 0 || !now.Before(exp) {
+					continue
+				}
+				k, rule := unpackKey(&b.slots[i])
+				recs[n] = Record{Key: k, Rule: rule, Value: b.value(i), ExpiresIn: Ticks(exp.Sub(now))}
+				n++
+			}
+			if b.seq.Load() == seq {
+				break
+			}
+			n = 0
+		}
+		for _, r := range recs[:n] {
+			if !fn(r) {
+				return
+			}
+		}
+	}
+}

@@ -74,6 +74,8 @@ const (
 	flagUnconfirmed uint8 = 1 << 0 // new: no later packet of the flow (other than a SYN) seen yet
 	flagClosed      uint8 = 1 << 1 // a FIN or RST was seen (CloseAt): the connection is inactive
 	flagSYN         uint8 = 1 << 2 // unconfirmed, made by a SYN: a connection not yet established (inactive)
+	flagException   uint8 = 1 << 3 // MarkException (scan.go)
+	flagFromPeer    uint8 = 1 << 4 // MarkFromPeer (scan.go)
 )
 
 // header is the first cache line of a bucket: everything lookup filters on

@@ -375,3 +375,40 @@ func TestLookupZeroAllocs(t *testing.T) {
 	}
 	_ = sink
 }
+
+// TestPlacement: equal slot arrays give equal digests (whatever the build
+// order or weights that led there), and a table that sends any slot
+// elsewhere gives another one.
+func TestPlacement(t *testing.T) {
+	mk := func(bs ...Backend) *MaglevTable {
+		t.Helper()
+		tb, err := Build(bs, 65537, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tb
+	}
+	a, b, c := Backend{Name: "10.0.0.1", ID: 1, Weight: 1}, Backend{Name: "10.0.0.2", ID: 2, Weight: 1}, Backend{Name: "10.0.0.3", ID: 3, Weight: 1}
+	base := mk(a, b, c)
+	if base.Placement() == 0 || base.Placement() != mk(c, a, b).Placement() {
+		t.Errorf("equal tables: %x and %x", base.Placement(), mk(c, a, b).Placement())
+	}
+	double := a
+	double.Weight = 2
+	renumbered := c
+	renumbered.ID = 9
+	for name, other := range map[string]*MaglevTable{"one removed": mk(a, b), "weight changed": mk(double, b, c), "an ID changed": mk(a, b, renumbered)} {
+		if other.Placement() == base.Placement() {
+			t.Errorf("%s: same digest %x", name, base.Placement())
+		}
+	}
+	if mk().Placement() != 0 {
+		t.Errorf("empty table digest %x", mk().Placement())
+	}
+	// One slot moved is enough.
+	ids := base.SlotIDs()
+	ids[100] ^= 1
+	if placement(ids) == base.Placement() {
+		t.Error("a one-slot change kept the digest")
+	}
+}
