@@ -207,6 +207,27 @@
 // drive it. The numbers, and BenchmarkConntrack's, are in bench/README.md
 // ("Component benchmarks"), where they are refreshed.
 //
+// # Fleet marks and scans (scan.go)
+//
+// For fleet flow-state sharing (pkg/fleet, pkg/dataplane's exceptions.go)
+// two more bits of the slot flags mark an entry whose backend is not its
+// rule's pick any more (MarkException) and one copied from a peer's
+// (MarkFromPeer); listings report both. Scan is the worker's bounded pass
+// over the live entries (or over the marked ones only, reading header
+// lines and the slot line of a marked entry), which sets or clears the
+// exception mark as its visitor judges; the visitor may stop the call at
+// an entry, which the next call starts from (a full hand-off ring loses
+// nothing). The marks are new bits, not a new field: the arena layout is
+// unchanged, and a SYN's Insert over an entry clears them, as it clears
+// the closed mark.
+//
+// The fleet's peer table is a Shared table with a presence filter
+// (EnablePresence): one bit per value of a hash of the key, set by Set
+// and rebuilt from the live entries by the table's single writer, so a
+// worker's Get of a flow no peer sent (almost every local miss) costs a
+// hash and one load of a 256 KiB array instead of two bucket lines.
+// Peek and Walk read without refreshing or locking, for that writer.
+//
 // # Arenas that outlive the process
 //
 // NewInArena and NewSharedInArena put a table's buckets in a sealed memfd

@@ -261,3 +261,61 @@ func TestSharedPeekWalk(t *testing.T) {
 	}
 	s.Walk(301, func(r Record) bool { t.Errorf("expired entry walked: %+v", r); return true })
 }
+
+// TestSharedPresence: with a presence filter every stored key is still
+// found, most absent keys are turned away by the filter (false positives
+// below 1 in 10 at an eighth of the slots live), a rebuild drops the bits
+// of removed entries, and Get allocates nothing.
+func TestSharedPresence(t *testing.T) {
+	s, err := NewShared(1<<14, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.EnablePresence(8, 0)
+	const n = 1 << 11
+	for i := range n {
+		k := flowKey(uint32(i))
+		if !s.Set(&k, 1, Value{Backend: uint32(i)}, 0, minute) {
+			t.Fatal("set failed")
+		}
+	}
+	for i := range n {
+		k := flowKey(uint32(i))
+		if v, ok := s.Get(&k, 1, 1, 0); !ok || v.Backend != uint32(i) {
+			t.Fatalf("key %d lost behind the filter: %+v %v", i, v, ok)
+		}
+	}
+	fill := s.PresenceFill()
+	if fill <= 0 || fill > 0.1 {
+		t.Errorf("fill %.3f with %d keys in %d bits", fill, n, 8<<14)
+	}
+	falsePos := 0
+	for i := n; i < n+10000; i++ {
+		k := flowKey(uint32(i))
+		h := s.secrets.hash(&k, 1)
+		if s.presence.Load().has(h) {
+			falsePos++
+		}
+	}
+	if falsePos > 1000 {
+		t.Errorf("%d of 10000 absent keys pass the filter", falsePos)
+	}
+	for i := range n / 2 {
+		k := flowKey(uint32(i))
+		s.Set(&k, 1, Value{}, 2, 0) // removed
+	}
+	s.RebuildPresence(3)
+	if after := s.PresenceFill(); after >= fill*0.7 {
+		t.Errorf("fill %.3f after removing half and rebuilding, %.3f before", after, fill)
+	}
+	for i := n / 2; i < n; i++ {
+		k := flowKey(uint32(i))
+		if _, ok := s.Get(&k, 1, 3, 0); !ok {
+			t.Fatalf("key %d lost by the rebuild", i)
+		}
+	}
+	k := flowKey(n + 5)
+	if a := testing.AllocsPerRun(100, func() { s.Get(&k, 1, 3, 0) }); a != 0 {
+		t.Errorf("Get allocates %v", a)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"runtime"
 	"sync/atomic"
 
@@ -54,6 +55,8 @@ type Shared struct {
 	seed     uint64
 	secrets  secrets // the bucket hash's words, derived from seed
 	arena    *Arena  // the memfd behind buckets (arena.go); nil on the Go heap
+
+	presence atomic.Pointer[presence] // EnablePresence; nil: none
 }
 
 // NewShared returns a Shared table with room for maxEntries entries
@@ -109,7 +112,11 @@ func unpackKey(w *[7]atomic.Uint64) (hash.Key, uint16) {
 // where returns the two candidate buckets of (k, rule) (possibly the
 // same) and its tag, as Table.where does.
 func (s *Shared) where(k *hash.Key, rule uint16) (b1, b2 *sharedBucket, tag uint16) {
-	h := s.secrets.hash(k, rule)
+	return s.at(s.secrets.hash(k, rule))
+}
+
+// at is where for the bucket hash h.
+func (s *Shared) at(h uint64) (b1, b2 *sharedBucket, tag uint16) {
 	tag = uint16(h>>16) ^ uint16(h>>48)
 	if tag == 0 {
 		tag = 1
@@ -154,7 +161,11 @@ func (b *sharedBucket) value(i int) Value {
 // from the first fragment. A Get that keeps meeting writers gives up after
 // a few tries and reports a miss.
 func (s *Shared) Get(k *hash.Key, rule uint16, now Time, refresh Ticks) (Value, bool) {
-	b1, b2, tag := s.where(k, rule)
+	h := s.secrets.hash(k, rule)
+	if p := s.presence.Load(); p != nil && !p.has(h) {
+		return Value{}, false
+	}
+	b1, b2, tag := s.at(h)
 	kw := packKey(k, rule)
 	v, found := b1.get(tag, &kw, now, refresh)
 	if !found && b2 != b1 {
@@ -205,7 +216,8 @@ func (b *sharedBucket) get(tag uint16, kw *[5]uint64, now Time, refresh Ticks) (
 // without waiting, when another writer holds either bucket; the caller
 // counts that and carries on with its hash.
 func (s *Shared) Set(k *hash.Key, rule uint16, v Value, now Time, idle Ticks) bool {
-	b1, b2, tag := s.where(k, rule)
+	h := s.secrets.hash(k, rule)
+	b1, b2, tag := s.at(h)
 	seq1, ok := b1.tryLock()
 	if !ok {
 		return false
@@ -235,6 +247,9 @@ func (s *Shared) Set(k *hash.Key, rule uint16, v Value, now Time, idle Ticks) bo
 	b.slots[i][5].Store(uint64(v.Backend) | uint64(v.RuleGen)<<32)
 	b.slots[i][6].Store(uint64(v.BackendGen))
 	b.expires[i].Store(uint32(now.Add(min(idle, maxTicks))))
+	if p := s.presence.Load(); p != nil {
+		p.add(h) // before the release below: a reader that sees the entry sees its bit
+	}
 	// Release: the bucket written gets a new even sequence; the other is
 	// handed back unchanged, so its readers need not retry.
 	if b == b1 {
@@ -450,4 +465,87 @@ func (s *Shared) Walk(now Time, fn func(Record) bool) {
 			}
 		}
 	}
+}
+
+// A presence filter lets a Get of a key the table does not hold return
+// without reading any bucket: one bit per value of a hash of the key (the
+// bucket hash, multiplied into other bits), set by every Set and never
+// cleared, so a clear bit proves the key absent and a set one sends the
+// Get to the buckets as before. The fleet's peer table has one: it is
+// consulted on every local miss of a worker and holds few of the flows
+// asked about, so most Gets end at a bit in a 256 KiB array (likely in
+// the core's cache) instead of two bucket lines in memory. Bits of
+// entries that expired or were removed stay set until RebuildPresence.
+type presence struct {
+	words []atomic.Uint64
+	shift uint // 64 - log2(bits)
+}
+
+func (p *presence) index(h uint64) (int, uint64) {
+	i := (h * 0x9e3779b97f4a7c15) >> p.shift
+	return int(i >> 6), 1 << (i & 63)
+}
+
+func (p *presence) has(h uint64) bool {
+	w, m := p.index(h)
+	return p.words[w].Load()&m != 0
+}
+
+func (p *presence) add(h uint64) {
+	w, m := p.index(h)
+	if p.words[w].Load()&m == 0 {
+		p.words[w].Or(m)
+	}
+}
+
+// newPresence returns a filter of bitsPerSlot bits per slot of s (rounded
+// up to a power of two, at least 64), with the bits of s's live entries
+// at now set.
+func (s *Shared) newPresence(bitsPerSlot int, now Time) *presence {
+	n := uint(6)
+	for 1<<n < s.Cap()*max(bitsPerSlot, 1) {
+		n++
+	}
+	p := &presence{words: make([]atomic.Uint64, 1<<(n-6)), shift: 64 - n}
+	s.Walk(now, func(r Record) bool {
+		p.add(s.secrets.hash(&r.Key, r.Rule))
+		return true
+	})
+	return p
+}
+
+// EnablePresence gives s a presence filter of bitsPerSlot bits per slot
+// (8 gives about 1 in 16 false positives with half the slots live). Only
+// for a table with a single writer, which must call it before other
+// goroutines use the table or from the writing goroutine.
+func (s *Shared) EnablePresence(bitsPerSlot int, now Time) {
+	s.presence.Store(s.newPresence(bitsPerSlot, now))
+}
+
+// RebuildPresence replaces the filter by one holding only the live
+// entries at now, so the bits of expired and removed ones stop sending
+// Gets to the buckets. The table's single writer calls it, between its
+// Sets (a Set during the rebuild could miss the new filter). It does
+// nothing without a filter.
+func (s *Shared) RebuildPresence(now Time) {
+	p := s.presence.Load()
+	if p == nil {
+		return
+	}
+	bits := len(p.words) * 64
+	s.presence.Store(s.newPresence(max(bits/s.Cap(), 1), now))
+}
+
+// PresenceFill returns the share of the filter's bits that are set (the
+// chance that a Get of an absent key reads the buckets), 0 without one.
+func (s *Shared) PresenceFill() float64 {
+	p := s.presence.Load()
+	if p == nil {
+		return 0
+	}
+	set := 0
+	for i := range p.words {
+		set += bits.OnesCount64(p.words[i].Load())
+	}
+	return float64(set) / float64(len(p.words)*64)
 }

@@ -414,6 +414,12 @@ func (t *Table) Closed(k *hash.Key, rule uint16) (closed, found bool) {
 	return b.flags[i]&flagClosed != 0, true
 }
 
+// Peek returns the live entry of (k, rule) as a Record and changes
+// nothing (worker only; for tests and tools).
+func (t *Table) Peek(k *hash.Key, rule uint16, now Time) (Record, bool) {
+	return t.peek(k, rule, now)
+}
+
 // Reselect overwrites the Value of e, an entry just returned by Lookup
 // whose generations the dataplane found stale, without a second search.
 // Life and confirmation are left as Lookup set them.

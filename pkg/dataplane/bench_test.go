@@ -8,15 +8,18 @@ import (
 	"testing"
 
 	"github.com/xlbnet/xlb/conntrack"
+	"github.com/xlbnet/xlb/hash"
 	"github.com/xlbnet/xlb/pkg/packet"
 )
 
 // BenchmarkDecide measures Decide for a tracked established flow (hit), a
 // non-SYN packet of an unknown flow (miss: Maglev and insert), and a SYN
 // (re-selection and insert), over 4096 flows cycling through a 1M-entry
-// table, as one worker sees them.
+// table, as one worker sees them. miss+peers is the miss with a fleet's
+// peer table (64 Ki exceptions of other flows, with its presence filter)
+// consulted first: what [fleet] adds to every miss.
 func BenchmarkDecide(b *testing.B) {
-	for _, mode := range []string{"hit", "miss", "syn"} {
+	for _, mode := range []string{"hit", "miss", "syn", "miss+peers"} {
 		b.Run(mode, func(b *testing.B) {
 			w := newWorld(&testing.T{}, ruleSpec{protocol: RuleTCP, backends: names(100)})
 			ct, err := conntrack.New(1<<16, 1)
@@ -24,6 +27,10 @@ func BenchmarkDecide(b *testing.B) {
 				b.Fatal(err)
 			}
 			w.q.Conntrack = ct
+			if mode == "miss+peers" {
+				w.q.Peers = benchPeers(b)
+				mode = "miss"
+			}
 			rng := rand.New(rand.NewPCG(1, 2))
 			const n = 4096
 			metas := make([]packet.Meta, n)
@@ -58,3 +65,24 @@ func BenchmarkDecide(b *testing.B) {
 		})
 	}
 }
+
+// benchPeers is a peer table of 2^17 slots holding 2^16 exceptions of
+// flows the benchmarks never send.
+func benchPeers(b *testing.B) *conntrack.Shared {
+	peers, err := conntrack.NewShared(1<<17, 7)
+	if err != nil {
+		b.Fatal(err)
+	}
+	peers.EnablePresence(8, 0)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 1 << 16 {
+		f := randomFlow(rng)
+		f.src = "192.0.2.200"
+		f.sport = uint16(rng.IntN(65536))
+		k, _ := hashTrackingKey(f)
+		peers.Set(&k, 0, conntrack.Value{Backend: 1}, 0, conntrack.DefaultIdle)
+	}
+	return peers
+}
+
+func hashTrackingKey(f pkt) (hash.Key, bool) { return hash.TrackingKey(f.meta(), 0, 0) }

@@ -19,6 +19,10 @@ type FlowTables struct {
 	Conntrack *conntrack.Table  // this queue's flows; only this worker touches it
 	Sessions  *conntrack.Shared // PER_SESSION 2- and 3-tuple sessions, shared by all queues
 	Fragments *conntrack.Shared // fragment tracking, shared by all queues
+	// Peers holds the exceptions fleet peers sent (pkg/fleet): consulted
+	// when this queue's table, or the session table, has no entry for a
+	// flow, before the Maglev table places it. Nil without [fleet].
+	Peers *conntrack.Shared
 }
 
 // Decision is the outcome of Decide for one packet.
@@ -30,6 +34,7 @@ type Decision struct {
 	Hash    uint64 // the selection hash: GUE derives its UDP source port from it
 	Tracked bool   // an existing conntrack entry decided (Tx)
 	New     bool   // a new connection: a trackable flow placed by the Maglev table (Tx)
+	Peer    bool   // the entry came from a fleet peer (Tracked too)
 }
 
 func drop(r Reason) Decision { return Decision{Verdict: Drop, Reason: r} }
@@ -201,8 +206,14 @@ func (s *Snapshot) decideFlow(r *Rule, m *packet.Meta, q *FlowTables, now conntr
 		if icmpErr {
 			idle = 0 // an error does not keep a session alive
 		}
-		if v, ok := q.Sessions.Get(&f.key, slot, now, idle); ok && r.valid(v, m.Proto, now) {
+		v, ok := q.Sessions.Get(&f.key, slot, now, idle)
+		if ok && r.valid(v, m.Proto, now) {
 			return Decision{Verdict: Tx, Rule: slot, Backend: v.Backend, Tracked: true}
+		}
+		if !ok && q.Peers != nil {
+			if d, ok := s.fromPeer(r, m, q, now, f, icmpErr); ok {
+				return d
+			}
 		}
 	default:
 		// An error message is no proof the flow is established, so it must
@@ -213,6 +224,10 @@ func (s *Snapshot) decideFlow(r *Rule, m *packet.Meta, q *FlowTables, now conntr
 			}
 			if v := e.Value(); r.valid(v, m.Proto, now) {
 				return Decision{Verdict: Tx, Rule: slot, Backend: v.Backend, Tracked: true}
+			}
+		} else if q.Peers != nil {
+			if d, ok := s.fromPeer(r, m, q, now, f, icmpErr); ok {
+				return d
 			}
 		}
 	}
@@ -243,6 +258,38 @@ func (s *Snapshot) decideFlow(r *Rule, m *packet.Meta, q *FlowTables, now conntr
 		}
 	}
 	return Decision{Verdict: Tx, Rule: slot, Backend: id, Hash: h, New: isNew}
+}
+
+// fromPeer decides a flow this queue (or the session table) has no entry
+// for by the entry a fleet peer sent, if there is a valid one: the flow
+// moved here from the appliance that placed it, and its backend is not
+// what the Maglev table would pick. The entry is copied into the queue's
+// table (or the session table) marked as from a peer and as an
+// exception, so the flow's next packets hit locally and this appliance's
+// scan refreshes it to the other peers from now on (the scan clears the
+// exception mark if the table picks the same backend after all). An ICMP
+// error copies nothing.
+func (s *Snapshot) fromPeer(r *Rule, m *packet.Meta, q *FlowTables, now conntrack.Time, f *flow, icmpErr bool) (Decision, bool) {
+	v, ok := q.Peers.Get(&f.key, f.slot, now, 0)
+	if !ok || !r.valid(v, m.Proto, now) {
+		return Decision{}, false
+	}
+	if !icmpErr {
+		switch {
+		case f.shared:
+			if q.Conntrack == nil || q.Conntrack.AllowNew(now) {
+				q.Sessions.Set(&f.key, f.slot, v, now, r.Idle)
+			}
+		default:
+			if _, ok := q.Conntrack.InsertAt(f.probe, &f.key, f.slot, v, now, r.Idle, f.syn); ok {
+				q.Conntrack.MarkAt(f.probe, &f.key, f.slot, conntrack.MarkException|conntrack.MarkFromPeer)
+				if closes(m) {
+					q.Conntrack.CloseAt(f.probe, &f.key, f.slot)
+				}
+			}
+		}
+	}
+	return Decision{Verdict: Tx, Rule: f.slot, Backend: v.Backend, Tracked: true, Peer: true}, true
 }
 
 // closes reports whether m ends its TCP connection's active life (a FIN

@@ -152,6 +152,24 @@
 //     is unconfirmed until the flow's next packet; an ICMP error's lookup
 //     never confirms one.
 //
+// # Fleet flow-state sharing (exceptions.go)
+//
+// With [fleet], FlowTables.Peers is the table of the exceptions peers
+// sent (flows whose backend is not what the tables pick, placed by another
+// appliance). A flow the queue's table (or the session table) has no
+// entry for is looked up there before Maglev places it (Snapshot.fromPeer:
+// one hash and, thanks to the table's presence filter, usually one load);
+// a valid peer entry decides, and is copied into the queue's table marked
+// as from a peer and as an exception, so the next packets hit locally and
+// this appliance refreshes it to the other peers from then on. A SYN that
+// re-selects never looks. Each worker told to share (ShareExceptions)
+// scans its own table between batches for exceptions and hands them to
+// the fleet sender through a bounded lock-free ring (pkg/spsc); the ring
+// never blocks the worker and a full one only delays the scan. Snapshot.
+// Pick is what Decide would choose for a new flow of a tracking key, and
+// Snapshot.Placement a digest of every table, whose change starts a scan
+// of every entry.
+//
 // # Explain
 //
 // Explain runs decideFlow, Decide's own function, with a trace: the entry

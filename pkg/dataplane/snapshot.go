@@ -105,6 +105,7 @@ type Snapshot struct {
 
 	matcher     *Matcher
 	ruleOfMatch []uint16 // matcher index → rule slot
+	placement   uint64   // Placement
 }
 
 // NewSnapshot indexes rules (gaps, Present == false, are allowed and stay
@@ -136,6 +137,7 @@ func NewSnapshot(seed uint64, rules []Rule) (*Snapshot, error) {
 		return nil, fmt.Errorf("new snapshot: %w", err)
 	}
 	s.matcher = m
+	s.placement = placementOf(seed, rules)
 	return s, nil
 }
 

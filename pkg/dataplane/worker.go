@@ -50,15 +50,16 @@ type Counters struct {
 	Reasons    [NumReasons]atomic.Uint64 // drops and passes by reason
 	Encap      [encap.NumResults]atomic.Uint64
 	TrackedHit atomic.Uint64 // packets placed by an existing entry
+	PeerHit    atomic.Uint64 // packets placed by an entry a fleet peer sent (a subset of TrackedHit)
 	KickErrors atomic.Uint64
 }
 
 // batchCounts accumulates one batch's counts without atomics.
 type batchCounts struct {
-	rx, tx, frags, tracked uint64
-	verdicts               [4]uint64
-	reasons                [NumReasons]uint64
-	encap                  [encap.NumResults]uint64
+	rx, tx, frags, tracked, peer uint64
+	verdicts                     [4]uint64
+	reasons                      [NumReasons]uint64
+	encap                        [encap.NumResults]uint64
 }
 
 func (c *Counters) add(b *batchCounts) {
@@ -72,6 +73,9 @@ func (c *Counters) add(b *batchCounts) {
 	}
 	if b.tracked != 0 {
 		c.TrackedHit.Add(b.tracked)
+	}
+	if b.peer != 0 {
+		c.PeerHit.Add(b.peer)
 	}
 	for i, v := range b.verdicts {
 		if v != 0 {
@@ -107,6 +111,8 @@ type Worker struct {
 	Backends BackendStats
 
 	tap atomic.Pointer[capture.Tap] // capture.go: nil unless a capture runs
+
+	scan *exceptionScan // exceptions.go: nil unless the fleet shares flows
 
 	ipID   uint16
 	counts batchCounts
@@ -187,11 +193,17 @@ func (w *Worker) Step() int {
 		}
 		w.tables.Conntrack.Serve(now, idleServeBudget)
 		w.tables.Conntrack.Sweep(now, sweepIdleBuckets)
+		if w.scan != nil {
+			if snap := w.snapshot.Load(); snap != nil {
+				w.scan.step(w.tables.Conntrack, snap, now, idleScanBudget)
+			}
+		}
 		return 0
 	}
 	r.RX.Release(n)
 	ntx, ndrop := 0, 0
-	if snap := w.snapshot.Load(); snap != nil {
+	snap := w.snapshot.Load()
+	if snap != nil {
 		ntx, ndrop = w.batch(snap, n, now)
 	} else {
 		for i := range n {
@@ -218,6 +230,9 @@ func (w *Worker) Step() int {
 	// Idle entries are reclaimed in proportion to the work done, so a busy
 	// queue pays a few slot checks per packet and an idle one catches up.
 	w.tables.Conntrack.Sweep(now, (n+packetsPerSweptBucket-1)/packetsPerSweptBucket)
+	if w.scan != nil && snap != nil {
+		w.scan.step(w.tables.Conntrack, snap, now, scanBudget)
+	}
 	return n
 }
 
@@ -303,6 +318,9 @@ func (w *Worker) forward(snap *Snapshot, d ring.Desc, m *packet.Meta, dec *Decis
 	}
 	if dec.Tracked {
 		w.counts.tracked++
+		if dec.Peer {
+			w.counts.peer++
+		}
 	}
 	b := &snap.Rules[dec.Rule].Backends[dec.Backend]
 	t := b.Template
