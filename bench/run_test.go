@@ -10,7 +10,7 @@ import (
 
 // TestRunNamesMissingTools: on a machine without the harness's tools,
 // bench/run names every one of them and the packages to install, in one
-// message, before it builds or touches anything (issue 12 item 23).
+// message, before it builds or touches anything.
 func TestRunNamesMissingTools(t *testing.T) {
 	bin := t.TempDir()
 	for _, tool := range []string{"bash", "dirname"} {

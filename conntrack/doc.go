@@ -40,90 +40,79 @@
 //	                        backend | ruleGen | backendGen (uint32 each) |
 //	                        8 bytes spare
 //
-// Why 72 bytes a flow and not 64: with 56-byte slots after a 64-byte
-// header (the layout before issue 9), six of the eight slots straddled two
-// lines, so a lookup that matched a tag could miss twice, and a prefetch
+// Why 72 bytes a flow and not 64: with 56-byte slots after a 64-byte header
+// (the layout before the worker was staged), six of the eight slots straddled
+// two lines, so a lookup that matched a tag could miss twice, and a prefetch
 // of the slot had to cover two lines. A 64-byte slot is one line and one
-// prefetch; the 8 spare bytes per slot (and 8 per header) are free for
-// later fields, e.g. what flood defences need (see restart-and-floods in
-// the reference). Packing the slot to 48 bytes (a 32-bit rule-and-kind
-// word, the key's two pad bytes reused) would not fit 8 slots in 6 lines
-// without splitting keys from values, which is a second line per hit.
+// prefetch; the 8 spare bytes per slot (and 8 per header) are free for later
+// fields. Packing the slot to 48 bytes (a 32-bit rule-and-kind word, the
+// key's two pad bytes reused) would not fit 8 slots in 6 lines without
+// splitting keys from values, which is a second line per hit.
 //
-// Huge pages: once the worker prefetches a batch's buckets (issue 9),
-// most of what a lookup still waits for is the page walk of a random
-// page of a large arena (4 KiB pages: one TLB entry per 4 KiB of a 72 MiB
-// table). Advised with MADV_HUGEPAGE, a heap arena's share of the xlb
-// process's profile fell from 8-11 % to 3-4 % in vivo (pkg/dataplane's
-// doc). A memfd arena (NewInArena) is shmem, which gets huge pages only
+// Huge pages: once the worker prefetches a batch's buckets (pkg/dataplane
+// "The batch"), most of what a lookup still waits for is the page walk of a
+// random page of a large arena (4 KiB pages: one TLB entry per 4 KiB of a 72
+// MiB table), and 2 MiB pages shorten it (bench/README.md has the in-vivo
+// profiles). A memfd arena (NewInArena) is shmem, which gets huge pages only
 // where /sys/kernel/mm/transparent_hugepage/shmem_enabled is advise (or
-// always, within_size, force) and only for pages allocated after the
-// mapping is advised. So an arena is mapped without MAP_POPULATE,
-// advised MADV_HUGEPAGE, then populated with MADV_POPULATE_WRITE (Linux
-// 5.14; before, a read of every page), so no page fault lands on the
-// packet path either way (arena_huge.go). A successor (AdoptTable,
-// AdoptShared) maps the same way: pages already in the memfd keep the
-// size they were allocated with, and a 2 MiB page is mapped by one PMD
-// whatever the successor's setting. Under never or deny the advice is
-// ignored and the arena has 4 KiB pages: no error. The kernel places a
-// mapping of a shmem file whose setting allows huge pages on a 2 MiB
-// boundary, so the header page costs no alignment: every whole 2 MiB of
-// the file is one PMD and only the last, partial one is 4 KiB pages
-// (measured: a 72 MiB queue arena had 73728 of its 73732 kB PMD-mapped,
-// TestArenaHugePages asserts it from /proc/self/smaps; Arena.HugeBytes).
-// The daemon does not change the kernel setting: it logs at start, at
-// info, the arenas' bytes and how many of them huge pages map, and how to
-// enable them when the setting gives none (status and the metrics show it
-// per table: HugeBytesOf reads smaps once for every arena); deploy/systemd/xlb.service
-// sets advise (only from never) before xlb starts. advise changes nothing
-// for a program that does not ask, unlike always.
-// In vivo (bench/README.md §4, 2026-12-01): with the arenas in 2 MiB
-// pages the prefetch stub's share of the xlb process fell from 12.8 to
-// 7.8 % (1 queue; 8.0 to 5.1 % at 2), its ns per packet by 34-40 %; the
-// process's CPU per packet moved by 0.95-0.96 × (medians of four A/B
-// rounds), within this shared machine's round-to-round noise.
+// always, within_size, force) and only for pages allocated after the mapping
+// is advised. So an arena is mapped without MAP_POPULATE, advised
+// MADV_HUGEPAGE, then populated with MADV_POPULATE_WRITE (Linux 5.14; before,
+// a read of every page), so no page fault lands on the packet path either way
+// (arena_huge.go). A successor (AdoptTable, AdoptShared) maps the same way:
+// pages already in the memfd keep the size they were allocated with, and a 2
+// MiB page is mapped by one PMD whatever the successor's setting. Under never
+// or deny the advice is ignored and the arena has 4 KiB pages: no error. The
+// kernel places a mapping of a shmem file whose setting allows huge pages on
+// a 2 MiB boundary, so the header page costs no alignment: every whole 2 MiB
+// of the file is one PMD and only the last, partial one is 4 KiB pages
+// (TestArenaHugePages asserts it from /proc/self/smaps; Arena.HugeBytes). The
+// daemon does not change the kernel setting: it logs at start, at info, the
+// arenas' bytes and how many of them huge pages map, and how to enable them
+// when the setting gives none (status and the metrics show it per table:
+// HugeBytesOf reads smaps once for every arena); deploy/systemd/xlb.service
+// sets advise (only from never) before xlb starts. advise changes nothing for
+// a program that does not ask, unlike always.
 //
-// A key (with its rule index: two rules on one VIP never share an entry)
-// has two candidate buckets chosen by bucketHash (a seeded wyhash-style fold
-// of the key's five words, ~9 ns against XXH64's ~15) with the table's own seed
-// (two-choice hashing, multiply-shift onto any bucket count). Locate
-// computes them and the key's tag once: a Probe (two bucket indexes and the
-// tag, 12 bytes), which the worker keeps for the packet and passes to
-// PrefetchBuckets (both header lines), PrefetchSlot (the slot line of the
-// first matching tag) and LookupAt / InsertAt; Lookup and Insert are
-// Locate followed by those. A lookup compares the header's tags (a
-// two-word zero-lane test of all 8 at once measured slower than the plain
-// loop, which usually stops at the first slots), reads the slot line only
-// on a tag match, and the second bucket only on a miss in the first. Eviction and
-// sweeping read only header lines. Measured: the first eviction happens at
-// about 72 % occupancy (64 Ki and 1 Mi slots, random keys); after as many
-// random non-SYN inserts as it has slots, it is 96 % occupied.
+// A key (with its rule index: two rules on one VIP never share an entry) has
+// two candidate buckets chosen by bucketHash (a seeded wyhash-style fold of
+// the key's five words, cheaper than XXH64) with the table's own seed
+// (two-choice hashing, multiply-shift onto any bucket count). Locate computes
+// them and the key's tag once: a Probe (two bucket indexes and the tag, 12
+// bytes), which the worker keeps for the packet and passes to PrefetchBuckets
+// (both header lines), PrefetchSlot (the slot line of the first matching tag)
+// and LookupAt / InsertAt; Lookup and Insert are Locate followed by those. A
+// lookup compares the header's tags (a two-word zero-lane test of all 8 at
+// once measured slower than the plain loop, which usually stops at the first
+// slots), reads the slot line only on a tag match, and the second bucket only
+// on a miss in the first. Eviction and sweeping read only header lines. How
+// full a table gets before its first eviction is measured in bench/README.md.
 //
 // # Entries, SYNs and generations
 //
 // Insert(k, rule, value, now, idle, syn) is an upsert: an existing entry of
-// (k, rule) is overwritten in place (how a SYN re-selects, DESIGN §3 "New
-// or existing"); Reselect overwrites the value of an entry Lookup just
-// returned, without a second search. Every entry Insert creates — for a
-// SYN, a TCP segment that found none, a UDP datagram — is unconfirmed
-// until a Lookup with syn = false (the flow's next packet that is not a
-// SYN, FIN and RST included) confirms it; until then it lives the
-// unconfirmed idle timeout (SetUnconfirmedIdle, 5 s by default, at most
-// the rule's idle), and a SYN's re-selection makes it unconfirmed again.
-// A single-packet flow (a flood's, a DNS query's) so leaves within
-// seconds. Nothing removes an entry because of TCP flags; the dataplane
-// marks an entry whose flow sent a FIN or RST closed (CloseAt: a bit of
-// the header's flags, found again through the lines the packet's lookup
-// just read), so the connection counts as inactive until it idles out
-// (IPVS's ActiveConn/InActConn split, issue 13); an Insert over it clears
-// the mark. An unconfirmed entry a SYN made carries a third bit, so a
-// connection not yet established counts as inactive too, while the first
-// datagram of a UDP flow counts as active (Tally). The bits are new in
-// flags, not a new field: the arena's layout
-// (conntrack.arenaLayout) is unchanged, so a restart hands the tables over
-// across this change. Entries store the rule and backend generations
-// they were selected under; the dataplane compares them with its snapshot,
-// which invalidates all entries of a flushed rule or backend in O(1).
+// (k, rule) is overwritten in place (how a SYN re-selects,
+// docs/design.md#new-or-existing); Reselect overwrites the value of an entry
+// Lookup just returned, without a second search. Every entry Insert creates —
+// for a SYN, a TCP segment that found none, a UDP datagram — is unconfirmed
+// until a Lookup with syn = false (the flow's next packet that is not a SYN,
+// FIN and RST included) confirms it; until then it lives the unconfirmed idle
+// timeout (SetUnconfirmedIdle, 5 s by default, at most the rule's idle), and
+// a SYN's re-selection makes it unconfirmed again. A single-packet flow (a
+// flood's, a DNS query's) so leaves within seconds. Nothing removes an entry
+// because of TCP flags; the dataplane marks an entry whose flow sent a FIN or
+// RST closed (CloseAt: a bit of the header's flags, found again through the
+// lines the packet's lookup just read), so the connection counts as inactive
+// until it idles out (IPVS's ActiveConn/InActConn split,
+// docs/design.md#observability); an Insert over it clears the mark. An
+// unconfirmed entry a SYN made carries a third bit, so a connection not yet
+// established counts as inactive too, while the first datagram of a UDP flow
+// counts as active (Tally). The bits are new in flags, not a new field: the
+// arena's layout (conntrack.arenaLayout) is unchanged, so a restart hands the
+// tables over across this change. Entries store the rule and backend
+// generations they were selected under; the dataplane compares them with its
+// snapshot, which invalidates all entries of a flushed rule or backend in
+// O(1).
 //
 // # Expiry
 //
@@ -163,9 +152,9 @@
 // (Katran's split): MissSYN (a SYN made a new entry), MissNonSYN (a TCP
 // segment without SYN found none: after a lost state or an eviction; a
 // spike says flows are losing their backend), MissOther; Confirmed counts
-// confirmations. BenchmarkFlood: a random-tuple flood against a full
-// table of established flows costs 160-190 CPU-ns per packet with the
-// limit, 250-290 without (shared 2-core machine, load 8-10), 0 allocations.
+// confirmations. BenchmarkFlood measures a random-tuple flood against a
+// full table of established flows, with and without the limit (0
+// allocations; the figures are in bench/README.md).
 //
 // # Control mailbox
 //
@@ -248,7 +237,7 @@
 // starts that table cold and says why. A heap table (New, NewShared) has
 // no header and cannot be handed over.
 //
-// # Decisions where DESIGN is silent
+// # Decisions where the design is silent
 //
 //   - The bucket hash uses the table's own seed, not the fleet-wide
 //     hash_seed: conntrack placement need not agree across appliances,

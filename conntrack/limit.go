@@ -1,14 +1,15 @@
 package conntrack
 
-// Flood defences of a per-queue Table (issue 11 item 5): every new entry
-// starts unconfirmed (table.go), lives a short idle timeout until the
-// flow's next packet confirms it, and may only displace other unconfirmed
-// entries; and new entries are admitted at a bounded rate, a token bucket
-// the worker owns (no atomics, one comparison per new flow, a refill at
-// most once per tick). Above the rate a new flow is forwarded by its hash
-// without an entry, as Katran bypasses its LRU above 125 k new connections
-// per second per core: it keeps its backend for as long as the backend set
-// does not change, which is all a flood's packets need.
+// Flood defences of a per-queue Table
+// (docs/design.md#full-tables-and-floods): every new entry starts unconfirmed
+// (table.go), lives a short idle timeout until the flow's next packet
+// confirms it, and may only displace other unconfirmed entries; and new
+// entries are admitted at a bounded rate, a token bucket the worker owns (no
+// atomics, one comparison per new flow, a refill at most once per tick).
+// Above the rate a new flow is forwarded by its hash without an entry, as
+// Katran bypasses its LRU above 125 k new connections per second per core: it
+// keeps its backend for as long as the backend set does not change, which is
+// all a flood's packets need.
 
 // DefaultUnconfirmedIdle is how long a new entry lives until its flow's
 // next packet confirms it: longer than the gap before a SYN's first two

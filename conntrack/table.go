@@ -14,7 +14,7 @@ import (
 const Ways = 8
 
 // DefaultIdle is the idle timeout of GCP's passthrough load balancer and
-// xlb's default (DESIGN §3 "Entry lifetime").
+// xlb's default (docs/design.md#entry-lifetime).
 var DefaultIdle = TicksOf(60e9)
 
 // Value is what a flow is mapped to: an appliance-local backend slot and

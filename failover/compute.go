@@ -252,7 +252,7 @@ func (w *work) preferred(set []*BackendState) []*BackendState {
 	return out
 }
 
-// desired picks the set DESIGN §3 "Eligible backends" prescribes, without
+// desired picks the set docs/design.md#eligible-backends prescribes, without
 // hysteresis.
 func (w *work) desired() selection {
 	weighted := w.p.WeightedMaglev
@@ -370,9 +370,10 @@ func (w *work) selectEligible() {
 
 // switchSides applies "Draining on failover" at a primary/failover switch:
 // flush the rule, or bound the entries of every backend outside the new
-// eligible set (not only those that were in the old one: DESIGN gives all
-// existing connections at most failover_drain_timeout) that is not already
-// draining for an admin reason.
+// eligible set (not only those that were in the old one: the contract gives
+// all existing connections at most failover_drain_timeout,
+// docs/design.md#draining-on-failover) that is not already draining for an
+// admin reason.
 func (w *work) switchSides() {
 	if !w.p.ConnectionDrainOnFailover {
 		w.st.FlushGen++

@@ -2,7 +2,7 @@
 // weight, role, admin state, capacity and zone in; the eligible tier, the
 // members with their Maglev weights, one view per client zone, and the data
 // the dataplane needs to decide whether a conntrack entry is still valid
-// out (DESIGN §3).
+// out (docs/design.md#eligible-backends).
 //
 // # Ownership and threading
 //
@@ -46,15 +46,14 @@
 //	"primaries fine" = usable primaries ≥ 1 and usable/all primaries ≥ ratio
 //
 // Every change of tier is an Event. A change between the primary side
-// (PRIMARY, PRIMARY_FALLBACK, LAST_RESORT) and the failover side
-// (FAILOVER), possibly through EMPTY, is a switch: with
-// connection_drain_on_failover = false it increments State.FlushGen (the
-// dataplane compares it with the rule generation of each entry); with true
-// every backend outside the new eligible set departs with
-// failover_drain_timeout (those that just left it, and also those that were
-// already out but may hold older entries: DESIGN bounds all existing
-// connections at a switch), unless it is already draining for a CLI drain
-// or a removal.
+// (PRIMARY, PRIMARY_FALLBACK, LAST_RESORT) and the failover side (FAILOVER),
+// possibly through EMPTY, is a switch: with connection_drain_on_failover =
+// false it increments State.FlushGen (the dataplane compares it with the rule
+// generation of each entry); with true every backend outside the new eligible
+// set departs with failover_drain_timeout (those that just left it, and also
+// those that were already out but may hold older entries: the contract bounds
+// all existing connections at a switch, docs/design.md#draining-on-failover),
+// unless it is already draining for a CLI drain or a removal.
 //
 // # Conntrack validity
 //
@@ -84,20 +83,21 @@
 // backend that is still unhealthy when something recovers are diverted
 // too.
 //
-// # Decisions (where DESIGN and the seeds are silent)
+// # Decisions (where the contract and the seeds are silent)
 //
 //   - Health UNKNOWN (no verdict yet) counts as not healthy everywhere, as
 //     GCP and Envoy start probes DOWN until proven. HEALTHY → UNKNOWN
 //     increments UnhealthyGen (when something else is healthy); UNKNOWN →
 //     UNHEALTHY does not. A backend seen for the first time starts at
 //     generation 0.
-//   - "All backends unhealthy" (issue 14): no member of the rule's eligible
-//     set is healthy (last resort, EMPTY, or weighted set 2), judged on the
-//     rule's default view, not per zone. Then no flow is diverted, whatever
-//     the persistence policy; see "Conntrack validity".
-//   - Weights are used only with WEIGHTED_MAGLEV. A weight whose state is
-//     not OK counts as 0 (DESIGN), whatever the Weight field says; an OK
-//     weight above 1000 is an input error.
+//   - "All backends unhealthy"
+//     (docs/design.md#persistence-on-unhealthy-backends): no member of the
+//     rule's eligible set is healthy (last resort, EMPTY, or weighted set 2),
+//     judged on the rule's default view, not per zone. Then no flow is
+//     diverted, whatever the persistence policy; see "Conntrack validity".
+//   - Weights are used only with WEIGHTED_MAGLEV. A weight whose state is not
+//     OK counts as 0 (docs/design.md#weights), whatever the Weight field
+//     says; an OK weight above 1000 is an input error.
 //   - Failover with weights (seeds open question D.1): usable = healthy, in
 //     service and weight > 0 on both sides, and the ratio is usable primaries
 //     over all configured primaries. Setting the primaries' weight to 0 is
@@ -112,11 +112,12 @@
 //     nothing else is left the tier is EMPTY even without
 //     drop_traffic_if_unhealthy.
 //   - Without failover groups drop_traffic_if_unhealthy has no effect (it is
-//     part of the failover policy, DESIGN §3); the config check should warn.
+//     part of the failover policy); the configuration check rejects a
+//     [failover] table with keys and no failover group.
 //     Tier is PRIMARY when there are usable backends, else LAST_RESORT (the
 //     weighted sets 2–4 are reported in State.WeightSet).
-//   - Maglev weights: base weight (the reported weight, or 1 where DESIGN
-//     says equal weights or without WEIGHTED_MAGLEV) times the group's
+//   - Maglev weights: base weight (the reported weight, or 1 where the
+//     contract says equal weights or without WEIGHTED_MAGLEV) times the group's
 //     capacity scaler in thousandths (any scaler > 0 keeps at least 1/1000),
 //     then divided by the GCD of the set: equal weights come out as 1, and a
 //     scaler 0.5 on weight 1 gives 1 against 2 for weight 1 at scaler 1.
@@ -153,18 +154,19 @@
 //     undrain rule; new candidates drain lowest share first, then by name.
 //     If groups disappear and the drained ones exceed the cap, the
 //     healthiest are released first.
-//   - Zonal affinity (SPILL_CROSS_ZONE): a zone keeps its own members when
-//     it has ≥ 1 usable eligible member and usable/all ≥ spillover ratio,
-//     "all" being the zone's configured backends of the active side;
-//     otherwise the whole eligible set. STAY_WITHIN_ZONE keeps the zone's
-//     usable eligible members, else its eligible members, else every backend
-//     of the zone in service, healthy or not, at equal weights (the API's
-//     "if none are healthy, all endpoints in the local zone"; issue 14),
-//     else nothing: new connections from that zone are dropped (a zone with
-//     nothing in service, or the rule's tier is EMPTY). Views exist for every zone
-//     named by a group or a client prefix; clients without a zone use
-//     State.Eligible. ZoneOf is a longest-prefix match for the control
-//     plane; the dataplane builds its own lookup.
+//   - Zonal affinity (SPILL_CROSS_ZONE): a zone keeps its own members when it
+//     has ≥ 1 usable eligible member and usable/all ≥ spillover ratio, "all"
+//     being the zone's configured backends of the active side; otherwise the
+//     whole eligible set. STAY_WITHIN_ZONE keeps the zone's usable eligible
+//     members, else its eligible members, else every backend of the zone in
+//     service, healthy or not, at equal weights (the API's "if none are
+//     healthy, all endpoints in the local zone";
+//     docs/design.md#zones-capacity-and-preferred-groups), else nothing: new
+//     connections from that zone are dropped (a zone with nothing in service,
+//     or the rule's tier is EMPTY). Views exist for every zone named by a
+//     group or a client prefix; clients without a zone use State.Eligible.
+//     ZoneOf is a longest-prefix match for the control plane; the dataplane
+//     builds its own lookup.
 //   - Events: a tier change (including the first, from NONE), a group auto
 //     drained or undrained. State.History keeps the last MaxHistory.
 package failover

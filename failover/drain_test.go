@@ -36,7 +36,8 @@ func pfBackends(p1, p2, f1 Health) []Backend {
 	return []Backend{be("p1", "p", p1), be("p2", "p", p2), be("f1", "f", f1)}
 }
 
-// DESIGN §3 "a switch back needs the condition to hold for failback_delay".
+// Going back to the primaries waits until their condition has held for
+// failback_delay (docs/design.md#eligible-backends).
 func TestFailbackDelayHysteresis(t *testing.T) {
 	p := DefaultPolicy()
 	p.FailbackDelay = 30 * time.Second
@@ -78,7 +79,7 @@ func TestFailbackDelayZeroIsImmediate(t *testing.T) {
 	})
 }
 
-// DESIGN §3 "Draining on failover", connection_drain_on_failover = false:
+// docs/design.md#draining-on-failover, connection_drain_on_failover = false:
 // flush the rule's entries at each switch (and only at a switch between
 // primary and failover backends).
 func TestDrainOnFailoverOffFlushes(t *testing.T) {
@@ -164,7 +165,7 @@ func TestFlushThroughEmpty(t *testing.T) {
 	}
 }
 
-// DESIGN §3 "Draining on failover", default true: entries stay on the
+// docs/design.md#draining-on-failover, default true: entries stay on the
 // backends that left the eligible set for at most failover_drain_timeout.
 func TestDrainOnFailoverDeadlines(t *testing.T) {
 	p := DefaultPolicy() // drain on failover, 10 min
@@ -224,7 +225,7 @@ func TestDrainOnFailoverDeadlines(t *testing.T) {
 	}
 }
 
-// DESIGN §3 "Draining on removal": the backend leaves the eligible set at
+// docs/design.md#draining-on-removal: the backend leaves the eligible set at
 // once; its entries are honoured until the timeout (0 = immediately).
 func TestDrainOnRemoval(t *testing.T) {
 	gs := []Group{primary("a")}

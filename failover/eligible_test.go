@@ -48,8 +48,8 @@ func runEligible(t *testing.T, cases []eligibleCase) {
 
 var weighted = func(p *Policy) { p.WeightedMaglev = true }
 
-// DESIGN §3 "No failover backends, no weights: all healthy backends; if
-// none, all backends."
+// docs/design.md#eligible-backends without failover groups or weights: the
+// usable backends; if none, every backend in service.
 func TestEligibleNoFailoverNoWeights(t *testing.T) {
 	a := []Group{primary("a")}
 	runEligible(t, []eligibleCase{
@@ -79,9 +79,9 @@ func TestEligibleNoFailoverNoWeights(t *testing.T) {
 	})
 }
 
-// DESIGN §3 "No failover backends, WEIGHTED_MAGLEV: the first non-empty set
-// of (1) healthy with weight > 0, (2) unhealthy with weight > 0, (3) healthy
-// with weight 0, (4) all; sets 3 and 4 are served with equal weights."
+// docs/design.md#eligible-backends without failover groups, WEIGHTED_MAGLEV:
+// the first non-empty of (1) healthy with weight > 0, (2) unhealthy with
+// weight > 0, (3) healthy with weight 0, (4) all; 3 and 4 at equal weights.
 func TestEligibleNoFailoverWeighted(t *testing.T) {
 	a := []Group{primary("a")}
 	runEligible(t, []eligibleCase{
@@ -113,7 +113,7 @@ func TestEligibleNoFailoverWeighted(t *testing.T) {
 	})
 }
 
-// DESIGN §3 "Failover backends present" without weights.
+// docs/design.md#eligible-backends with failover groups, without weights.
 func TestEligibleFailover(t *testing.T) {
 	gs := []Group{primary("p"), failoverGroup("f")}
 	ratio := func(r float64) func(*Policy) { return func(p *Policy) { p.FailoverRatio = r } }
@@ -158,7 +158,8 @@ func TestEligibleFailover(t *testing.T) {
 	})
 }
 
-// DESIGN §3 failover with WEIGHTED_MAGLEV (seeds open question D.1):
+// docs/design.md#eligible-backends, failover with WEIGHTED_MAGLEV (seeds open
+// question D.1):
 // usable means healthy, in service and weight > 0, and the ratio counts
 // those over all configured primaries.
 func TestEligibleFailoverWeighted(t *testing.T) {

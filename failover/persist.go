@@ -20,8 +20,9 @@ var persistNames = [...]string{"DEFAULT_FOR_PROTOCOL", "NEVER_PERSIST", "ALWAYS_
 
 func (p PersistencePolicy) String() string { return enumName(persistNames[:], uint8(p)) }
 
-// ErrAlwaysPersistPerSession is the config error of DESIGN §3: ALWAYS_PERSIST
-// cannot be combined with PER_SESSION tracking.
+// ErrAlwaysPersistPerSession is the configuration error of
+// docs/design.md#persistence-on-unhealthy-backends: ALWAYS_PERSIST cannot be
+// combined with PER_SESSION tracking.
 var ErrAlwaysPersistPerSession = errors.New("persistence_on_unhealthy = ALWAYS_PERSIST is invalid with tracking_mode = PER_SESSION")
 
 // ErrUnknownPersistence reports a PersistencePolicy or TrackingMode value
@@ -41,9 +42,9 @@ func CheckPersistence(p PersistencePolicy, mode hash.TrackingMode) error {
 }
 
 // Persists reports whether a tracked connection of protocol proto stays on
-// its backend after the backend turned unhealthy (DESIGN §3 "Persistence on
-// unhealthy backends"). It is a pure table lookup, safe on the packet path
-// (no allocation).
+// its backend after the backend turned unhealthy
+// (docs/design.md#persistence-on-unhealthy-backends). It is a pure table
+// lookup, safe on the packet path (no allocation).
 //
 // Cells: DEFAULT_FOR_PROTOCOL persists TCP, and under PER_SESSION only with
 // the 5-tuple affinities NONE / CLIENT_IP_PORT_PROTO. NEVER_PERSIST persists

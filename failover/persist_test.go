@@ -9,9 +9,10 @@ import (
 	"github.com/xlbnet/xlb/pkg/packet"
 )
 
-// TestPersistsTable checks every cell of DESIGN §3 "Persistence on
-// unhealthy backends": policy × mode × protocol, one bool per affinity in
-// the order NONE, CLIENT_IP_PORT_PROTO, CLIENT_IP_PROTO, CLIENT_IP.
+// TestPersistsTable checks every cell of the table of
+// docs/design.md#persistence-on-unhealthy-backends: policy × mode × protocol,
+// one bool per affinity in the order NONE, CLIENT_IP_PORT_PROTO,
+// CLIENT_IP_PROTO, CLIENT_IP.
 func TestPersistsTable(t *testing.T) {
 	const (
 		tcp  = packet.ProtoTCP

@@ -8,8 +8,8 @@ import (
 	"github.com/xlbnet/xlb/hash"
 )
 
-// Tier is which backends the eligible set is drawn from (DESIGN §3
-// "Eligible backends").
+// Tier is which backends the eligible set is drawn from
+// (docs/design.md#eligible-backends).
 type Tier uint8
 
 const (

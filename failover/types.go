@@ -125,7 +125,7 @@ type Policy struct {
 	WeightedMaglev bool // locality_lb_policy = WEIGHTED_MAGLEV
 
 	FailoverRatio             float64       // 0..1
-	DropTrafficIfUnhealthy    bool          // only with failover groups (DESIGN §3)
+	DropTrafficIfUnhealthy    bool          // only with failover groups (docs/design.md#eligible-backends)
 	ConnectionDrainOnFailover bool          // default true
 	FailoverDrainTimeout      time.Duration // default 10m; 0 = entries end at the switch
 	FailbackDelay             time.Duration // default 0 = immediate failback
@@ -139,10 +139,10 @@ type Policy struct {
 // DefaultFailoverDrainTimeout is GCP's fixed 10 minutes.
 const DefaultFailoverDrainTimeout = 10 * time.Minute
 
-// DefaultPolicy returns the defaults of DESIGN §4: MAGLEV, ratio 0,
-// draining on failover for 10 minutes, immediate failback, no connection
-// draining, no auto capacity drain, no zonal affinity. The zero Policy is
-// different (no draining on failover): start from this one.
+// DefaultPolicy returns the defaults of docs/design.md#rule-files: MAGLEV,
+// ratio 0, draining on failover for 10 minutes, immediate failback, no
+// connection draining, no auto capacity drain, no zonal affinity. The zero
+// Policy is different (no draining on failover): start from this one.
 func DefaultPolicy() Policy {
 	return Policy{
 		ConnectionDrainOnFailover: true,

@@ -23,8 +23,8 @@ type Key struct {
 	_                [2]byte // always zero
 }
 
-// Affinity is a forwarding rule's session affinity (DESIGN §3); the names
-// follow the seeds.
+// Affinity is a forwarding rule's session affinity
+// (docs/design.md#session-affinity); the names follow the seeds.
 type Affinity uint8
 
 const (

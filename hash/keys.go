@@ -5,13 +5,13 @@ import "github.com/xlbnet/xlb/pkg/packet"
 // hasPorts reports whether a packet of this protocol and fragment state
 // carries ports that take part in a 5-tuple: TCP and UDP, unfragmented.
 // Any fragment, first or not, is port-less so that every fragment of a
-// datagram hashes alike (DESIGN §3 "Fragments"); this holds for TCP too.
+// datagram hashes alike (docs/design.md#fragments); this holds for TCP too.
 func hasPorts(proto uint8, frag packet.FragState) bool {
 	return frag == packet.FragNone && (proto == packet.ProtoTCP || proto == packet.ProtoUDP)
 }
 
 // SelectionKind returns the tuple a packet's backend-selection hash covers
-// under affinity a (DESIGN §3 "Session affinity"). An affinity outside the
+// under affinity a (docs/design.md#session-affinity). An affinity outside the
 // enum is treated as AffinityNone, the default.
 func SelectionKind(proto uint8, frag packet.FragState, a Affinity) TupleKind {
 	switch a {
@@ -28,12 +28,12 @@ func SelectionKind(proto uint8, frag packet.FragState, a Affinity) TupleKind {
 }
 
 // TrackingKind returns the tuple a packet's connection-tracking key covers
-// (DESIGN §3 "Trackability" and "Tracking key"), or TupleNone when the
-// packet is not trackable: ICMP, ICMPv6 and protocols other than TCP, UDP,
-// ESP and GRE never are; UDP, ESP and GRE are not under AffinityNone; a TCP
-// fragment is port-less like a UDP fragment, and under AffinityNone it is
-// not tracked (NONE tracks TCP by 5-tuple only). Unknown affinities are
-// treated as AffinityNone, unknown modes as PerConnection.
+// (docs/design.md#trackability and docs/design.md#tracking-key), or TupleNone
+// when the packet is not trackable: ICMP, ICMPv6 and protocols other than
+// TCP, UDP, ESP and GRE never are; UDP, ESP and GRE are not under
+// AffinityNone; a TCP fragment is port-less like a UDP fragment, and under
+// AffinityNone it is not tracked (NONE tracks TCP by 5-tuple only). Unknown
+// affinities are treated as AffinityNone, unknown modes as PerConnection.
 func TrackingKind(proto uint8, frag packet.FragState, a Affinity, mode TrackingMode) TupleKind {
 	switch proto {
 	case packet.ProtoTCP, packet.ProtoUDP, packet.ProtoESP, packet.ProtoGRE:

@@ -48,7 +48,8 @@ func dirtyKey() Key {
 	return k
 }
 
-// Packet classes the DESIGN §3 tables distinguish.
+// Packet classes the tables of docs/design.md#session-affinity and
+// docs/design.md#tracking-key distinguish.
 var (
 	tcp          = testMeta(packet.ProtoTCP, packet.FragNone)
 	tcpFirstFrag = testMeta(packet.ProtoTCP, packet.FragFirst)
@@ -63,8 +64,8 @@ var (
 	espFrag      = testMeta(packet.ProtoESP, packet.FragNonFirst)
 )
 
-// TestSelectionKey has one row per cell of DESIGN §3 "Session affinity →
-// backend-selection hash", split by the packet classes the cell names.
+// TestSelectionKey has one row per cell of the table of
+// docs/design.md#session-affinity, split by the packet classes the cell names.
 func TestSelectionKey(t *testing.T) {
 	tests := []struct {
 		name string
@@ -118,9 +119,9 @@ func TestSelectionKey(t *testing.T) {
 	}
 }
 
-// TestTrackingKey has one row per cell of DESIGN §3 "Tracking key" (and
-// "Trackability"), split by the packet classes the cell names; TupleNone
-// means not trackable.
+// TestTrackingKey has one row per cell of docs/design.md#tracking-key (and
+// docs/design.md#trackability), split by the packet classes the cell names;
+// TupleNone means not trackable.
 func TestTrackingKey(t *testing.T) {
 	const (
 		perConn = PerConnection

@@ -91,7 +91,7 @@ func placement(ids []uint32) uint64 {
 }
 
 // effectiveWeights returns the weights the fill uses: the backends' own,
-// or all 1 when every weight is 0 (DESIGN §3: equal shares then).
+// or all 1 when every weight is 0 (docs/design.md#weights: equal shares then).
 func effectiveWeights(bs []Backend) (w []uint64, total uint64) {
 	w = make([]uint64, len(bs))
 	for i, b := range bs {

@@ -101,7 +101,8 @@
 // # Hand-over to another process
 //
 // A queue's socket can be handed to a successor process while it runs
-// (DESIGN's restart and upgrade; the protocol is pkg/handover's). The UMEM
+// (xlb restart and upgrade, docs/design.md#restarts-and-hand-over; the
+// protocol is pkg/handover's). The UMEM
 // is a memfd ("xlb-umem-q<N>", sealed against shrinking and growing)
 // mapped MAP_SHARED|MAP_POPULATE: XDP_UMEM_REG pins the pages of the
 // mapping it is given and descriptors are offsets into them, so a
@@ -146,41 +147,26 @@
 //     leak of that kind shows up in tests.
 //   - Multi-buffer (XDP_USE_SG) is not used: one packet, one descriptor.
 //
-// # Numbers
+// # Why xlb's own ring, not asavie/xdp's
 //
-// Measured on the shared 2-core development VM, in two sessions: load
-// average ~7 and ~13 from other jobs (absolute numbers move with it; the
-// ratio between the two libraries within one run is what counts):
-//
-//	BenchmarkRing (Fake, batch 64, full cycle)   24 ns/pkt (load 7), 50–90 (load 13); 0 allocs
-//	  of which the worker's side (timed)         5.2 ns/pkt (load 7)
-//	BenchmarkVethForward, 8 rounds each, median [min–max]
-//	(veth copy mode, native XDP; reflector RX → rewrite → TX on one socket):
-//	  load 7:  xlb ring    0.267 Mpps [0.20–0.33]   1503 CPU-ns/pkt   0 allocs
-//	           asavie/xdp  0.291 Mpps [0.21–0.46]   1534 CPU-ns/pkt   0 allocs
-//	  load 13: xlb ring    0.095 Mpps               1624 CPU-ns/pkt
-//	           asavie/xdp  0.070 Mpps               1569 CPU-ns/pkt
-//
-// On veth the CPU per packet is the kernel's: in copy mode each sendto
-// runs the whole TX path (skb allocation, copy, veth transmit) on the
-// worker's thread, ~1.5 µs per packet, and the two libraries' ring code is
-// lost in it: the medians swap places between runs and stay within the
-// spread of each other. We keep xlb's ring: it is not measurably slower
-// here; it orders its index accesses with atomics where asavie/xdp uses
-// plain loads and stores (right only while the compiler does not reorder
-// or cache them, and only on x86's strong ordering); it makes no syscall
-// unless the kernel asks (on zero-copy NICs a busy worker makes none,
-// where asavie calls sendto on every Transmit; not measurable on veth,
-// which is copy mode only); it exposes the
-// headroom encapsulation needs, it reuses frames LIFO instead of scanning
-// a free list, it can be tested without root through the Fake, and it
-// releases its socket on Close: asavie's Close unmaps the UMEM but not the
-// ring mappings, which keep the socket alive and its queue bound (a second
-// NewSocket on the queue fails with EBUSY until the process exits).
-// asavie/xdp v0.3.3 builds alongside cilium/ebpf v0.22.0 (go.mod takes
-// v0.22.0 and vishvananda/netlink v1.3.1); it is used only by the
-// benchmark. Its Program (attach/detach, XSKMAP registration) builds a
-// fixed redirect-everything program, so ring/xsk does that part itself.
+// github.com/asavie/xdp is the AF_XDP library the ring was measured
+// against (ring/veth_bench_test.go; the figures are in bench/README.md).
+// On veth, copy mode, the CPU per packet is the kernel's: each sendto runs
+// the whole TX path (skb allocation, copy, veth transmit) on the worker's
+// thread, and the two libraries' ring code is lost in it, within each
+// other's spread. We keep xlb's ring: it is not measurably slower; it
+// orders its index accesses with atomics where asavie/xdp uses plain loads
+// and stores (right only while the compiler does not reorder or cache
+// them, and only on x86's strong ordering); it makes no syscall unless the
+// kernel asks (on zero-copy NICs a busy worker makes none, where asavie
+// calls sendto on every Transmit); it exposes the headroom encapsulation
+// needs, reuses frames LIFO instead of scanning a free list, can be tested
+// without root through the Fake, and releases its socket on Close
+// (asavie's Close unmaps the UMEM but not the ring mappings, which keep
+// the socket alive and its queue bound until the process exits).
+// asavie/xdp is used only by that benchmark. Its Program (attach/detach,
+// XSKMAP registration) builds a fixed redirect-everything program, so
+// ring/xsk does that part itself.
 //
 // Reproduce (as root; the veth benchmark builds and removes its own
 // namespaces):

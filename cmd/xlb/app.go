@@ -127,7 +127,7 @@ func setUsageErrors(c *cli.Command) {
 }
 
 // runApp runs the command line args (args[0] is the program's name) with
-// flags allowed after positional arguments (issue 12 item 18):
+// flags allowed after positional arguments (docs/design.md#command-line):
 // urfave/cli/v2, like package flag, stops parsing flags at the first
 // argument that is not one, so `xlb backend drain -r web 10.0.0.1 --json`
 // would take --json for a second address. runApp moves the flags of the

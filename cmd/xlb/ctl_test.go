@@ -331,9 +331,9 @@ func TestControlUsageErrors(t *testing.T) {
 	}
 }
 
-// TestSimulateCommand: the acceptance of issue 5 through the command
-// line: removing 1 of 10 backends moves ~10 % of flows, all of them the
-// removed backend's, and < 1 % of any other backend's share.
+// TestSimulateCommand: xlb simulate through the command line: removing 1 of
+// 10 backends moves ~10 % of flows, all of them the removed backend's, and <
+// 1 % of any other backend's share.
 func TestSimulateCommand(t *testing.T) {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "rules.d"), 0o755)
@@ -409,7 +409,8 @@ func TestApplianceCommands(t *testing.T) {
 // TestBrokenConfigStillReachesDaemon: a syntax error in xlb.toml does not
 // stop the CLI: it finds control_socket on its line (or the default),
 // warns with the error in validate's file:line: form, and talks to the
-// daemon — reload included (issue 12 item 7).
+// daemon — reload included, so the operator can still act during the
+// incident.
 func TestBrokenConfigStillReachesDaemon(t *testing.T) {
 	f, _, cfg := fakeSocket(t)
 	broken := "interface = \"eth0\"\ncontrol_socket = \"run/xlb.sock\"\nqueues = [0, 1\n[conntrack]\nmax_entries = 4096\n"

@@ -32,7 +32,7 @@ func TestApplianceSetupScript(t *testing.T) {
 
 // The systemd unit runs commands that exist, with flags they accept; its
 // ExecReload is `xlb reload`, which fails when the daemon rejects the
-// configuration, so `systemctl reload` does too (issue 12 item 8: it ran
+// configuration, so `systemctl reload` does too (it once ran
 // kill -HUP and reported success for a rejected configuration).
 func TestSystemdUnitCommands(t *testing.T) {
 	unit, err := os.ReadFile("../../deploy/systemd/xlb.service")

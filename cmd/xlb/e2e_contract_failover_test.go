@@ -1,8 +1,8 @@
 package main
 
-// DESIGN §3 "Eligible backends" (failover groups) and "Draining on
-// failover" on real packets: primaries fail their health checks with
-// connections open (issue 14 item 1).
+// Eligible backends with failover groups and draining on failover
+// (docs/design.md#eligible-backends, docs/design.md#draining-on-failover) on
+// real packets: primaries fail their health checks with connections open.
 
 import (
 	"fmt"
@@ -24,7 +24,8 @@ func tierSwitch(st control.Status, rule, to string) (time.Time, bool) {
 	return at, !at.IsZero()
 }
 
-// Draining on failover: with connection_drain_on_failover (default) open
+// Draining on failover (docs/design.md#draining-on-failover): with
+// connection_drain_on_failover (default) open
 // connections stay on the primaries after the switch, until
 // failover_drain_timeout ends them; failback waits failback_delay and keeps
 // the connections opened on the failover backends. Without it the switch
@@ -145,7 +146,8 @@ func TestWireDrainingOnFailover(t *testing.T) {
 	}})
 }
 
-// Eligible backends with failover groups: the primaries are used while
+// Eligible backends with failover groups (docs/design.md#eligible-backends):
+// the primaries are used while
 // usable/all ≥ ratio (0.75: 3 of 4 stays, 2 of 4 fails over), then the
 // failover backends, then the usable primaries below the ratio when no
 // failover backend is usable, and with nothing usable and

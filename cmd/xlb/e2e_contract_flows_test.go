@@ -1,7 +1,7 @@
 package main
 
-// DESIGN §3 "Persistence on unhealthy backends", "Entry lifetime" and
-// "Draining on removal" on real packets (issue 14 items 2, 3, 4, 11).
+// Persistence on unhealthy backends, entry lifetime and draining on removal
+// on real packets.
 
 import (
 	"fmt"
@@ -15,8 +15,9 @@ import (
 	"github.com/xlbnet/xlb/pkg/lab"
 )
 
-// Persistence on unhealthy backends, one rule per cell: an open TCP
-// connection survives its backend failing checks under
+// Persistence on unhealthy backends
+// (docs/design.md#persistence-on-unhealthy-backends), one rule per cell: an
+// open TCP connection survives its backend failing checks under
 // DEFAULT_FOR_PROTOCOL, a UDP flow moves; NEVER_PERSIST moves TCP;
 // ALWAYS_PERSIST keeps UDP. And with nothing healthy no flow moves
 // (NEVER_PERSIST: "unless all backends are unhealthy"), until a healthy
@@ -86,10 +87,11 @@ func TestWirePersistenceOnUnhealthyBackends(t *testing.T) {
 	}
 }
 
-// Entry lifetime: after the eligible set changes, a flow idle for longer
-// than idle_timeout is placed anew, one that keeps sending stays; a flow
-// whose client sent FIN keeps its entry while the backend's data still
-// flows (the client's ACKs reach the same backend) until it ends.
+// Entry lifetime (docs/design.md#entry-lifetime): after the eligible set
+// changes, a flow idle for longer than idle_timeout is placed anew, one that
+// keeps sending stays; a flow whose client sent FIN keeps its entry while the
+// backend's data still flows (the client's ACKs reach the same backend) until
+// it ends.
 func TestWireEntryLifetime(t *testing.T) {
 	wireTest(t)
 	l := labWith(t, lab.Options{Backends: 4})
@@ -216,9 +218,9 @@ func readStream(l *lab.Lab, src netip.Addr, dst netip.AddrPort) error {
 	return nil
 }
 
-// Draining on removal: a reload removes a backend with
-// connection_draining_timeout 5 s; new connections never reach it, an open
-// one keeps it until the timeout and not after.
+// Draining on removal (docs/design.md#draining-on-removal): a reload removes
+// a backend with connection_draining_timeout 5 s; new connections never reach
+// it, an open one keeps it until the timeout and not after.
 func TestWireDrainingOnRemoval(t *testing.T) {
 	wireTest(t)
 	l := labWith(t, lab.Options{Backends: 3})

@@ -1,9 +1,9 @@
 package main
 
-// DESIGN §3 "Eligible backends" with WEIGHTED_MAGLEV (weight shares, the
-// weight header) and "Beyond the seeds" (zones, capacity scaler, auto
-// capacity drain, preferred groups) on real packets (issue 14 items 8, 9,
-// 12), driven through health checks, reloads and timers.
+// Weights (docs/design.md#weights), zones, capacity and preferred groups
+// (docs/design.md#zones-capacity-and-preferred-groups) and full tables
+// (docs/design.md#full-tables-and-floods) on real packets, driven through
+// health checks, reloads and timers.
 
 import (
 	"fmt"
@@ -26,9 +26,10 @@ func shareIn(res lab.DriveResult, i int, lo, hi float64) bool {
 	return s >= lo && s <= hi
 }
 
-// Weight shares: all weights 0 gives equal shares; a missing or invalid
-// weight header is weight 0 with its state shown and health unaffected;
-// an open connection stays on a backend whose weight drops to 0.
+// Weight shares (docs/design.md#weights): all weights 0 gives equal shares; a
+// missing or invalid weight header is weight 0 with its state shown and
+// health unaffected; an open connection stays on a backend whose weight drops
+// to 0.
 func TestWireWeightShares(t *testing.T) {
 	wireTest(t)
 	l := labWith(t, lab.Options{Backends: 3})
@@ -106,7 +107,8 @@ func only(got map[int]int, idx ...int) bool {
 	return n == total && total > 0
 }
 
-// Beyond the seeds: zonal affinity by client prefix (SPILL_CROSS_ZONE
+// Beyond the seeds (docs/design.md#zones-capacity-and-preferred-groups):
+// zonal affinity by client prefix (SPILL_CROSS_ZONE
 // spills a zone with no healthy backend, STAY_WITHIN_ZONE falls back to
 // the zone's own backends), the capacity scaler (shares, and 0 by reload:
 // no new connections, open ones stay), preferred groups (used until
@@ -233,11 +235,12 @@ func TestWireBeyondTheSeeds(t *testing.T) {
 	}})
 }
 
-// Table full: with max_entries 1024 (512 per queue) the flows of a flood
-// of new connections no longer all find a slot; those that do not are
-// forwarded by Maglev without an entry (every request is answered) and
-// counted as insert failures, while established connections that keep
-// sending keep their entries: after a backend joins, none of them moves.
+// Table full (docs/design.md#full-tables-and-floods): with max_entries 1024
+// (512 per queue) the flows of a flood of new connections no longer all find
+// a slot; those that do not are forwarded by Maglev without an entry (every
+// request is answered) and counted as insert failures, while established
+// connections that keep sending keep their entries: after a backend joins,
+// none of them moves.
 func TestWireTableFull(t *testing.T) {
 	wireTest(t)
 	l := labWith(t, lab.Options{Backends: 4, ClientAddrs: 1000})

@@ -1,7 +1,6 @@
 package main
 
-// DESIGN §3 "Fragments" and "ICMP" (packet too big) with IPv6 on real
-// packets (issue 14 item 7).
+// Fragments and ICMP packet too big with IPv6 on real packets.
 
 import (
 	"context"
@@ -42,13 +41,13 @@ func smallAndLarge(t *testing.T, l *lab.Lab, srcs []netip.Addr, dst netip.AddrPo
 	return whole, split
 }
 
-// Fragments: datagrams of 3000 bytes leave the client in three fragments,
-// over IPv4 and IPv6, and arrive whole (no reassembly: every fragment is
-// forwarded as it comes, all by the 3-tuple). Under 5-tuple affinity
-// (NONE) a flow's unfragmented datagrams go by the 5-tuple, so without
-// fragment tracking its fragmented and whole datagrams often reach
-// different backends; with fragment_tracking the first fragment is placed
-// like the flow's whole datagrams and the others follow it, in both
+// Fragments (docs/design.md#fragments): datagrams of 3000 bytes leave the
+// client in three fragments, over IPv4 and IPv6, and arrive whole (no
+// reassembly: every fragment is forwarded as it comes, all by the 3-tuple).
+// Under 5-tuple affinity (NONE) a flow's unfragmented datagrams go by the
+// 5-tuple, so without fragment tracking its fragmented and whole datagrams
+// often reach different backends; with fragment_tracking the first fragment
+// is placed like the flow's whole datagrams and the others follow it, in both
 // families.
 func TestWireFragments(t *testing.T) {
 	wireTest(t)
@@ -88,10 +87,11 @@ func TestWireFragments(t *testing.T) {
 	}
 }
 
-// Packet too big for IPv6: with 1500 bytes between appliance and backends,
-// a full-size IPv6 segment does not fit the IPIP (6in6, 40 bytes) header;
-// the appliance answers with an ICMPv6 packet-too-big quoting 1460, the
-// client's kernel caches it and the request completes.
+// Packet too big for IPv6 (docs/design.md#icmp): with 1500 bytes between
+// appliance and backends, a full-size IPv6 segment does not fit the IPIP
+// (6in6, 40 bytes) header; the appliance answers with an ICMPv6
+// packet-too-big quoting 1460, the client's kernel caches it and the request
+// completes.
 func TestWireICMPPacketTooBigIPv6(t *testing.T) {
 	wireTest(t)
 	l := labWith(t, lab.Options{Backends: 2, FabricMTU: 1500})

@@ -1,8 +1,7 @@
 package main
 
-// L3_DEFAULT rules and ICMP on real packets (issue 14 item 6): DESIGN §3
-// "Session affinity → backend-selection hash" for ESP, GRE and ICMP,
-// "ICMP" (echo requests), and an L3_DEFAULT rule sharing its VIP with a
+// L3_DEFAULT rules and ICMP on real packets: session affinity for ESP, GRE
+// and ICMP, echo requests, and an L3_DEFAULT rule sharing its VIP with a
 // TCP rule.
 
 import (
@@ -118,12 +117,14 @@ func gre(int) []byte {
 	return b
 }
 
-// L3_DEFAULT on the wire: TCP to the port of a TCP rule on the same VIP
-// goes by that rule (the specific rule wins), everything else to the VIP by
-// the L3_DEFAULT rule: TCP to other ports, UDP, ESP and GRE (3-tuple
-// selection under NONE: one backend per client and protocol), and ICMP echo
-// requests, which the backends answer. An echo to a VIP without an
-// L3_DEFAULT rule is answered by the appliance and reaches no backend.
+// L3_DEFAULT on the wire (docs/design.md#rules-and-vips,
+// docs/design.md#session-affinity, docs/design.md#icmp): TCP to the port of a
+// TCP rule on the same VIP goes by that rule (the specific rule wins),
+// everything else to the VIP by the L3_DEFAULT rule: TCP to other ports, UDP,
+// ESP and GRE (3-tuple selection under NONE: one backend per client and
+// protocol), and ICMP echo requests, which the backends answer. An echo to a
+// VIP without an L3_DEFAULT rule is answered by the appliance and reaches no
+// backend.
 func TestWireL3DefaultAndICMP(t *testing.T) {
 	wireTest(t)
 	l := labWith(t, lab.Options{Backends: 3})

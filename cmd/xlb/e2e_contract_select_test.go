@@ -1,7 +1,7 @@
 package main
 
-// DESIGN §3 "Session affinity → backend-selection hash", "Trackability",
-// "Tracking key" (PER_SESSION) on real packets (issue 14 item 5).
+// Session affinity, trackability and the tracking key (PER_SESSION) on
+// real packets.
 
 import (
 	"context"
@@ -54,12 +54,14 @@ func sameBackend(bs []int) int {
 	return bs[0]
 }
 
-// Session affinity on the wire: CLIENT_IP with PER_SESSION keeps a client's
-// TCP connections (on both RX queues: the shared table) on one backend,
-// even after the eligible set grows; CLIENT_IP_PROTO selects by 3-tuple,
-// so a client's connections share a backend; CLIENT_IP_PORT_PROTO tracks
-// UDP by 5-tuple, so a client's flows spread and each stays on its backend
-// when the eligible set grows, while NONE does not track UDP, so flows move.
+// Session affinity on the wire (docs/design.md#session-affinity,
+// docs/design.md#trackability, docs/design.md#tracking-key): CLIENT_IP with
+// PER_SESSION keeps a client's TCP connections (on both RX queues: the shared
+// table) on one backend, even after the eligible set grows; CLIENT_IP_PROTO
+// selects by 3-tuple, so a client's connections share a backend;
+// CLIENT_IP_PORT_PROTO tracks UDP by 5-tuple, so a client's flows spread and
+// each stays on its backend when the eligible set grows, while NONE does not
+// track UDP, so flows move.
 func TestWireSessionAffinity(t *testing.T) {
 	wireTest(t)
 	// The lab's default fabric MTU keeps XDP native on the veth, whose RX

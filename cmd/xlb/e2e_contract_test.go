@@ -1,7 +1,8 @@
 package main
 
-// Helpers of the behaviour-contract lab tests (issue 14): the tests named
-// TestWire<row> check DESIGN §3 row by row on real packets, as
+// Helpers of the behaviour-contract lab tests: the tests named
+// TestWire<row> check docs/design.md#behaviour-contract row by row on real
+// packets, each citing its rows in its doc comment, as
 // pkg/dataplane's conformance tests do with Decide. Each builds its own lab
 // (or several), so they run in parallel with each other: most of their time
 // is spent waiting for health checks and timers.

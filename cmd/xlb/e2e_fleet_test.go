@@ -1,8 +1,9 @@
 package main
 
-// The fleet (issue 10): two xlb appliances announce the VIPs over BGP to a
-// BIRD router that spreads connections over them with ECMP. One lab serves
-// every acceptance point in turn, so BIRD and the namespaces are built once.
+// The fleet (docs/design.md#the-fleet): two xlb appliances announce the VIPs
+// over BGP to a BIRD router that spreads connections over them with ECMP. One
+// lab serves every acceptance point in turn, so BIRD and the namespaces are
+// built once.
 
 import (
 	"context"

@@ -26,8 +26,8 @@ import (
 	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
-// Lab tests of what a new operator ran into (issue 12), one lab each
-// where the items share one.
+// Lab tests of what a new operator ran into on a first day with xlb, one
+// lab for the checks that can share one.
 
 // quickest returns the shortest of n back-to-back calls of f.
 func quickest(t *testing.T, n int, what string, f func() error) time.Duration {
@@ -157,7 +157,7 @@ func TestStatusRatesAndLatency(t *testing.T) {
 // TestLabQueues: the default lab runs xlb in native XDP mode with both
 // queues receiving, and status shows packets per queue without a warning;
 // a jumbo fabric makes xlb fall back to generic mode, log why, and warn
-// that queue 1 stays idle under load (issue 12 item 11).
+// that queue 1 stays idle under load (docs/design.md#observability).
 func TestLabQueues(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, tc := range []struct {
@@ -217,11 +217,11 @@ func TestLabQueues(t *testing.T) {
 	}
 }
 
-// TestStartupHerd: until every backend has its first health verdict, a
-// rule serves from its start-up set (all backends), not from the first
-// backend that passed; when the last verdict arrives it switches once
-// (issue 12 item 1). be1 and be2 fail their checks at start with an
-// unhealthy threshold of 10, so they stay without a verdict while be0
+// TestStartupHerd: until every backend has its first health verdict, a rule
+// serves from its start-up set (all backends), not from the first backend
+// that passed; when the last verdict arrives it switches once
+// (docs/design.md#health-checks). be1 and be2 fail their checks at start with
+// an unhealthy threshold of 10, so they stay without a verdict while be0
 // passes at once: before the fix be0 took every new connection.
 func TestStartupHerd(t *testing.T) {
 	testutil.RequireRoot(t)
@@ -294,8 +294,8 @@ func TestStartupHerd(t *testing.T) {
 
 // TestLabDemoWaitsForHealth runs `xlb lab demo`: it waits until every rule
 // finished its first round of health checks before driving, so the shares
-// it prints are the balance, not the start-up herd (issue 12 item 1: the
-// demo printed 45/32/22 % of 3000 connections).
+// it prints are the balance, not the start-up herd (the demo once printed
+// 45/32/22 % of 3000 connections).
 func TestLabDemoWaitsForHealth(t *testing.T) {
 	testutil.RequireRoot(t)
 	prefix := testutil.Unique("dw") + "-"
@@ -330,10 +330,10 @@ func TestLabDemoWaitsForHealth(t *testing.T) {
 	}
 }
 
-// TestLookupFindsRule: lookup finds the rule the packet matches (no
-// --rule), and a packet no rule matches is PASSed to the kernel, as the
-// XDP program does, not DROPped (issue 12 item 10): a connection attempt
-// to such a port never reaches xlb's sockets.
+// TestLookupFindsRule: lookup finds the rule the packet matches (no --rule),
+// and a packet no rule matches is PASSed to the kernel, as the XDP program
+// does, not DROPped (docs/design.md#rules-and-vips): a connection attempt to
+// such a port never reaches xlb's sockets.
 func TestLookupFindsRule(t *testing.T) {
 	testutil.RequireRoot(t)
 	l, _, _, sock, _ := webLab(t, lab.Options{Backends: 2, ClientAddrs: 20})
@@ -404,7 +404,7 @@ func plainVethConfig(t *testing.T, dir, queues string) string {
 // TestRunOnPlainVeth: queues = "all" binds the queues a plain veth uses
 // (one) instead of those it allocates (one per CPU: queue 1 failed with
 // "bind … invalid argument"); a list beyond them stops xlb run before it
-// attaches anything, naming the problem (issue 12 item 2).
+// attaches anything, naming the problem (docs/design.md#the-appliance-file).
 func TestRunOnPlainVeth(t *testing.T) {
 	ns := plainVeth(t)
 	x, err := plainXLB(t, ns, "")
@@ -526,7 +526,7 @@ func plainVeth(t *testing.T) *netns.NS {
 // TestLabUpPrintsRunLine: `xlb lab up` without --xlb writes a ready
 // configuration and prints the line that runs xlb on it; running that line
 // serves every rule; zero counts are refused; Ctrl-C removes the lab
-// (issue 12 item 21).
+// (docs/design.md#command-line).
 func TestLabUpPrintsRunLine(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, args := range [][]string{{"--backends", "0"}, {"--clients", "0"}, {"--queues", "-1"}, {"--fabric-mtu", "0"}} {
@@ -717,7 +717,8 @@ func scrapeAt(l *lab.Lab, addr string) (string, error) {
 // TestReloadKeys: a reload applies metrics_listen (the endpoint moves) and
 // control_socket_group live, and refuses a key only a start applies,
 // naming it, with exit 1 from xlb reload and the running configuration
-// unchanged (issue 12 item 3: it accepted and ignored them).
+// unchanged (it once accepted and ignored them;
+// docs/design.md#validation-and-reload).
 func TestReloadKeys(t *testing.T) {
 	testutil.RequireRoot(t)
 	l, _, dir, sock, _ := webLab(t, lab.Options{Backends: 2, ClientAddrs: 20})
@@ -764,7 +765,8 @@ func TestReloadKeys(t *testing.T) {
 
 // TestReloadGuardRails: a reload that leaves a rule with drained backends
 // only, or no rule at all, is refused without --force; every warning
-// validate gives is printed by xlb reload (issue 12 item 12).
+// validate gives is printed by xlb reload
+// (docs/design.md#validation-and-reload).
 func TestReloadGuardRails(t *testing.T) {
 	testutil.RequireRoot(t)
 	l, rules, dir, sock, _ := webLab(t, lab.Options{Backends: 2, ClientAddrs: 20})
@@ -802,7 +804,7 @@ func TestReloadGuardRails(t *testing.T) {
 
 // TestReloadRevivedOverride: a drain kept in the state file while its
 // backend was out of the configuration is announced by the reload that
-// brings the backend back (issue 12 item 16).
+// brings the backend back (docs/design.md#the-state-overlay).
 func TestReloadRevivedOverride(t *testing.T) {
 	testutil.RequireRoot(t)
 	l, rules, dir, sock, _ := webLab(t, lab.Options{Backends: 2, ClientAddrs: 20})
@@ -827,7 +829,7 @@ func TestReloadRevivedOverride(t *testing.T) {
 
 // TestWeightStates: a WEIGHTED_MAGLEV rule says in the table why a
 // backend gets no share (MISSING_WEIGHT: no weight header), and a plain
-// MAGLEV rule reports no weight state at all (issue 12 item 20).
+// MAGLEV rule reports no weight state at all (docs/design.md#weights).
 func TestWeightStates(t *testing.T) {
 	testutil.RequireRoot(t)
 	l := labWith(t, lab.Options{Backends: 2, ClientAddrs: 20})

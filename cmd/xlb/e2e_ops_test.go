@@ -142,7 +142,7 @@ func backendOf(st control.Status, rule, addr string) control.Backend {
 }
 
 // TestEndToEndOperations drives a running daemon through its control
-// socket, as the acceptance of issue 5 asks: mark, restart, reset, drain
+// socket, as an operator does: mark, restart, reset, drain
 // with a 5 s draining timeout, lookup against real traffic, conntrack,
 // and a rejected reload.
 func TestEndToEndOperations(t *testing.T) {

@@ -1,8 +1,8 @@
 package main
 
-// What an operator sees of the appliance's memory and sessions (issue 13
-// follow-ups): the conntrack arenas' pages in status and the metrics,
-// and the active/inactive split of PER_SESSION sessions.
+// What an operator sees of the appliance's memory and sessions
+// (docs/design.md#observability): the conntrack arenas' pages in status and
+// the metrics, and the active/inactive split of PER_SESSION sessions.
 
 import (
 	"fmt"

@@ -1,6 +1,6 @@
 package main
 
-// End-to-end tests of issue 4's packet-path acceptance: fragments, MTU and
+// End-to-end tests of the packet path on the wire: fragments, MTU and
 // ICMP, traffic that is not for a VIP, and long-lived connections.
 
 import (

@@ -47,9 +47,9 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	}
 }
 
-// TestUnknownCommandAndFlag: one exit-status rule (issue 12 item 9):
-// unknown commands at any depth exit 3, usage errors 2, and xlb --help
-// says so.
+// TestUnknownCommandAndFlag: one exit-status rule
+// (docs/design.md#command-line): unknown commands at any depth exit 3, usage
+// errors 2, and xlb --help says so.
 func TestUnknownCommandAndFlag(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -81,8 +81,8 @@ func TestUnknownCommandAndFlag(t *testing.T) {
 	}
 }
 
-// TestFlagsAfterArguments: flags may follow positional arguments (issue 12
-// item 18); "--" still ends the flags.
+// TestFlagsAfterArguments: flags may follow positional arguments
+// (docs/design.md#command-line); "--" still ends the flags.
 func TestFlagsAfterArguments(t *testing.T) {
 	app := newApp(nil, nil)
 	for _, tc := range []struct{ in, want string }{
@@ -139,11 +139,12 @@ backends = ["192.0.2.1"]
 	}
 }
 
-// TestValidateWhatRunNeeds: validate fails where xlb run would (issue 12
-// items 6 and 22): a missing interface, with its line; a corrupt state
-// file, naming it and what removing it would drop (before, validate passed
-// it, so systemd's ExecStartPre passed and the unit restart-looped). run
-// refuses both with the same words before it attaches anything.
+// TestValidateWhatRunNeeds: validate fails where xlb run would
+// (docs/design.md#validation-and-reload): a missing interface, with its line;
+// a corrupt state file, naming it and what removing it would drop (before,
+// validate passed it, so systemd's ExecStartPre passed and the unit
+// restart-looped). run refuses both with the same words before it attaches
+// anything.
 func TestValidateWhatRunNeeds(t *testing.T) {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "rules.d"), 0o755)

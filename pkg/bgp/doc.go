@@ -1,8 +1,8 @@
 // Package bgp announces the appliance's VIPs to the routers: an embedded
 // BGP speaker (GoBGP as a library) that originates one host route per VIP
 // (/32 or /128) and imports nothing, so routers can spread a VIP over a
-// fleet of appliances with ECMP (DESIGN §1 "every table is a pure function
-// of its inputs"; README "A fleet behind the routers").
+// fleet of appliances with ECMP (docs/design.md#the-fleet: every table is a
+// pure function of its inputs).
 //
 // # Which GoBGP, and why
 //
@@ -80,11 +80,11 @@
 // the routers keep our routes, marked stale, for the restart time, until a
 // successor speaker re-announces them (TestDetachKeepsRoutes drives this
 // against a GoBGP helper). This is the BGP half of a restart without loss
-// (issue 11 item 4): the old process Detaches after the successor has taken
-// the data plane over; the successor starts a Speaker with the same
-// identity and GracefulRestart, announces the VIPs once its tables match
-// (the daemon's announce conditions), and the routers never see a
-// withdraw. Without graceful restart at the routers, Detach behaves as a
-// crash: the routes go when the TCP connection closes (about 10 ms with
-// BIRD) and come back when the successor announces.
+// (docs/design.md#bgp-across-a-hand-over): the old process Detaches after the
+// successor has taken the data plane over; the successor starts a Speaker
+// with the same identity and GracefulRestart, announces the VIPs once its
+// tables match (the daemon's announce conditions), and the routers never see
+// a withdraw. Without graceful restart at the routers, Detach behaves as a
+// crash: the routes go when the TCP connection closes (about 10 ms with BIRD)
+// and come back when the successor announces.
 package bgp

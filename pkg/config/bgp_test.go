@@ -219,8 +219,8 @@ func TestBGPExample(t *testing.T) {
 	}
 }
 
-// TestBGPDesignExample: DESIGN §4's [bgp] example (in testdata/design)
-// reads as written.
+// TestBGPDesignExample: the [bgp] example of docs/design.md#configuration
+// (in testdata/design) reads as written.
 func TestBGPDesignExample(t *testing.T) {
 	cfg, _, err := Load("testdata/design/xlb.toml")
 	if err != nil {

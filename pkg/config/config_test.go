@@ -118,7 +118,8 @@ func TestIssueFormat(t *testing.T) {
 	}
 }
 
-// TestBriefExample reproduces the message of issue 5 exactly.
+// TestBriefExample reproduces, exactly, the error message the first brief
+// gave as its example of file:line: key: message.
 func TestBriefExample(t *testing.T) {
 	rule := webRule + lines(
 		`[[group]]`,                // 9
@@ -314,14 +315,14 @@ func TestValidation(t *testing.T) {
 			[]string{`rules.d/web.toml: group: missing: a rule needs at least one [[group]] with backends`}},
 		{"empty group list", map[string]string{"rules.d/web.toml": lines(`vip = "203.0.113.10"`, `ports = ["80"]`, `group = []`, `[health_check]`, `type = "NONE"`)},
 			[]string{`rules.d/web.toml:3: group: empty: a rule needs at least one [[group]] with backends`}},
-		// One message, one suggestion (issue 12 item 22: "try 101" and
-		// "e.g. 211" contradicted each other).
+		// One message, one suggestion ("try 101" and "e.g. 211" once
+		// contradicted each other).
 		{"table size bad twice", map[string]string{"xlb.toml": mainOK + lines(`maglev_table_size = 100`), "rules.d/web.toml": webRule},
 			[]string{`xlb.toml:3: maglev_table_size: 100 is not prime and smaller than 100 × 2 backends of rule "web" (200); use a prime ≥ 200, e.g. 211`}},
 		{"table size not prime", map[string]string{"xlb.toml": mainOK + lines(`maglev_table_size = 1000`), "rules.d/web.toml": webRule},
 			[]string{`xlb.toml:3: maglev_table_size: 1000 is not prime (try 1009)`}},
 		// The syntax error alone: no rules_dir error it did not cause, and
-		// the rule files are still checked (item 22).
+		// the rule files are still checked.
 		{"syntax error in xlb.toml", map[string]string{"xlb.toml": mainOK + lines(`queues = [0, 1`), "rules.d/web.toml": lines(`colour = "blue"`) + webRule},
 			[]string{
 				"xlb.toml:3: expected a comma (',') or array terminator (']'), but got end of file",
@@ -332,7 +333,7 @@ func TestValidation(t *testing.T) {
 				"xlb.toml:3: expected '.' or '=', but got 'l' instead",
 				"rules/web.toml:1: colour: unknown key",
 			}},
-		// VIPs that are no VIP (issue 12 item 13).
+		// VIPs that are no VIP (docs/design.md#rules-and-vips).
 		{"vip loopback", map[string]string{"rules.d/web.toml": strings.Replace(webRule, `vip = "203.0.113.10"`, `vip = "127.0.0.1"`, 1)},
 			[]string{`rules.d/web.toml:2: vip: "127.0.0.1" is a loopback address: a VIP is reached over the network`}},
 		{"vip loopback v6", map[string]string{"rules.d/web.toml": strings.Replace(strings.Replace(webRule, `vip = "203.0.113.10"`, `vip = "::1"`, 1), `["10.0.1.10", "10.0.1.11"]`, `["2001:db8::1"]`, 1)},
@@ -467,7 +468,8 @@ func TestFragmentWarnings(t *testing.T) {
 	}
 }
 
-// An L3_DEFAULT rule shares its VIP with TCP and UDP rules (issue 14): the
+// An L3_DEFAULT rule shares its VIP with TCP and UDP rules
+// (docs/design.md#rules-and-vips): the
 // specific rule takes its packets (pkg/dataplane's matcher), so nothing
 // overlaps; a UDP rule with a port list gets a warning, because the
 // non-first fragments of its datagrams carry no port and go to the
@@ -636,8 +638,9 @@ func BenchmarkLoadExamples(b *testing.B) {
 	}
 }
 
-// TestDesignExample loads the two examples of DESIGN §4, copied verbatim
-// into testdata/design: the contract's own example must validate.
+// TestDesignExample loads the two examples of docs/design.md#configuration,
+// kept in testdata/design (docs/design_test.go holds them equal to the
+// document): the document's own example must validate.
 func TestDesignExample(t *testing.T) {
 	cfg, ws, err := Load("testdata/design/xlb.toml")
 	if err != nil {
@@ -652,8 +655,8 @@ func TestDesignExample(t *testing.T) {
 	}
 }
 
-// TestCheckHost: what the configuration needs from this machine (issue 12
-// item 22: a missing interface passed validate): the interface, the listed
+// TestCheckHost: what the configuration needs from this machine (a
+// missing interface once passed validate): the interface, the listed
 // queues among its active ones, the control socket's group.
 func TestCheckHost(t *testing.T) {
 	for _, tc := range []struct {

@@ -1,6 +1,7 @@
 // Package config reads, defaults and validates the appliance configuration
-// (xlb.toml plus rules_dir/*.toml, one forwarding rule per file; DESIGN §4)
-// and keeps the CLI state overlay (state_file).
+// (xlb.toml plus rules_dir/*.toml, one forwarding rule per file;
+// docs/design.md#configuration) and keeps the CLI state overlay
+// (state_file).
 //
 // # Ownership and goroutines
 //
@@ -14,8 +15,9 @@
 //
 // # Files
 //
-//	schema.go    the Config and Rule types (what Load returns)
+//	schema.go    the Config and Rule types (what Load returns), limits and defaults
 //	load.go      Load: xlb.toml's keys, then every rule file (loader)
+//	restart.go   pin_dir: where the XDP program's link and maps are pinned
 //	rule.go      one rule file's keys: ports, health check, zonal affinity
 //	groups.go    [[group]] and backends; per-rule checks of groups, families, zones
 //	validate.go  checks across rule files (overlapping VIP, protocol, ports)
@@ -27,61 +29,17 @@
 //	statefile.go the state file: Marshal, Save (atomic)
 //	view.go      View: the overlay applied to a Config, with each value's source
 //	bgp.go       [bgp] and [[bgp.peer]]: the BGP type, its reader and checks
+//	bfd.go       [bgp.bfd]: the BFD timers of the peers with bfd = true
 //	appliance_state.go  the appliance drain in the overlay ([appliance] in state_file)
 //	host.go      CheckHost: what a configuration needs from this machine
 //	salvage.go   what reads from an xlb.toml that does not parse (ControlSocket)
 //	stateloss.go StateFileError: a rejected state file and what removing it drops
 //
 // A new top-level section of xlb.toml gets its own file with its reader
-// (as rule.go for rule files), its type in schema.go or beside the
-// reader, its keys and defaults in this comment and in deploy/examples.
-//
-// # Schema
-//
-// xlb.toml: interface (required), queues ("all" | N | [ids]), xdp_mode
-// (auto|native|generic), bind_mode (auto|zerocopy|copy), hash_seed,
-// maglev_table_size, rules_dir, state_file, control_socket,
-// control_socket_group, metrics_listen, pin_dir, worker_nice, [conntrack] max_entries, [bgp] (bgp.go:
-// local_as (required), router_id, hold_time, withdraw_delay, communities,
-// med, [[bgp.peer]] address, peer_as (required), port, password,
-// ebgp_multihop, passive).
-//
-// A rule file: name, vip (required), protocol (TCP|UDP|L3_DEFAULT), ports
-// (["80", "8000-8099"] or "ALL"), session_affinity (NONE |
-// CLIENT_IP_PORT_PROTO | CLIENT_IP_PROTO | CLIENT_IP), locality_lb_policy
-// (MAGLEV|WEIGHTED_MAGLEV), connection_draining_timeout, fragment_tracking,
-// auto_capacity_drain; [connection_tracking] tracking_mode,
-// persistence_on_unhealthy, idle_timeout; [failover] ratio,
-// drop_traffic_if_unhealthy, connection_drain_on_failover,
-// failover_drain_timeout, failback_delay; [health_check] type (required:
-// HTTP|HTTPS|TCP|NONE), port, request_path, host, interval, timeout,
-// healthy_threshold, unhealthy_threshold; [encap] type (IPIP|GUE|GRE|
-// DIRECT), gue_port; [zonal_affinity] mode, spillover_ratio,
-// [zonal_affinity.clients] zone = [prefixes]; [[group]] name (required),
-// role (primary|failover), zone, capacity_scaler, preferred, backends
-// (required: addresses, or {address = "…", weight = N}).
-// deploy/examples documents every key with its default; a test fails when
-// a key the loader knows is missing there.
-//
-// # Defaults
-//
-// Appliance: queues "all", xdp_mode and bind_mode "auto", hash_seed 0x5eed
-// (with a warning: a public seed lets clients predict backends),
-// maglev_table_size 65537, rules_dir "rules.d", state_file
-// "/var/lib/xlb/state.toml", control_socket "/run/xlb/xlb.sock",
-// control_socket_group "" (root only; a group there reads, root changes),
-// metrics_listen "127.0.0.1:9641", pin_dir "/sys/fs/bpf/xlb", worker_nice 0,
-// conntrack.max_entries 1048576.
-// Rule: name = file name without .toml, protocol TCP, session_affinity
-// NONE, locality_lb_policy MAGLEV, connection_draining_timeout 0s,
-// fragment_tracking and auto_capacity_drain false; PER_CONNECTION,
-// DEFAULT_FOR_PROTOCOL, idle_timeout 60s; failover ratio 0,
-// drop_traffic_if_unhealthy false, connection_drain_on_failover true,
-// failover_drain_timeout 10m, failback_delay 0s; health check port 80 (443
-// for HTTPS), request_path "/", interval 5s, timeout 5s, thresholds 2 and 2
-// (GCP's documented defaults); encap IPIP, gue_port 6080; zonal affinity
-// disabled, spillover_ratio 0; group role primary, capacity_scaler 1,
-// preferred false. L3_DEFAULT rules default to ports "ALL".
+// (as bgp.go), its type in schema.go or beside the reader, and its keys
+// with their defaults and ranges in deploy/examples, which is the
+// documented list of keys: TestExampleDocumentsEveryKey fails when a key
+// the loader knows is missing there, and TestExamples loads it.
 //
 // # Errors and warnings
 //
@@ -93,6 +51,12 @@
 //
 // Decisions where the design is silent:
 //
+//   - Defaults are Google Cloud's documented ones where it has them
+//     (health checks every 5 s with a 5 s timeout and thresholds 2 and 2,
+//     idle timeout 60 s, failover drain 10 minutes, immediate failback);
+//     deploy/examples gives each key's default. A public hash_seed default
+//     is accepted with a warning (clients that know the seed can aim flows
+//     at one backend). L3_DEFAULT rules default to ports "ALL".
 //   - Files are decoded into generic maps and walked by typed getters
 //     rather than decoded into structs and checked with
 //     MetaData.Undecoded: struct decoding stops at the first type error
@@ -106,7 +70,7 @@
 //     arrays from 0: group[1].backends[0]. A key that is not written (a
 //     missing required key, a default that does not fit) has no line.
 //   - Enum strings are case-sensitive (upper case as in the seeds; roles
-//     and the appliance modes lower case as in DESIGN §4); a case mistake
+//     and the appliance modes lower case); a case mistake
 //     gets a hint.
 //   - health_check.type is required: a silent default would either probe
 //     a port nobody listens on or hide failures.
@@ -119,15 +83,15 @@
 //   - Lenient where it is unambiguous: ports list elements may be TOML
 //     integers (80) as well as strings ("80"); hash_seed may be a
 //     non-negative integer as well as a "0x…" or decimal string.
-//   - Ports of one rule must not overlap each other; two rules overlap
-//     when they share the VIP and the protocol and their ports meet ("ALL"
-//     meets every port), or are both L3_DEFAULT on one VIP. The later file
-//     (by name) gets the error. An L3_DEFAULT rule may share its VIP with
-//     TCP and UDP rules (issue 14): the specific rule takes its packets, the
-//     L3_DEFAULT rule the rest (as Google Cloud orders forwarding rules on
-//     one address); a UDP rule with a port list beside one gets a warning,
-//     because the non-first fragments of its datagrams carry no port and go
-//     to the L3_DEFAULT rule.
+//   - Ports of one rule must not overlap each other; two rules overlap when
+//     they share the VIP and the protocol and their ports meet ("ALL" meets
+//     every port), or are both L3_DEFAULT on one VIP. The later file (by
+//     name) gets the error. An L3_DEFAULT rule may share its VIP with TCP and
+//     UDP rules (docs/design.md#rules-and-vips): the specific rule takes its
+//     packets, the L3_DEFAULT rule the rest (as Google Cloud orders
+//     forwarding rules on one address); a UDP rule with a port list beside
+//     one gets a warning, because the non-first fragments of its datagrams
+//     carry no port and go to the L3_DEFAULT rule.
 //   - failover_health_threshold (Cloud Service Mesh's failoverHealthThreshold,
 //     seed 001), in [failover] or a [[group]], is rejected with the reason
 //     rather than as an unknown key: failover.ratio is its rule-wide form (a

@@ -13,8 +13,8 @@ import (
 
 // TestOwnVIP: a VIP that is an address of the interface, or the broadcast
 // address of one of its prefixes, is refused by CheckHost with the rule
-// file's line (issue 12 item 13: an L3_DEFAULT rule on the appliance's own
-// address locked out ssh).
+// file's line (an L3_DEFAULT rule on the appliance's own address once
+// locked out ssh; docs/design.md#rules-and-vips).
 func TestOwnVIP(t *testing.T) {
 	ns := testutil.NewNetNS(t, "vip")
 	for _, tc := range []struct {

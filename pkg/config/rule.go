@@ -339,7 +339,7 @@ func readZonal(t *table, z *ZonalAffinity) bool {
 }
 
 // checkFragments warns when a UDP or L3_DEFAULT rule may split a datagram's
-// fragments over backends (DESIGN §3 Fragments).
+// fragments over backends (docs/design.md#fragments).
 func checkFragments(t *table, r *Rule) {
 	if r.Protocol == ProtocolTCP || r.FragmentTracking {
 		return

@@ -165,8 +165,8 @@ type Backend struct {
 	HasWeight bool
 }
 
-// Limits and defaults. The defaults follow DESIGN §3/§4 and, where the
-// design is silent, GCP's documented defaults.
+// Limits and defaults. The defaults follow docs/design.md#configuration
+// and, where the design is silent, GCP's documented defaults.
 const (
 	DefaultHashSeed        = 0x5eed
 	DefaultMaglevTableSize = 65537

@@ -135,7 +135,7 @@ func TestStateReset(t *testing.T) {
 		t.Error("second Reset returned true")
 	}
 	// A backend neither configured nor overridden is an error, not
-	// "nothing to do" (issue 12 item 9).
+	// "nothing to do" (one exit-status rule: a refused change exits 1).
 	for _, c := range []struct {
 		rule string
 		addr netip.Addr

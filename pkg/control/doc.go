@@ -1,7 +1,7 @@
-// Package control is the appliance's control API: HTTP + JSON over the
-// unix socket control_socket (DESIGN §2). The daemon serves it (Serve with
-// NewHandler over its API implementation); the xlb command line is its
-// only client (Client).
+// Package control is the appliance's control API: HTTP + JSON over the unix
+// socket control_socket (docs/design.md#command-line). The daemon serves it
+// (Serve with NewHandler over its API implementation); the xlb command line
+// is its only client (Client).
 //
 // # Ownership and goroutines
 //
@@ -75,7 +75,7 @@
 // a handler, which never takes the daemon down. The Client returns these
 // as *Error.
 //
-// # Decisions where DESIGN is silent
+// # Decisions where the design is silent
 //
 //   - Versioned paths (/v1/…): the CLI and daemon ship in one binary, but a
 //     CLI of a newer release talking to an older daemon gets a clear 404.

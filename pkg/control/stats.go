@@ -2,7 +2,8 @@ package control
 
 import "time"
 
-// The statistics operators look at first (issue 13), kept apart from the
+// The statistics operators look at first (docs/design.md#observability),
+// kept apart from the
 // shapes they are part of: every rate is over the daemon's estimator
 // window (Status.Rates), every total since the daemon started.
 

@@ -1,7 +1,8 @@
 package dataplane
 
-// Conformance tests: one test per row or cell of DESIGN §3, each driving
-// Decide with packets and a fake clock and asserting the backend chosen.
+// Conformance tests: one test per row or cell of
+// docs/design.md#behaviour-contract, each driving Decide with packets and a
+// fake clock and asserting the backend chosen.
 //
 // The probe used throughout: a first packet is placed while backends
 // 192.0.2.1-3 are eligible; then the eligible set becomes 192.0.2.4 alone.
@@ -59,7 +60,7 @@ func keyOf(kind hash.TupleKind, src string, sport uint16, dport uint16, proto ui
 	return k
 }
 
-// Session affinity → backend-selection hash (DESIGN §3, first table).
+// Session affinity → backend-selection hash (docs/design.md#session-affinity).
 func TestSelectionHash(t *testing.T) {
 	const c = "198.51.100.7"
 	frag := udp(c, 4000)
@@ -136,9 +137,9 @@ func TestTrackability(t *testing.T) {
 	}
 }
 
-// Tracking key: every cell of DESIGN §3's table. Each row places a first
-// packet, then checks whether a second packet that differs in some fields
-// shares its entry (same key) or not.
+// Tracking key: every cell of docs/design.md#tracking-key. Each row places a
+// first packet, then checks whether a second packet that differs in some
+// fields shares its entry (same key) or not.
 func TestTrackingKey(t *testing.T) {
 	const c = "198.51.100.9"
 	otherPort := func(p pkt) pkt { p.sport++; return p }
@@ -382,7 +383,8 @@ func TestICMPErrorFollowsFlow(t *testing.T) {
 }
 
 // Echo requests to a VIP without an L3_DEFAULT rule are answered by the
-// appliance; with one, they go to its backends, hashed per packet (issue 14).
+// appliance; with one, they go to its backends, hashed per packet
+// (docs/design.md#icmp).
 func TestEchoRequestAnswered(t *testing.T) {
 	w := newWorld(t, ruleSpec{protocol: RuleTCP, backends: names(2)})
 	echo := pkt{src: "198.51.100.16", proto: packet.ProtoICMP, icmp: 8}

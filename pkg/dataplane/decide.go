@@ -118,11 +118,11 @@ func (s *Snapshot) prepare(m *packet.Meta, q *FlowTables, f *flow) {
 	s.prepareFlow(r, slot, m, q, f)
 }
 
-// prepareFlow builds m's tracking key under rule r and decides which
-// table holds it and whether an entry may decide: DESIGN §3 "New or
-// existing", the one place the SYN test is made. A packet that will be
-// placed by Maglev whatever the tables hold gets its selection hash now.
-// q may be nil (Explain): then nothing is located.
+// prepareFlow builds m's tracking key under rule r and decides which table
+// holds it and whether an entry may decide: docs/design.md#new-or-existing,
+// the one place the SYN test is made. A packet that will be placed by Maglev
+// whatever the tables hold gets its selection hash now. q may be nil
+// (Explain): then nothing is located.
 func (s *Snapshot) prepareFlow(r *Rule, slot uint16, m *packet.Meta, q *FlowTables, f *flow) {
 	f.path, f.slot = pathFlow, slot
 	f.trackable = f.key.SetTracking(m, r.Affinity, r.Mode)

@@ -1,7 +1,8 @@
 // Package dataplane decides, for each packet a worker receives, what
 // happens to it: which forwarding rule it belongs to, which backend it goes
-// to, and whether it is dropped, answered or passed — exactly as DESIGN §3
-// says, without allocating, locking or making a syscall.
+// to, and whether it is dropped, answered or passed — exactly as
+// docs/design.md#behaviour-contract says, without allocating, locking or
+// making a syscall.
 //
 // # Ownership
 //
@@ -20,14 +21,14 @@
 //
 // # The batch (Worker.Step)
 //
-// A packet run to completion takes its cache misses one after the other:
-// the frame the kernel just wrote, the conntrack bucket's header line, the
-// matching slot line, the Maglev slot. On the appliance those are misses
-// to memory (a 2^20-flow table is 144 MiB), and in vivo they cost more
-// than everything else the worker does (issue 9: conntrack Lookup ~0.77
-// µs and Parse ~0.57 µs per packet, most of it on one load each). So Step
-// runs a batch in stages, each over all its packets, with the loads of the
-// next stage prefetched by the one before:
+// A packet run to completion takes its cache misses one after the other: the
+// frame the kernel just wrote, the conntrack bucket's header line, the
+// matching slot line, the Maglev slot. On the appliance those are misses to
+// memory (a 2^20-flow table is 144 MiB), and in vivo they cost more than
+// everything else the worker does (profiles of the run-to-completion worker
+// put most of conntrack's Lookup and of Parse on one load each;
+// bench/README.md). So Step runs a batch in stages, each over all its
+// packets, with the loads of the next stage prefetched by the one before:
 //
 //	S1 prefetch each frame's header line(s)
 //	S2 packet.ParseInto into the worker's own [Batch]Meta (no copies)
@@ -103,20 +104,21 @@
 //	else Maglev(selection hash) over the eligible set ─▶ insert ─▶ Tx
 //	eligible set empty ─▶ Drop(no-backend)
 //
-// Validity of an entry is checked at lookup in O(1) (DESIGN §3 "Entry
-// lifetime"): the rule's flush generation (failover switch with draining
-// off), the backend's unhealthy generation unless the rule's persistence
-// policy keeps the flow, and the backend's drain generation with its
-// deadline (draining on removal, CLI drain, draining on failover). Nothing
-// walks the table on the packet path. An invalid entry is overwritten by a
-// fresh decision (a "replacement entry", which a later recovery of the old
-// backend does not remove).
+// Validity of an entry is checked at lookup in O(1)
+// (docs/design.md#entry-lifetime): the rule's flush generation (failover
+// switch with draining off), the backend's unhealthy generation unless the
+// rule's persistence policy keeps the flow, and the backend's drain
+// generation with its deadline (draining on removal, CLI drain, draining on
+// failover). Nothing walks the table on the packet path. An invalid entry is
+// overwritten by a fresh decision (a "replacement entry", which a later
+// recovery of the old backend does not remove).
 //
-// # Decisions where DESIGN is silent
+// # Decisions where the design is silent
 //
 //   - Rules: a protocol-specific rule takes precedence over an L3_DEFAULT
 //     rule on the same VIP (the order Google Cloud applies to forwarding
-//     rules sharing an address); L3_DEFAULT always covers all ports. Packets
+//     rules sharing an address; docs/design.md#rules-and-vips); L3_DEFAULT
+//     always covers all ports. Packets
 //     without ports (non-first fragments, ESP, GRE, ICMP…) match only
 //     all-ports rules.
 //   - Backend and rule slots are stable across snapshots; the control
@@ -125,14 +127,14 @@
 //   - Echo requests to a VIP are answered by the appliance only when no
 //     L3_DEFAULT rule covers the VIP; an L3_DEFAULT rule sends them to its
 //     backends like every other ICMP message to its VIP, hashed per packet
-//     (never tracked), so an operator who forwards "every protocol" sees
-//     the backends answer (issue 14; DESIGN §3 "ICMP" said the appliance
-//     answers every echo). The echo test runs after the rule match, so it
-//     costs nothing on the path of other packets.
+//     (never tracked), so an operator who forwards "every protocol" sees the
+//     backends answer (docs/design.md#icmp; the starting brief had the
+//     appliance answer every echo). The echo test runs after the rule match,
+//     so it costs nothing on the path of other packets.
 //   - An ICMP error is routed but never creates an entry nor confirms a
 //     SYN's entry (it is no proof the flow is established). Errors quoting a
 //     packet whose source is not a VIP are dropped (icmp-not-for-flow).
-//   - Fragment tracking (DESIGN §3 "Fragments", beyond GCP): all
+//   - Fragment tracking (docs/design.md#fragments, beyond GCP): all
 //     fragments of one datagram (src, dst, proto, IP ID) follow the first
 //     fragment to arrive, whatever the order, for FragmentTTL (5 s). A first
 //     fragment that arrives first is placed like the flow's unfragmented
@@ -182,59 +184,36 @@
 // # Prefetch: a stub, not loads
 //
 // The prefetches are pkg/prefetch.Line, a PREFETCHT0 (amd64) / PRFM
-// PLDL1KEEP (arm64) stub called through prefetch.Of; the pure-Go
+// PLDL1KEEP (arm64) stub called through prefetch.Of. The pure-Go
 // alternative, an independent one-byte load folded into a sink (inlined,
-// no call), was measured against it and is slower, because a load that
-// misses holds its place in the reorder buffer and the loop behind it
-// stalls, while a prefetch retires at once. 2026-12-01 05:33-05:38 UTC,
-// AMD EPYC (Zen 3) 2-vCPU PVM guest, load average 2.5-4 from other jobs
-// (absolute numbers are ~2× a quiet machine's); each set ran interleaved,
-// medians of 2 rounds, CPU ns per packet (lookup for Gather):
+// no call), was measured against it and is slower: a load that misses
+// holds its place in the reorder buffer and the loop behind it stalls,
+// while a prefetch retires at once. The stub was never slower than the
+// loads in BenchmarkGather and BenchmarkPipeline's cold cases. Staging
+// alone already helps hits (a batch's lookups are independent loads the
+// core can overlap); the hints help SYNs, whose inserts read both headers,
+// and the appliance, whose batches the kernel's work between them leaves
+// colder. Both alternatives stay buildable (-tags prefetchload,
+// -tags prefetchnone), so the choice can be measured again on another
+// machine.
 //
-//	BenchmarkGather (64 two-line lookups in 64 MiB)  none 312  stub 58  loads 212
-//	BenchmarkPipeline/ipip/hit/cold       before 989   stub 691   loads 853   no prefetch 784
-//	BenchmarkPipeline/ipip/miss/cold      before 1297  stub 1286  loads 1389  no prefetch 1278
-//	BenchmarkPipeline/ipip/syn/cold       before 1146  stub 1006  loads 1192  no prefetch 1270
-//	BenchmarkPipeline/direct/hit/cold     before 981   stub 698   loads 894   no prefetch 668
-//	BenchmarkPipeline/direct/miss/cold    before 1346  stub 1134  loads 1302  no prefetch 1038
-//	BenchmarkPipeline/direct/syn/cold     before 1147  stub 1006  loads 1027  no prefetch 1196
+// Tried and not kept: prefetching only the first bucket's header in S3
+// and the second's in S4 after a tag miss there (a hit would load fewer
+// lines, but the two header misses of a packet overlap, so their cost is
+// their latency, not their number: hits did not change and misses got
+// slower); placing entries in the first bucket more often (it brings the
+// first eviction forward: capacity is not traded for it).
 //
-// A run at load ~9 gave the same order (bench/README.md §4).
-// ("before" is the run-to-completion worker of df14c49; "no prefetch" the
-// staged worker with the hints compiled out, -tags prefetchnone; "loads"
-// is -tags prefetchload.) The stub is kept: it is never slower than the
-// loads, and in BenchmarkGather 3.7× faster. Staging alone already helps
-// hits (the lookups of a batch are independent loads the core can
-// overlap), and "no prefetch" is within the noise of the stub on hits and
-// misses; the hints help SYNs, whose inserts read both headers, and the
-// appliance, whose batches the kernel's work between them leaves colder. Both alternatives stay buildable with those tags, so the choice
-// can be measured again on another machine.
-//
-// Tried and not kept (2026-12-01, 6 interleaved rounds of the cold
-// pipeline, cpu-ns per packet, load ~1.2): prefetching only the first
-// bucket's header in S3 and the second's in S4 after a tag miss there
-// (about 70 % of a table's entries sit in their key's first bucket, so a
-// hit would load 2.3 lines instead of 3). Hits did not change (ipip and
-// direct hit/cold medians 430 against 440), misses got ~10 % slower (the
-// second header became a dependent load): the two header misses of a
-// packet overlap each other, so the cost is their latency, not their
-// number. Placing entries in the first bucket more often (an insert
-// preferring it unless the second has two more free ways) would put 86 %
-// there but brings the first eviction forward from 69.5 % to 59.7 %
-// occupancy (1 Mi slots, random keys): capacity is not traded for it.
-//
-// In vivo (bench/run --profile), what remains of the table's cost sits on
-// the prefetch of the bucket headers, and most of it is the page walk:
-// with the arena in transparent huge pages (MADV_HUGEPAGE on a heap arena)
-// its share of the xlb process's samples fell from 8-11 % to 3-4 % and
-// the process's CPU per packet by ~11 %. The daemon's arenas are memfds
-// (issue 11), which get huge pages only where the appliance enables shmem
-// THP (/sys/kernel/mm/transparent_hugepage/shmem_enabled = advise) and the
+// What remains of the table's cost in vivo is mostly the page walk of the
+// bucket headers, which 2 MiB pages shorten: the daemon's arenas are
+// memfds, which get huge pages only where the appliance enables shmem THP
+// (/sys/kernel/mm/transparent_hugepage/shmem_enabled = advise) and the
 // arena is advised before it is populated; see conntrack's doc.
 //
 // # Measured
 //
-// BenchmarkDecide (hit, miss, syn) allocates nothing; bench/README.md has
-// the numbers, with BenchmarkPipeline's warm and cold cases and the
-// in-vivo profile.
+// BenchmarkDecide (hit, miss, syn) and Worker.Step allocate nothing
+// (TestWorkerStepAllocatesNothing). bench/README.md has the figures:
+// BenchmarkGather, BenchmarkPipeline's warm and cold cases under each
+// prefetch variant, the alternatives above, and the in-vivo profiles.
 package dataplane

@@ -1,9 +1,9 @@
 package dataplane
 
-// Conformance tests for the rows of DESIGN §3 that depend on the
-// eligible-set engine: eligible backends, weights, failover, draining and
-// persistence. Each drives failover.Compute → BuildRule → Decide with
-// packets and a fake clock.
+// Conformance tests for the rows of docs/design.md#behaviour-contract that
+// depend on the eligible-set engine: eligible backends, weights, failover,
+// draining and persistence. Each drives failover.Compute → BuildRule → Decide
+// with packets and a fake clock.
 
 import (
 	"errors"
@@ -434,7 +434,8 @@ func without(all, minus map[string]string) map[string]string {
 	return out
 }
 
-// Persistence on unhealthy backends: every cell of DESIGN §3's table.
+// Persistence on unhealthy backends: every cell of the table of
+// docs/design.md#persistence-on-unhealthy-backends.
 func TestPersistence(t *testing.T) {
 	type row struct {
 		name     string

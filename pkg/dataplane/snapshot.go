@@ -83,13 +83,14 @@ type Rule struct {
 	Affinity hash.Affinity
 	Mode     hash.TrackingMode
 	// FragmentTracking remembers each datagram's backend so all its
-	// fragments follow the first one to arrive (DESIGN §3 Fragments).
+	// fragments follow the first one to arrive (docs/design.md#fragments).
 	FragmentTracking bool
 	Present          bool
 
 	// Persist says whether flows of an IP protocol stay on a backend that
-	// became unhealthy (the persistence table of DESIGN §3, evaluated for
-	// this rule's mode and affinity).
+	// became unhealthy (the table of
+	// docs/design.md#persistence-on-unhealthy-backends, evaluated for this
+	// rule's mode and affinity).
 	Persist ProtoSet
 
 	Name  string
@@ -178,8 +179,9 @@ func (b *Backend) gens() failover.Gens {
 func (b *Backend) Stamp() uint32 { return uint32(b.gens().Stamp()) }
 
 // valid reports whether a tracked value still holds for a packet of proto
-// at now (the O(1) invalidation of DESIGN §3 "Entry lifetime"): the rule's
-// flush generation, then failover's rule on the backend's generations.
+// at now (the O(1) invalidation of docs/design.md#entry-lifetime): the
+// rule's flush generation, then failover's rule on the backend's
+// generations.
 func (r *Rule) valid(v conntrack.Value, proto uint8, now conntrack.Time) bool {
 	if v.RuleGen != r.FlushGen || int(v.Backend) >= len(r.Backends) {
 		return false

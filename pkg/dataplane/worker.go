@@ -30,7 +30,8 @@ const maxFragments = 8
 // table every half second. serveBudget is how many slots a pending CLI
 // request walks per busy loop, idleServeBudget per loop that received
 // nothing: an idle worker sleeps up to 1 ms between loops, so at 256 slots
-// a walk of a 512 Ki-slot table took two seconds (issue 12 item 19); at
+// a walk of a 512 Ki-slot table took two seconds, too slow for a read
+// command that should answer at once; at
 // 16 Ki it takes 32 idle loops, each scanning ~2 Ki header lines.
 const (
 	sweepIdleBuckets      = 32

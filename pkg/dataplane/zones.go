@@ -10,7 +10,8 @@ import (
 )
 
 // zonePrefix sends clients whose source is in one prefix to their zone's
-// Maglev table (zonal affinity, DESIGN §3 "Beyond the seeds").
+// Maglev table (zonal affinity,
+// docs/design.md#zones-capacity-and-preferred-groups).
 type zonePrefix struct {
 	hi, lo         uint64 // the prefix in the 16-byte (IPv4-mapped) form
 	maskHi, maskLo uint64

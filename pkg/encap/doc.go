@@ -80,18 +80,16 @@
 //     packet carries its own checksums).
 //   - GUE over IPv6: the UDP checksum is mandatory (RFC 8200 §8.1; normal
 //     sockets drop zero). For an unfragmented TCP segment, or UDP datagram
-//     with a checksum that fills the packet, after any IPv4 header or a
-//     plain IPv6 header, it is computed with local checksum offload: a
-//     segment whose checksum is valid sums to the complement of its
-//     pseudo-header sum, so only addresses and the IPv6 header are read.
-//     Anything else (ICMP, fragments, UDP without checksum, IPv6 extension
-//     headers) is summed in full. Measured (BenchmarkEncap, CPU time on
-//     a shared 2-core VM): GUE over IPv6 of a 1400-byte inner packet costs
-//     ~22 ns with offload and ~175 ns with the full sum (GUE over IPv4,
-//     no checksum: ~15 ns). If a client sends a TCP/UDP segment with
-//     a wrong checksum, the offloaded outer checksum is wrong too and the
-//     backend's kernel drops the datagram one layer earlier than it would
-//     have dropped the segment: the same outcome.
+//     with a checksum that fills the packet, after any IPv4 header or a plain
+//     IPv6 header, it is computed with local checksum offload: a segment
+//     whose checksum is valid sums to the complement of its pseudo-header
+//     sum, so only addresses and the IPv6 header are read. Anything else
+//     (ICMP, fragments, UDP without checksum, IPv6 extension headers) is
+//     summed in full; the offload is several times cheaper for a full-size
+//     packet (BenchmarkEncap; bench/README.md). If a client sends a TCP/UDP
+//     segment with a wrong checksum, the offloaded outer checksum is wrong
+//     too and the backend's kernel drops the datagram one layer earlier than
+//     it would have dropped the segment: the same outcome.
 //   - GRE protocol type and the IPv6 next header of IPIP follow the inner
 //     family.
 //

@@ -10,7 +10,8 @@ import (
 )
 
 // TestActiveRXQueues: a plain veth allocates a queue per CPU but uses one
-// (what `queues = "all"` must bind, issue 12 item 2); one created with
+// (what `queues = "all"` must bind: docs/design.md#the-appliance-file); one
+// created with
 // four uses four.
 func TestActiveRXQueues(t *testing.T) {
 	ns := testutil.NewNetNS(t, "eth")

@@ -36,7 +36,7 @@
 // (no answer, the successor died) leaves it unknown whether the successor
 // started driving the rings; the daemon handles that as a crash.
 //
-// # Decisions where DESIGN is silent
+// # Decisions where the design is silent
 //
 //   - The state document travels in a memfd sealed against writes, not in
 //     the message: it can be any size, and SEQPACKET datagrams are bounded

@@ -1,8 +1,8 @@
 // Package health probes backends and turns probe results into the health
 // and weight the eligible-set engine (package failover) consumes: HTTP,
 // HTTPS and TCP checks, the X-Load-Balancing-Endpoint-Weight header,
-// rise/fall thresholds and jittered schedules (DESIGN §2, §3, §4
-// [health_check]; seeds 000.8; seeds-digest Implications 25–29).
+// rise/fall thresholds and jittered schedules (docs/design.md#health-checks,
+// docs/design.md#weights).
 //
 // # Ownership and threading
 //
@@ -60,7 +60,7 @@
 // counts as not healthy (failover.HealthUnknown). Status.Changes counts
 // health changes: a flap counter for metrics and alerts.
 //
-// # Decisions (where DESIGN and the seeds are silent)
+// # Decisions (where the design and the seeds are silent)
 //
 //   - A target's check is this package's own type (Check, Kind), not the
 //     configuration's: the daemon converts [health_check] (pkg/daemon

@@ -56,12 +56,12 @@ func (l *Lab) DefaultRules(encap string) []Rule {
 	}
 }
 
-// WriteConfig writes an xlb configuration for this lab into dir (DESIGN
-// §4): dir/xlb.toml for the appliance on XLBInterface, with its state file
-// and control socket inside dir and no metrics listener, and one file per
-// rule in dir/rules.d. It returns the path of xlb.toml. Writing again
-// replaces the files (for reload tests). With Options.BGP the appliance
-// announces its VIPs to the router (BGPConfig).
+// WriteConfig writes an xlb configuration for this lab into dir
+// (docs/design.md#configuration): dir/xlb.toml for the appliance on
+// XLBInterface, with its state file and control socket inside dir and no
+// metrics listener, and one file per rule in dir/rules.d. It returns the path
+// of xlb.toml. Writing again replaces the files (for reload tests). With
+// Options.BGP the appliance announces its VIPs to the router (BGPConfig).
 func (l *Lab) WriteConfig(dir string, rules []Rule) (string, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "rules.d"), 0o755); err != nil {
 		return "", fmt.Errorf("write lab config: %w", err)

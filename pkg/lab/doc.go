@@ -59,7 +59,7 @@
 // fabric carries unchanged. A reply larger than the client link needs
 // path-MTU discovery: the router's ICMP "too big" about it is addressed to
 // the VIP, so it reaches the appliance, whose job is to route it to the
-// backend of the quoted flow (DESIGN §3 ICMP).
+// backend of the quoted flow (docs/design.md#icmp).
 //
 // Names: every namespace is Prefix + "client", "router", "xlb", "be0"….
 // Interfaces have fixed names (eth0 in client, xlb and backends; br0, cl0,
@@ -161,7 +161,7 @@
 //     runs native XDP only while a frame fits one page with the XDP
 //     headroom (MTU ≤ ~3500) unless the program is frags-aware, and in
 //     generic mode every packet arrives on queue 0, so the lab's second
-//     queue would never be used (issue 12 item 11). --fabric-mtu 9000
+//     queue would never be used. --fabric-mtu 9000
 //     still builds a jumbo fabric; xlb then logs why it runs generic.
 //   - Rule.Groups writes several [[group]] tables (roles, zones, capacity
 //     scalers, preferred groups); Backend.SetWeightText sends a malformed

@@ -249,7 +249,7 @@ func TestUpRefusesExistingLabAndDownRemovesIt(t *testing.T) {
 		t.Fatalf("%d namespaces, want 4 (client, router, xlb, be0)", n)
 	}
 	// Namespaces that only start with the prefix are not the lab's: Down
-	// leaves them (issue 12 item 4: it deleted every one).
+	// leaves them (it once deleted every one).
 	var others []string
 	for _, suffix := range []string{"other", "be", "be01", "xlbx", "clients"} {
 		ns, err := netns.New(prefix + suffix)

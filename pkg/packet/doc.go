@@ -25,7 +25,7 @@
 // its own templates) guarantees the minimum size first; a short slice
 // panics with an index error rather than reading garbage.
 //
-// Exported surface (issue 15): the views, their offset and size
+// Exported surface: the views, their offset and size
 // constants and the protocol numbers stay exported even where only this
 // package reads them, as in gVisor's tcpip/header: they are the
 // protocols' named facts, one table per header, and a partly unexported
@@ -83,18 +83,18 @@
 //     (RFC 8200 §4.1), a second fragment header is a drop, and no other
 //     repetition is checked. Routing headers are not interpreted: Dst is
 //     the IPv6 destination field, which is what the appliance received.
-//   - Fragments: no reassembly (DESIGN §3). IPv4: MF or a non-zero offset
-//     makes a fragment, FragID is the 16-bit identification. IPv6: a
-//     fragment header with offset 0 and M=0 is an atomic fragment (RFC
-//     8021) and counts as FragNone. A non-first fragment has L4Off at its
-//     payload, zero ports and no TCP/ICMP fields; its Proto is the IPv4
-//     protocol, or the IPv6 fragment header's next header (the same in
-//     every fragment of a datagram). A first fragment must hold its whole
-//     header chain and transport header: for IPv6 that is RFC 7112
-//     (ipv6-fragment-chain-incomplete), for IPv4 a first fragment too
-//     short for its transport header is fragment-tiny, as is a TCP
-//     fragment at offset 8 bytes (RFC 1858: it could overwrite the flags).
-//     A fragment that would end past byte 65535 is fragment-overflow.
+//   - Fragments: no reassembly (docs/design.md#fragments). IPv4: MF or a
+//     non-zero offset makes a fragment, FragID is the 16-bit identification.
+//     IPv6: a fragment header with offset 0 and M=0 is an atomic fragment
+//     (RFC 8021) and counts as FragNone. A non-first fragment has L4Off at
+//     its payload, zero ports and no TCP/ICMP fields; its Proto is the IPv4
+//     protocol, or the IPv6 fragment header's next header (the same in every
+//     fragment of a datagram). A first fragment must hold its whole header
+//     chain and transport header: for IPv6 that is RFC 7112
+//     (ipv6-fragment-chain-incomplete), for IPv4 a first fragment too short
+//     for its transport header is fragment-tiny, as is a TCP fragment at
+//     offset 8 bytes (RFC 1858: it could overwrite the flags). A fragment
+//     that would end past byte 65535 is fragment-overflow.
 //   - Transport minimums (unfragmented and first fragments): TCP 20 bytes
 //     and a data offset between 5 and the packet end; UDP 8 bytes and a
 //     length between 8 and the packet end (a first fragment's UDP length

@@ -202,7 +202,7 @@ type Results struct {
 	Summary     Summary   `json:"summary"`
 }
 
-// Summary is the final line (issues 6 and 9). The first fields are at the
+// Summary is the final line (bench/README.md §3). The first fields are at the
 // queue count where xlb forwarded most; the *_1q fields at one queue.
 type Summary struct {
 	XLBMpps           float64 `json:"xlb_mpps"`
@@ -215,7 +215,7 @@ type Summary struct {
 	ReflectorCPUNsPkt float64 `json:"reflector_cpu_ns_per_pkt"`
 	Queues            int     `json:"queues"`
 	// The forwarder processes' own CPU per forwarded packet at max load,
-	// one queue (issue 9), and xlb's forwarded rate over the reflector's
+	// one queue, and xlb's forwarded rate over the reflector's
 	// there.
 	XLBProcNsPerPkt       float64 `json:"xlb_proc_ns_per_pkt"`
 	ReflectorProcNsPerPkt float64 `json:"reflector_proc_ns_per_pkt"`
