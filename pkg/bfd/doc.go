@@ -9,8 +9,8 @@
 //
 // GoBGP v4.8.0 carries a BFD server (pkg/server/bfd_*.go, "partial
 // implementation") wired to its peers. Against BIRD in the fleet lab
-// (TestBIRDBFD, 2026-12-01) it came Up and the router dropped a SIGSTOPped
-// speaker in 0.25-0.31 s, but the speaker never came back: on BFD Down it
+// (TestBIRDBFD) it came Up and the router dropped a SIGSTOPped speaker
+// within its detection time, but the speaker never came back: on BFD Down it
 // calls ResetPeer, whose NOTIFICATION waits in the FSM's queue while the
 // BGP session is down and ends the next session the moment it is
 // established; BIRD then replaces its BFD session (new discriminator),
@@ -43,8 +43,8 @@
 //     UDP 3784 that drops any packet whose TTL is not 255 (GTSM) and hands
 //     the rest to the session of the source address. Closing a session
 //     sends AdminDown, which RFC 5882 §3.2 says a router must not take
-//     for a failure. BIRD 2.0.12 does take it for one (measured
-//     2026-12-01: the route to the VIP gone ~1.7 s at xlb restart), hence
+//     for a failure. BIRD 2.0.12 does take it for one (the route to
+//     the VIP was gone for about 1.7 s at xlb restart), hence
 //     the hand-over below, which sends no AdminDown.
 //   - carry.go: the hand-over (xlb restart / upgrade). See "Hand-over".
 //   - server_test.go drives the sockets on loopback against a fake router
