@@ -82,8 +82,8 @@
 //
 // # Decisions where the RFCs leave a choice
 //
-//   - The BFD session lives and dies with the xlb process (fleet-lab-facts
-//     "BFD": a separate responder would keep the router believing in a hung
+//   - The BFD session lives and dies with the xlb process (a
+//     separate responder would keep the router believing in a hung
 //     daemon). A SIGSTOPped daemon stops sending and the router's BFD
 //     drops it.
 //   - Port 3784 taken (another BFD daemon; a predecessor built before

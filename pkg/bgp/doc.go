@@ -32,8 +32,8 @@
 //     replaces by the session's own address (eBGP and iBGP alike). AS_PATH
 //     is the local AS on eBGP and empty on iBGP. Routers merge paths into
 //     one ECMP route only when these attributes are equal on every
-//     appliance (fleet-lab-facts §1: a different MED or AS path length is
-//     not merged).
+//     appliance (measured with BIRD in the fleet prototype: a different MED
+//     or AS path length is not merged).
 //   - IPv4 prefixes go to peers with an IPv4 address (ipv4-unicast), IPv6
 //     prefixes to peers with an IPv6 address (ipv6-unicast, MP-BGP): the
 //     next hop must be an address of the session's family, which a single

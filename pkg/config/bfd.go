@@ -14,7 +14,7 @@ type BFDTimers struct {
 }
 
 // BFD limits and defaults: the fleet prototype's 100 ms × 3
-// (fleet-lab-facts "BFD"), which BIRD detected a dead link with in
+// (measured against BIRD), which BIRD detected a dead link with in
 // 0.27-0.32 s. Below 10 ms a Go timer on a loaded appliance would make
 // the session flap.
 const (

@@ -112,7 +112,7 @@
 // with fib_multipath_hash_policy 3 and fields 0x37 (addresses, protocol,
 // ports): policy 1 would use the random socket hash that local TCP carries
 // over veth, so each connection would pick an appliance at random
-// (fleet-lab-facts §2). There is no static VIP route: until an appliance
+// (measured in the fleet prototype). There is no static VIP route: until an appliance
 // announces, the VIPs are unreachable. WriteConfig adds the matching [bgp]
 // table (BGPConfig). RouteNexthops/WaitNexthops read the router's route,
 // CountSYNs/SYNs count new connections per appliance with nftables

@@ -76,8 +76,8 @@ func (l *Lab) birdVIPFilter(v6 bool) string {
 	return fmt.Sprintf("%s{32,32}", netip.PrefixFrom(l.Opts.VIP4, 24).Masked())
 }
 
-// BIRDConfig is the router's BIRD 2 configuration (fleet-lab-facts §1):
-// one kernel route per VIP with every appliance's path as a next hop
+// BIRDConfig is the router's BIRD 2 configuration, as the fleet prototype
+// found it: one kernel route per VIP with every appliance's path as a next hop
 // ("merge paths on" in the kernel protocols is the only switch needed),
 // eBGP with hold 3 s / keepalive 1 s and fast (re)connects, VIP host routes
 // imported, nothing exported; with Options.BFD a protocol bfd and `bfd on`
@@ -120,7 +120,7 @@ template bgp appliance6 {
 		l.Gateway4, RouterAS, l.birdVIPFilter(false), l.Gateway6, RouterAS, l.birdVIPFilter(true))
 	bfd := ""
 	if l.Opts.BFD {
-		// The prototype's timers (fleet-lab-facts "BFD"): 100 ms × 3.
+		// The fleet prototype's timers: 100 ms × 3.
 		b.WriteString(`
 # BFD to every appliance: a silent one leaves ECMP in about 0.3 s.
 protocol bfd {
@@ -143,7 +143,7 @@ func (l *Lab) routerHash() error {
 	// ports) hashes every packet on its 5-tuple. Policy 1 looks at the
 	// socket hash first, which locally generated TCP carries across veth:
 	// each connection would pick an appliance at random
-	// (fleet-lab-facts §2).
+	// (measured in the fleet prototype).
 	return sysctls(l.Router, map[string]string{
 		"net/ipv4/fib_multipath_hash_policy": "3",
 		"net/ipv4/fib_multipath_hash_fields": "0x37",
