@@ -393,20 +393,28 @@ func floors(t *testing.T, pkgs map[string][]string) map[string]int {
 	return floor
 }
 
-// TestFloors: the table in design.md#floors is the module's import
-// layering; a package missing from it, or on another floor, fails.
-func TestFloors(t *testing.T) {
+// floorTable reads the table of design.md#floors: each package's stated
+// floor, and the packages marked core.
+func floorTable(t *testing.T) (stated map[string]int, core map[string]bool) {
+	t.Helper()
 	data, err := os.ReadFile("design.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	stated := make(map[string]int)
+	stated, core = make(map[string]int), make(map[string]bool)
 	for _, line := range strings.Split(string(data), "\n") {
 		if m := floorRow.FindStringSubmatch(line); m != nil {
-			n, _ := strconv.Atoi(m[2])
-			stated[m[1]] = n
+			stated[m[1]], _ = strconv.Atoi(m[2])
+			core[m[1]] = m[3] == "yes"
 		}
 	}
+	return stated, core
+}
+
+// TestFloors: the table in design.md#floors is the module's import
+// layering; a package missing from it, or on another floor, fails.
+func TestFloors(t *testing.T) {
+	stated, _ := floorTable(t)
 	pkgs := packages(t)
 	got := floors(t, pkgs)
 	var names []string
@@ -418,7 +426,7 @@ func TestFloors(t *testing.T) {
 		want, ok := stated[p]
 		switch {
 		case !ok:
-			t.Errorf("package %s (floor %d) is missing from docs/design.md#floors: add \"| `%s` | %d | what it owns |\"", p, got[p], p, got[p])
+			t.Errorf("package %s (floor %d) is missing from docs/design.md#floors: add \"| `%s` | %d | yes if it is on the packet path | what it owns |\"", p, got[p], p, got[p])
 		case want != got[p]:
 			t.Errorf("docs/design.md#floors puts %s on floor %d; its imports %v put it on floor %d", p, want, pkgs[p], got[p])
 		}
@@ -435,14 +443,11 @@ func TestFloors(t *testing.T) {
 // never configuration, health, control or the daemon
 // (docs/design.md#why-the-core-stands-at-the-top).
 func TestCoreImportsOnlyCore(t *testing.T) {
-	data, err := os.ReadFile("design.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, marked := floorTable(t)
 	core := make(map[string]bool)
-	for _, line := range strings.Split(string(data), "\n") {
-		if m := floorRow.FindStringSubmatch(line); m != nil && m[3] == "yes" {
-			core[m[1]] = true
+	for p, c := range marked {
+		if c {
+			core[p] = true
 		}
 	}
 	if len(core) < 4 {
