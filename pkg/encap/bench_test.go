@@ -6,6 +6,7 @@ import (
 
 	"github.com/xlbnet/xlb/pkg/encap"
 	"github.com/xlbnet/xlb/pkg/packet"
+	"github.com/xlbnet/xlb/pkg/packettest"
 )
 
 // reportPerPacket reports wall-clock ns/pkt and, where the OS tells, the
@@ -28,8 +29,8 @@ type perfCase struct {
 // the IPv6 GUE checksum: TCP takes the local-checksum-offload path, an
 // ICMPv6 echo of the same size the full sum.
 func perfCases() []perfCase {
-	tcp6Big := v6h{src: client6, dst: vip6, nh: 6}.build(tcpSeg(client6, vip6, 40000, 443, ackPsh, bytesN(1340)))
-	echo6Big := v6h{src: client6, dst: vip6, nh: 58}.build(icmpMsg(128, 0, 1, bytesN(1352), client6, vip6))
+	tcp6Big := packettest.IPv6{Src: client6, Dst: vip6, Next: 6}.Build(packettest.L4Checksum(client6, vip6, 6, packettest.TCP(40000, 443, ackPsh, packettest.Pattern(1340, 3, 7)...)))
+	echo6Big := packettest.IPv6{Src: client6, Dst: vip6, Next: 58}.Build(packettest.L4Checksum(client6, vip6, 58, packettest.ICMP(128, 0, 1, packettest.Pattern(1352, 3, 7)...)))
 	return []perfCase{
 		{"ipip4", spec(encap.IPIP, false), frame(-1, 0x0800, tcp4)},
 		{"ipip6", spec(encap.IPIP, true), frame(-1, 0x86dd, tcp6)},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/xlbnet/xlb/pkg/encap"
 	"github.com/xlbnet/xlb/pkg/packet"
+	"github.com/xlbnet/xlb/pkg/packettest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden/*.hex from the outputs")
@@ -45,54 +46,54 @@ func withMTU(s encap.Spec, mtu int) encap.Spec { s.MTU = mtu; return s }
 
 // Inner packets as a client sends them to a VIP.
 var (
-	tcp4    = v4h{src: client4, dst: vip4, proto: 6, tos: efECT1, ttl: 57, id: 0x4242, ff: df}.build(tcpSeg(client4, vip4, 40000, 80, synFlag, bytesN(16)))
-	udp4    = v4h{src: client4, dst: vip4, proto: 17, tos: af11CE, ttl: 50, id: 0x777}.build(udpDgram(client4, vip4, 41000, 9000, bytesN(30), false))
-	udp4Raw = v4h{src: client4, dst: vip4, proto: 17, ttl: 50, id: 0x778}.build(udpDgram(client4, vip4, 41000, 9000, bytesN(31), true))
-	tcp6    = v6h{src: client6, dst: vip6, nh: 6, tc: efECT1, flow: 0x12345, hop: 60}.build(tcpSeg(client6, vip6, 40000, 443, ackPsh, bytesN(100)))
-	udp6    = v6h{src: client6, dst: vip6, nh: 17, tc: af11CE, hop: 60}.build(udpDgram(client6, vip6, 41000, 9000, bytesN(41), false))
-	echo6   = v6h{src: client6, dst: vip6, nh: 58, hop: 60}.build(icmpMsg(128, 0, 0x00070001, bytesN(56), client6, vip6))
-	small4  = v4h{src: client4, dst: vip4, proto: 17, id: 9}.build(udpDgram(client4, vip4, 1000, 2000, []byte{1, 2, 3, 4}, false))
+	tcp4    = packettest.IPv4{Src: client4, Dst: vip4, Proto: 6, TOS: efECT1, TTL: 57, ID: 0x4242, Frag: df}.Build(packettest.L4Checksum(client4, vip4, 6, packettest.TCP(40000, 80, synFlag, packettest.Pattern(16, 3, 7)...)))
+	udp4    = packettest.IPv4{Src: client4, Dst: vip4, Proto: 17, TOS: af11CE, TTL: 50, ID: 0x777}.Build(packettest.L4Checksum(client4, vip4, 17, packettest.UDP(41000, 9000, packettest.Pattern(30, 3, 7)...)))
+	udp4Raw = packettest.IPv4{Src: client4, Dst: vip4, Proto: 17, TTL: 50, ID: 0x778}.Build(packettest.UDP(41000, 9000, packettest.Pattern(31, 3, 7)...))
+	tcp6    = packettest.IPv6{Src: client6, Dst: vip6, Next: 6, TC: efECT1, Flow: 0x12345, Hop: 60}.Build(packettest.L4Checksum(client6, vip6, 6, packettest.TCP(40000, 443, ackPsh, packettest.Pattern(100, 3, 7)...)))
+	udp6    = packettest.IPv6{Src: client6, Dst: vip6, Next: 17, TC: af11CE, Hop: 60}.Build(packettest.L4Checksum(client6, vip6, 17, packettest.UDP(41000, 9000, packettest.Pattern(41, 3, 7)...)))
+	echo6   = packettest.IPv6{Src: client6, Dst: vip6, Next: 58, Hop: 60}.Build(packettest.L4Checksum(client6, vip6, 58, packettest.ICMP(128, 0, 0x00070001, packettest.Pattern(56, 3, 7)...)))
+	small4  = packettest.IPv4{Src: client4, Dst: vip4, Proto: 17, ID: 9}.Build(packettest.L4Checksum(client4, vip4, 17, packettest.UDP(1000, 2000, []byte{1, 2, 3, 4}...)))
 
 	// 1500-byte packets: too big for any tunnel at MTU 1500.
-	big4DF   = v4h{src: client4, dst: vip4, proto: 6, tos: efECT1, id: 0x5151, ff: df}.build(tcpSeg(client4, vip4, 40000, 80, ackPsh, bytesN(1460)))
-	big4     = v4h{src: client4, dst: vip4, proto: 17, tos: af11CE, id: 0x5252}.build(udpDgram(client4, vip4, 41000, 9000, bytesN(1472), false))
-	big6     = v6h{src: client6, dst: vip6, nh: 6, tc: efECT1, hop: 60}.build(tcpSeg(client6, vip6, 40000, 443, ackPsh, bytesN(1440)))
-	bigErr4  = v4h{src: client4, dst: vip4, proto: 1, ff: df}.build(icmpMsg(3, 3, 0, v4h{src: vip4, dst: client4, proto: 17}.build(udpDgram(vip4, client4, 9000, 41000, bytesN(1444), false)), "", ""))
-	bigFrag6 = v6h{src: client6, dst: vip6, nh: 44, hop: 60}.build(cat([]byte{6, 0}, be16(1448|1), be32(0xabcd), bytesN(1452)))
+	big4DF   = packettest.IPv4{Src: client4, Dst: vip4, Proto: 6, TOS: efECT1, ID: 0x5151, Frag: df}.Build(packettest.L4Checksum(client4, vip4, 6, packettest.TCP(40000, 80, ackPsh, packettest.Pattern(1460, 3, 7)...)))
+	big4     = packettest.IPv4{Src: client4, Dst: vip4, Proto: 17, TOS: af11CE, ID: 0x5252}.Build(packettest.L4Checksum(client4, vip4, 17, packettest.UDP(41000, 9000, packettest.Pattern(1472, 3, 7)...)))
+	big6     = packettest.IPv6{Src: client6, Dst: vip6, Next: 6, TC: efECT1, Hop: 60}.Build(packettest.L4Checksum(client6, vip6, 6, packettest.TCP(40000, 443, ackPsh, packettest.Pattern(1440, 3, 7)...)))
+	bigErr4  = packettest.IPv4{Src: client4, Dst: vip4, Proto: 1, Frag: df}.Build(packettest.L4Checksum("", "", 1, packettest.ICMP(3, 3, 0, packettest.IPv4{Src: vip4, Dst: client4, Proto: 17}.Build(packettest.L4Checksum(vip4, client4, 17, packettest.UDP(9000, 41000, packettest.Pattern(1444, 3, 7)...)))...)))
+	bigFrag6 = packettest.IPv6{Src: client6, Dst: vip6, Next: 44, Hop: 60}.Build(packettest.Cat([]byte{6, 0}, packettest.BE16(1448|1), packettest.BE32(0xabcd), packettest.Pattern(1452, 3, 7)))
 )
 
 func ipipHdr4(inner []byte, tos uint8, ff uint16) []byte {
-	return v4h{src: self4, dst: back4, proto: 4, tos: tos, id: testIPID, ff: ff}.build(inner)
+	return packettest.IPv4{Src: self4, Dst: back4, Proto: 4, TOS: tos, ID: testIPID, Frag: ff}.Build(inner)
 }
 
 func gueHdr(inner []byte) []byte {
-	return cat(be16(testPort), be16(6080), be16(uint16(8+len(inner))), be16(0), inner)
+	return packettest.Cat(packettest.BE16(testPort), packettest.BE16(6080), packettest.BE16(uint16(8+len(inner))), packettest.BE16(0), inner)
 }
 
-func greHdr(et uint16, inner []byte) []byte { return cat(be16(0), be16(et), inner) }
+func greHdr(et uint16, inner []byte) []byte {
+	return packettest.Cat(packettest.BE16(0), packettest.BE16(et), inner)
+}
 
-func frame(vlan int, et uint16, l3 []byte) []byte { return cat(eth(ourMAC, routerMAC, et, vlan), l3) }
+func frame(vlan int, et uint16, l3 []byte) []byte {
+	return packettest.Cat(packettest.EthFrom(ourMAC, routerMAC, et, vlanTags(vlan)...), l3)
+}
 
-func out4(vlan int, l3 []byte) []byte { return cat(eth(nextHop, ourMAC, 0x0800, vlan), l3) }
-func out6(vlan int, l3 []byte) []byte { return cat(eth(nextHop, ourMAC, 0x86dd, vlan), l3) }
+func out4(vlan int, l3 []byte) []byte {
+	return packettest.Cat(packettest.EthFrom(nextHop, ourMAC, 0x0800, vlanTags(vlan)...), l3)
+}
+func out6(vlan int, l3 []byte) []byte {
+	return packettest.Cat(packettest.EthFrom(nextHop, ourMAC, 0x86dd, vlanTags(vlan)...), l3)
+}
 
 // fragNeeded is the reply to inner at the client, from the VIP.
 func fragNeeded(vlan int, inner []byte, mtu uint32) []byte {
 	q := inner[:min(len(inner), 576-28)]
-	return cat(eth(routerMAC, ourMAC, 0x0800, vlan), v4h{src: vip4, dst: client4, proto: 1, tos: 0xc0, id: testIPID}.build(icmpMsg(3, 4, mtu, q, "", "")))
+	return packettest.Cat(packettest.EthFrom(routerMAC, ourMAC, 0x0800, vlanTags(vlan)...), packettest.IPv4{Src: vip4, Dst: client4, Proto: 1, TOS: 0xc0, ID: testIPID}.Build(packettest.L4Checksum("", "", 1, packettest.ICMP(3, 4, mtu, q...))))
 }
 
 func packetTooBig(vlan int, inner []byte, mtu uint32) []byte {
 	q := inner[:min(len(inner), 1280-48)]
-	return cat(eth(routerMAC, ourMAC, 0x86dd, vlan), v6h{src: vip6, dst: client6, nh: 58, tc: 0xc0}.build(icmpMsg(2, 0, mtu, q, vip6, client6)))
-}
-
-func frag6(nh uint8, off int, more bool) []byte {
-	w := uint16(off)
-	if more {
-		w |= 1
-	}
-	return cat([]byte{nh, 0}, be16(w), be32(testID6))
+	return packettest.Cat(packettest.EthFrom(routerMAC, ourMAC, 0x86dd, vlanTags(vlan)...), packettest.IPv6{Src: vip6, Dst: client6, Next: 58, TC: 0xc0}.Build(packettest.L4Checksum(vip6, client6, 58, packettest.ICMP(2, 0, mtu, q...))))
 }
 
 type fixture struct {
@@ -106,36 +107,36 @@ type fixture struct {
 }
 
 func fixtures() []fixture {
-	gue6tcp := udpDgram(self6, back6, testPort, 6080, tcp6, false)
-	gue4in6 := udpDgram(self6, back6, testPort, 6080, udp4, false)
-	gueBig4in6 := udpDgram(self6, back6, testPort, 6080, big4, false)
+	gue6tcp := packettest.L4Checksum(self6, back6, 17, packettest.UDP(testPort, 6080, tcp6...))
+	gue4in6 := packettest.L4Checksum(self6, back6, 17, packettest.UDP(testPort, 6080, udp4...))
+	gueBig4in6 := packettest.L4Checksum(self6, back6, 17, packettest.UDP(testPort, 6080, big4...))
 	return []fixture{
 		{name: "ipip-4in4", spec: spec(encap.IPIP, false), in: frame(-1, 0x0800, tcp4), want: encap.OK,
 			out: out4(-1, ipipHdr4(tcp4, efECT1, df)), innerFrom: 34},
 		{name: "ipip-6in6", spec: spec(encap.IPIP, true), in: frame(-1, 0x86dd, tcp6), want: encap.OK,
-			out: out6(-1, v6h{src: self6, dst: back6, nh: 41, tc: efECT1, flow: testFlow}.build(tcp6)), innerFrom: 54},
+			out: out6(-1, packettest.IPv6{Src: self6, Dst: back6, Next: 41, TC: efECT1, Flow: testFlow}.Build(tcp6)), innerFrom: 54},
 		{name: "ipip-4in6", spec: spec(encap.IPIP, true), in: frame(-1, 0x0800, udp4), want: encap.OK,
-			out: out6(-1, v6h{src: self6, dst: back6, nh: 4, tc: af11CE, flow: testFlow}.build(udp4)), innerFrom: 54},
+			out: out6(-1, packettest.IPv6{Src: self6, Dst: back6, Next: 4, TC: af11CE, Flow: testFlow}.Build(udp4)), innerFrom: 54},
 		{name: "gue-4in4", spec: spec(encap.GUE, false), in: frame(-1, 0x0800, tcp4), want: encap.OK,
-			out: out4(-1, v4h{src: self4, dst: back4, proto: 17, tos: efECT1, id: testIPID, ff: df}.build(gueHdr(tcp4))), innerFrom: 42},
+			out: out4(-1, packettest.IPv4{Src: self4, Dst: back4, Proto: 17, TOS: efECT1, ID: testIPID, Frag: df}.Build(gueHdr(tcp4))), innerFrom: 42},
 		{name: "gue-6in6-tcp", spec: spec(encap.GUE, true), in: frame(-1, 0x86dd, tcp6), want: encap.OK,
-			out: out6(-1, v6h{src: self6, dst: back6, nh: 17, tc: efECT1, flow: testFlow}.build(gue6tcp)), innerFrom: 62},
+			out: out6(-1, packettest.IPv6{Src: self6, Dst: back6, Next: 17, TC: efECT1, Flow: testFlow}.Build(gue6tcp)), innerFrom: 62},
 		{name: "gue-6in6-udp", spec: spec(encap.GUE, true), in: frame(-1, 0x86dd, udp6), want: encap.OK,
-			out: out6(-1, v6h{src: self6, dst: back6, nh: 17, tc: af11CE, flow: testFlow}.build(udpDgram(self6, back6, testPort, 6080, udp6, false))), innerFrom: 62},
+			out: out6(-1, packettest.IPv6{Src: self6, Dst: back6, Next: 17, TC: af11CE, Flow: testFlow}.Build(packettest.L4Checksum(self6, back6, 17, packettest.UDP(testPort, 6080, udp6...)))), innerFrom: 62},
 		{name: "gue-6in6-icmp-full-sum", spec: spec(encap.GUE, true), in: frame(-1, 0x86dd, echo6), want: encap.OK,
-			out: out6(-1, v6h{src: self6, dst: back6, nh: 17, flow: testFlow}.build(udpDgram(self6, back6, testPort, 6080, echo6, false))), innerFrom: 62},
+			out: out6(-1, packettest.IPv6{Src: self6, Dst: back6, Next: 17, Flow: testFlow}.Build(packettest.L4Checksum(self6, back6, 17, packettest.UDP(testPort, 6080, echo6...)))), innerFrom: 62},
 		{name: "gue-4in6-udp", spec: spec(encap.GUE, true), in: frame(-1, 0x0800, udp4), want: encap.OK,
-			out: out6(-1, v6h{src: self6, dst: back6, nh: 17, tc: af11CE, flow: testFlow}.build(gue4in6)), innerFrom: 62},
+			out: out6(-1, packettest.IPv6{Src: self6, Dst: back6, Next: 17, TC: af11CE, Flow: testFlow}.Build(gue4in6)), innerFrom: 62},
 		{name: "gue-4in6-udp-no-checksum", spec: spec(encap.GUE, true), in: frame(-1, 0x0800, udp4Raw), want: encap.OK,
-			out: out6(-1, v6h{src: self6, dst: back6, nh: 17, flow: testFlow}.build(udpDgram(self6, back6, testPort, 6080, udp4Raw, false))), innerFrom: 62},
+			out: out6(-1, packettest.IPv6{Src: self6, Dst: back6, Next: 17, Flow: testFlow}.Build(packettest.L4Checksum(self6, back6, 17, packettest.UDP(testPort, 6080, udp4Raw...)))), innerFrom: 62},
 		{name: "gue-port-7000", spec: func() encap.Spec { s := spec(encap.GUE, false); s.GUEPort = 7000; return s }(), in: frame(-1, 0x0800, udp4), want: encap.OK,
-			out: out4(-1, v4h{src: self4, dst: back4, proto: 17, tos: af11CE, id: testIPID}.build(cat(be16(testPort), be16(7000), be16(uint16(8+len(udp4))), be16(0), udp4))), innerFrom: 42},
+			out: out4(-1, packettest.IPv4{Src: self4, Dst: back4, Proto: 17, TOS: af11CE, ID: testIPID}.Build(packettest.Cat(packettest.BE16(testPort), packettest.BE16(7000), packettest.BE16(uint16(8+len(udp4))), packettest.BE16(0), udp4))), innerFrom: 42},
 		{name: "gre-4in4", spec: spec(encap.GRE, false), in: frame(-1, 0x0800, tcp4), want: encap.OK,
-			out: out4(-1, v4h{src: self4, dst: back4, proto: 47, tos: efECT1, id: testIPID, ff: df}.build(greHdr(0x0800, tcp4))), innerFrom: 38},
+			out: out4(-1, packettest.IPv4{Src: self4, Dst: back4, Proto: 47, TOS: efECT1, ID: testIPID, Frag: df}.Build(greHdr(0x0800, tcp4))), innerFrom: 38},
 		{name: "gre-6in6", spec: spec(encap.GRE, true), in: frame(-1, 0x86dd, tcp6), want: encap.OK,
-			out: out6(-1, v6h{src: self6, dst: back6, nh: 47, tc: efECT1, flow: testFlow}.build(greHdr(0x86dd, tcp6))), innerFrom: 58},
+			out: out6(-1, packettest.IPv6{Src: self6, Dst: back6, Next: 47, TC: efECT1, Flow: testFlow}.Build(greHdr(0x86dd, tcp6))), innerFrom: 58},
 		{name: "gre-4in6", spec: spec(encap.GRE, true), in: frame(-1, 0x0800, udp4), want: encap.OK,
-			out: out6(-1, v6h{src: self6, dst: back6, nh: 47, tc: af11CE, flow: testFlow}.build(greHdr(0x0800, udp4))), innerFrom: 58},
+			out: out6(-1, packettest.IPv6{Src: self6, Dst: back6, Next: 47, TC: af11CE, Flow: testFlow}.Build(greHdr(0x0800, udp4))), innerFrom: 58},
 		{name: "direct-v4", spec: spec(encap.Direct, false), in: frame(-1, 0x0800, tcp4), want: encap.OK,
 			out: out4(-1, tcp4), innerFrom: 14},
 		{name: "direct-v6-vlan", spec: spec(encap.Direct, true), in: frame(frameVLAN, 0x86dd, tcp6), want: encap.OK,
@@ -143,10 +144,10 @@ func fixtures() []fixture {
 		{name: "ipip-4in4-vlan-kept", spec: spec(encap.IPIP, false), in: frame(frameVLAN, 0x0800, tcp4), want: encap.OK,
 			out: out4(frameVLAN, ipipHdr4(tcp4, efECT1, df)), innerFrom: 38},
 		{name: "gue-6in6-vlan-kept", spec: spec(encap.GUE, true), in: frame(frameVLAN, 0x86dd, tcp6), want: encap.OK,
-			out: out6(frameVLAN, v6h{src: self6, dst: back6, nh: 17, tc: efECT1, flow: testFlow}.build(gue6tcp)), innerFrom: 66},
-		{name: "ipip-4in4-padding-stripped", spec: spec(encap.IPIP, false), in: cat(frame(-1, 0x0800, small4), make([]byte, 60-14-len(small4))), want: encap.OK,
+			out: out6(frameVLAN, packettest.IPv6{Src: self6, Dst: back6, Next: 17, TC: efECT1, Flow: testFlow}.Build(gue6tcp)), innerFrom: 66},
+		{name: "ipip-4in4-padding-stripped", spec: spec(encap.IPIP, false), in: packettest.Cat(frame(-1, 0x0800, small4), make([]byte, 60-14-len(small4))), want: encap.OK,
 			out: out4(-1, ipipHdr4(small4, 0, 0)), innerFrom: 34},
-		{name: "direct-padding-stripped", spec: spec(encap.Direct, false), in: cat(frame(-1, 0x0800, small4), make([]byte, 60-14-len(small4))), want: encap.OK,
+		{name: "direct-padding-stripped", spec: spec(encap.Direct, false), in: packettest.Cat(frame(-1, 0x0800, small4), make([]byte, 60-14-len(small4))), want: encap.OK,
 			out: out4(-1, small4), innerFrom: 14},
 		{name: "ipip-4in4-df-clear-ecn-ce", spec: spec(encap.IPIP, false), in: frame(-1, 0x0800, udp4), want: encap.OK,
 			out: out4(-1, ipipHdr4(udp4, af11CE, 0)), innerFrom: 34},
@@ -177,19 +178,19 @@ func fixtures() []fixture {
 		// Too big without DF: the outer packet is fragmented.
 		{name: "outer-frag-ipip4", spec: spec(encap.IPIP, false), in: frame(-1, 0x0800, big4), want: encap.NeedFragments,
 			out:   out4(-1, ipipHdr4(big4[:1480], af11CE, mf)),
-			extra: [][]byte{out4(-1, v4h{src: self4, dst: back4, proto: 4, tos: af11CE, id: testIPID, ff: 1480 / 8}.build(big4[1480:]))}},
+			extra: [][]byte{out4(-1, packettest.IPv4{Src: self4, Dst: back4, Proto: 4, TOS: af11CE, ID: testIPID, Frag: 1480 / 8}.Build(big4[1480:]))}},
 		{name: "outer-frag-gue4-vlan", spec: spec(encap.GUE, false), in: frame(frameVLAN, 0x0800, big4), want: encap.NeedFragments,
-			out:   out4(frameVLAN, v4h{src: self4, dst: back4, proto: 17, tos: af11CE, id: testIPID, ff: mf}.build(gueHdr(big4)[:1480])),
-			extra: [][]byte{out4(frameVLAN, v4h{src: self4, dst: back4, proto: 17, tos: af11CE, id: testIPID, ff: 1480 / 8}.build(gueHdr(big4)[1480:]))}},
+			out:   out4(frameVLAN, packettest.IPv4{Src: self4, Dst: back4, Proto: 17, TOS: af11CE, ID: testIPID, Frag: mf}.Build(gueHdr(big4)[:1480])),
+			extra: [][]byte{out4(frameVLAN, packettest.IPv4{Src: self4, Dst: back4, Proto: 17, TOS: af11CE, ID: testIPID, Frag: 1480 / 8}.Build(gueHdr(big4)[1480:]))}},
 		{name: "outer-frag-gre4-three", spec: withMTU(spec(encap.GRE, false), 576), in: frame(-1, 0x0800, big4), want: encap.NeedFragments,
-			out: out4(-1, v4h{src: self4, dst: back4, proto: 47, tos: af11CE, id: testIPID, ff: mf}.build(greHdr(0x0800, big4)[:552])),
+			out: out4(-1, packettest.IPv4{Src: self4, Dst: back4, Proto: 47, TOS: af11CE, ID: testIPID, Frag: mf}.Build(greHdr(0x0800, big4)[:552])),
 			extra: [][]byte{
-				out4(-1, v4h{src: self4, dst: back4, proto: 47, tos: af11CE, id: testIPID, ff: mf | 552/8}.build(greHdr(0x0800, big4)[552:1104])),
-				out4(-1, v4h{src: self4, dst: back4, proto: 47, tos: af11CE, id: testIPID, ff: 1104 / 8}.build(greHdr(0x0800, big4)[1104:])),
+				out4(-1, packettest.IPv4{Src: self4, Dst: back4, Proto: 47, TOS: af11CE, ID: testIPID, Frag: mf | 552/8}.Build(greHdr(0x0800, big4)[552:1104])),
+				out4(-1, packettest.IPv4{Src: self4, Dst: back4, Proto: 47, TOS: af11CE, ID: testIPID, Frag: 1104 / 8}.Build(greHdr(0x0800, big4)[1104:])),
 			}},
 		{name: "outer-frag-gue-4in6", spec: spec(encap.GUE, true), in: frame(-1, 0x0800, big4), want: encap.NeedFragments,
-			out:   out6(-1, v6h{src: self6, dst: back6, nh: 44, tc: af11CE, flow: testFlow}.build(cat(frag6(17, 0, true), gueBig4in6[:1448]))),
-			extra: [][]byte{out6(-1, v6h{src: self6, dst: back6, nh: 44, tc: af11CE, flow: testFlow}.build(cat(frag6(17, 1448, false), gueBig4in6[1448:])))}},
+			out:   out6(-1, packettest.IPv6{Src: self6, Dst: back6, Next: 44, TC: af11CE, Flow: testFlow}.Build(packettest.Cat(packettest.Frag6(17, 0, true, testID6), gueBig4in6[:1448]))),
+			extra: [][]byte{out6(-1, packettest.IPv6{Src: self6, Dst: back6, Next: 44, TC: af11CE, Flow: testFlow}.Build(packettest.Cat(packettest.Frag6(17, 1448, false, testID6), gueBig4in6[1448:])))}},
 
 		// Refusals: the frame comes back unchanged.
 		{name: "6in4-unsupported", spec: spec(encap.IPIP, false), in: frame(-1, 0x86dd, tcp6), want: encap.DropFamily},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/xlbnet/xlb/pkg/encap"
 	"github.com/xlbnet/xlb/pkg/packet"
+	"github.com/xlbnet/xlb/pkg/packettest"
 )
 
 func parse(t *testing.T, f []byte) packet.Meta {
@@ -21,31 +22,31 @@ func parse(t *testing.T, f []byte) packet.Meta {
 // §2.4(e) forbid an error about, and one it allows for contrast.
 func TestTooBigReplyRefuses(t *testing.T) {
 	big := func(src string, proto uint8, ff uint16, l4 []byte) []byte {
-		return frame(-1, 0x0800, v4h{src: src, dst: vip4, proto: proto, ff: ff}.build(l4))
+		return frame(-1, 0x0800, packettest.IPv4{Src: src, Dst: vip4, Proto: proto, Frag: ff}.Build(l4))
 	}
 	big6 := func(src string, nh uint8, l4 []byte) []byte {
-		return frame(-1, 0x86dd, v6h{src: src, dst: vip6, nh: nh}.build(l4))
+		return frame(-1, 0x86dd, packettest.IPv6{Src: src, Dst: vip6, Next: nh}.Build(l4))
 	}
-	payload := bytesN(1400)
+	payload := packettest.Pattern(1400, 3, 7)
 	tests := []struct {
 		name string
 		in   []byte
 		want encap.Result
 	}{
-		{"tcp from a unicast client", big(client4, 6, df, tcpSeg(client4, vip4, 1, 2, synFlag, payload)), encap.TooBig},
-		{"echo request", big(client4, 1, df, icmpMsg(8, 0, 1, payload, "", "")), encap.TooBig},
-		{"echo request v6", big6(client6, 58, icmpMsg(128, 0, 1, payload, client6, vip6)), encap.TooBig},
-		{"source quench", big(client4, 1, df, icmpMsg(4, 0, 0, payload, "", "")), encap.DropTooBig},
-		{"redirect", big(client4, 1, df, icmpMsg(5, 0, 0, payload, "", "")), encap.DropTooBig},
-		{"time exceeded", big(client4, 1, df, icmpMsg(11, 0, 0, v4h{src: vip4, dst: client4, proto: 17}.build(udpDgram(vip4, client4, 1, 2, payload, false)), "", "")), encap.DropTooBig},
-		{"icmpv6 error", big6(client6, 58, icmpMsg(1, 4, 0, v6h{src: vip6, dst: client6, nh: 17}.build(udpDgram(vip6, client6, 1, 2, payload, false)), client6, vip6)), encap.DropTooBig},
-		{"icmpv6 unknown error type 127", big6(client6, 58, icmpMsg(127, 0, 0, payload, client6, vip6)), encap.DropTooBig},
-		{"broadcast source", big("255.255.255.255", 6, df, tcpSeg("255.255.255.255", vip4, 1, 2, synFlag, payload)), encap.DropTooBig},
-		{"multicast source", big("224.0.0.5", 6, df, tcpSeg("224.0.0.5", vip4, 1, 2, synFlag, payload)), encap.DropTooBig},
-		{"loopback source", big("127.0.0.1", 6, df, tcpSeg("127.0.0.1", vip4, 1, 2, synFlag, payload)), encap.DropTooBig},
-		{"unspecified source", big("0.0.0.0", 6, df, tcpSeg("0.0.0.0", vip4, 1, 2, synFlag, payload)), encap.DropTooBig},
-		{"v6 multicast source", big6("ff02::1", 6, tcpSeg("ff02::1", vip6, 1, 2, synFlag, payload)), encap.DropTooBig},
-		{"v6 loopback source", big6("::1", 6, tcpSeg("::1", vip6, 1, 2, synFlag, payload)), encap.DropTooBig},
+		{"tcp from a unicast client", big(client4, 6, df, packettest.L4Checksum(client4, vip4, 6, packettest.TCP(1, 2, synFlag, payload...))), encap.TooBig},
+		{"echo request", big(client4, 1, df, packettest.L4Checksum("", "", 1, packettest.ICMP(8, 0, 1, payload...))), encap.TooBig},
+		{"echo request v6", big6(client6, 58, packettest.L4Checksum(client6, vip6, 58, packettest.ICMP(128, 0, 1, payload...))), encap.TooBig},
+		{"source quench", big(client4, 1, df, packettest.L4Checksum("", "", 1, packettest.ICMP(4, 0, 0, payload...))), encap.DropTooBig},
+		{"redirect", big(client4, 1, df, packettest.L4Checksum("", "", 1, packettest.ICMP(5, 0, 0, payload...))), encap.DropTooBig},
+		{"time exceeded", big(client4, 1, df, packettest.L4Checksum("", "", 1, packettest.ICMP(11, 0, 0, packettest.IPv4{Src: vip4, Dst: client4, Proto: 17}.Build(packettest.L4Checksum(vip4, client4, 17, packettest.UDP(1, 2, payload...)))...))), encap.DropTooBig},
+		{"icmpv6 error", big6(client6, 58, packettest.L4Checksum(client6, vip6, 58, packettest.ICMP(1, 4, 0, packettest.IPv6{Src: vip6, Dst: client6, Next: 17}.Build(packettest.L4Checksum(vip6, client6, 17, packettest.UDP(1, 2, payload...)))...))), encap.DropTooBig},
+		{"icmpv6 unknown error type 127", big6(client6, 58, packettest.L4Checksum(client6, vip6, 58, packettest.ICMP(127, 0, 0, payload...))), encap.DropTooBig},
+		{"broadcast source", big("255.255.255.255", 6, df, packettest.L4Checksum("255.255.255.255", vip4, 6, packettest.TCP(1, 2, synFlag, payload...))), encap.DropTooBig},
+		{"multicast source", big("224.0.0.5", 6, df, packettest.L4Checksum("224.0.0.5", vip4, 6, packettest.TCP(1, 2, synFlag, payload...))), encap.DropTooBig},
+		{"loopback source", big("127.0.0.1", 6, df, packettest.L4Checksum("127.0.0.1", vip4, 6, packettest.TCP(1, 2, synFlag, payload...))), encap.DropTooBig},
+		{"unspecified source", big("0.0.0.0", 6, df, packettest.L4Checksum("0.0.0.0", vip4, 6, packettest.TCP(1, 2, synFlag, payload...))), encap.DropTooBig},
+		{"v6 multicast source", big6("ff02::1", 6, packettest.L4Checksum("ff02::1", vip6, 6, packettest.TCP(1, 2, synFlag, payload...))), encap.DropTooBig},
+		{"v6 loopback source", big6("::1", 6, packettest.L4Checksum("::1", vip6, 6, packettest.TCP(1, 2, synFlag, payload...))), encap.DropTooBig},
 		{"v4 non-first fragment", big(client4, 17, 100, payload), encap.DropTooBig},
 	}
 	for _, tt := range tests {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/xlbnet/xlb/pkg/encap"
 	"github.com/xlbnet/xlb/pkg/packet"
+	"github.com/xlbnet/xlb/pkg/packettest"
 )
 
 // Structural checks of outputs, by re-parsing them with packet.Parse and
@@ -31,7 +32,7 @@ func reparseInner(t *testing.T, l3 []byte) packet.Meta {
 	if l3[0]>>4 == 6 {
 		et = 0x86dd
 	}
-	m, r := packet.Parse(cat(eth(nextHop, ourMAC, et, -1), l3))
+	m, r := packet.Parse(packettest.Cat(packettest.EthFrom(nextHop, ourMAC, et), l3))
 	if r != packet.OK {
 		t.Fatalf("inner packet does not parse: %v", r)
 	}
@@ -85,7 +86,7 @@ func verifyEncap(t *testing.T, tmpl *encap.Template, in []byte, m *packet.Meta, 
 		if l3[0] != 0x45 || om.IPOptions {
 			t.Errorf("outer IPv4 version/IHL = %#x, want 0x45", l3[0])
 		}
-		if sum(l3[:20]) != 0xffff {
+		if packettest.Sum(l3[:20]) != 0xffff {
 			t.Errorf("outer IPv4 header checksum invalid")
 		}
 		if om.DF != m.DF || om.Frag != packet.FragNone {
@@ -115,7 +116,7 @@ func verifyEncap(t *testing.T, tmpl *encap.Template, in []byte, m *packet.Meta, 
 		}
 		if om.Family == packet.IPv6 {
 			seg := out[om.L4Off:]
-			if csum == 0 || sum(pseudo(s.Src.String(), s.Dst.String(), 17, len(seg)), seg) != 0xffff {
+			if csum == 0 || packettest.Sum(packettest.Pseudo(s.Src.String(), s.Dst.String(), 17, len(seg)), seg) != 0xffff {
 				// Local checksum offload stands the inner TCP/UDP checksum
 				// in for the segment's sum; only a wrong inner checksum
 				// (which the backend would drop anyway) may spoil it.
@@ -168,14 +169,14 @@ func verifyTooBig(t *testing.T, tmpl *encap.Template, in []byte, m *packet.Meta,
 	}
 	l3len := int(om.L3End - om.L3Off)
 	if om.Family == packet.IPv4 {
-		if om.ICMPType != 3 || om.ICMPCode != 4 || l3len > 576 || sum(msg) != 0xffff {
-			t.Errorf("frag-needed type %d code %d len %d sum %#x", om.ICMPType, om.ICMPCode, l3len, sum(msg))
+		if om.ICMPType != 3 || om.ICMPCode != 4 || l3len > 576 || packettest.Sum(msg) != 0xffff {
+			t.Errorf("frag-needed type %d code %d len %d sum %#x", om.ICMPType, om.ICMPCode, l3len, packettest.Sum(msg))
 		}
 		return
 	}
 	src := netip.AddrFrom16(om.Src).String()
 	dst := netip.AddrFrom16(om.Dst).String()
-	if om.ICMPType != 2 || om.ICMPCode != 0 || l3len > 1280 || sum(pseudo(src, dst, 58, len(msg)), msg) != 0xffff {
+	if om.ICMPType != 2 || om.ICMPCode != 0 || l3len > 1280 || packettest.Sum(packettest.Pseudo(src, dst, 58, len(msg)), msg) != 0xffff {
 		t.Errorf("packet-too-big type %d code %d len %d", om.ICMPType, om.ICMPCode, l3len)
 	}
 }
@@ -199,7 +200,7 @@ func verifyFragments(t *testing.T, tmpl *encap.Template, in []byte, m *packet.Me
 		var more bool
 		var data []byte
 		if fm.Family == packet.IPv4 {
-			if sum(l3[:20]) != 0xffff || l3[0] != 0x45 {
+			if packettest.Sum(l3[:20]) != 0xffff || l3[0] != 0x45 {
 				t.Errorf("fragment %d: bad IPv4 header", i)
 			}
 			ff := binary.BigEndian.Uint16(l3[6:])
@@ -232,7 +233,7 @@ func verifyFragments(t *testing.T, tmpl *encap.Template, in []byte, m *packet.Me
 	}
 	if tmpl.Kind() == encap.GUE && tmpl.Outer() == packet.IPv6 {
 		s := tmpl.Spec()
-		if sum(pseudo(s.Src.String(), s.Dst.String(), 17, len(payload)), payload) != 0xffff && !innerL4ChecksumBad(inner, m) {
+		if packettest.Sum(packettest.Pseudo(s.Src.String(), s.Dst.String(), 17, len(payload)), payload) != 0xffff && !innerL4ChecksumBad(inner, m) {
 			t.Errorf("reassembled GUE checksum does not verify")
 		}
 	}
@@ -340,7 +341,7 @@ func innerL4ChecksumBad(inner []byte, m *packet.Meta) bool {
 		return false
 	}
 	a, b := netip.AddrFrom16(m.Src).Unmap().String(), netip.AddrFrom16(m.Dst).Unmap().String()
-	return sum(pseudo(a, b, m.Proto, len(seg)), seg) != 0xffff
+	return packettest.Sum(packettest.Pseudo(a, b, m.Proto, len(seg)), seg) != 0xffff
 }
 
 // diffGopacketReply decodes an ICMP too-big reply with gopacket and

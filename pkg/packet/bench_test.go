@@ -1,11 +1,12 @@
 package packet_test
 
 import (
-	"github.com/xlbnet/xlb/pkg/benchutil"
 	"runtime"
 	"testing"
 
+	"github.com/xlbnet/xlb/pkg/benchutil"
 	"github.com/xlbnet/xlb/pkg/packet"
+	"github.com/xlbnet/xlb/pkg/packettest"
 )
 
 func goldenFrame(tb testing.TB, name string) []byte {
@@ -50,7 +51,7 @@ func BenchmarkParse(b *testing.B) {
 }
 
 func BenchmarkChecksum(b *testing.B) {
-	buf := bytesN(1500)
+	buf := packettest.Bytes(1500)
 	b.SetBytes(int64(len(buf)))
 	var s uint16
 	for b.Loop() {

@@ -6,10 +6,11 @@ import (
 	"testing"
 
 	"github.com/xlbnet/xlb/pkg/packet"
+	"github.com/xlbnet/xlb/pkg/packettest"
 )
 
 // naiveSum is RFC 1071 word by word, returned folded and not complemented.
-func naiveSum(b []byte) uint16 { return ^ipSum(b) }
+func naiveSum(b []byte) uint16 { return packettest.Sum(b) }
 
 func TestChecksumMatchesNaive(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
@@ -31,7 +32,7 @@ func TestChecksumMatchesNaive(t *testing.T) {
 		t.Errorf("Checksum(0xff * 64) = %#04x, want 0xffff", got)
 	}
 	// Chaining equals summing the concatenation at an even split.
-	b := bytesN(101)
+	b := packettest.Bytes(101)
 	if got, want := packet.Checksum(b[40:], packet.Checksum(b[:40], 0)), packet.Checksum(b, 0); got != want {
 		t.Errorf("chained Checksum = %#04x, want %#04x", got, want)
 	}
@@ -94,12 +95,12 @@ func sameOnesComplement(a, b uint16) bool {
 
 func TestPseudoHeaderChecksum(t *testing.T) {
 	src, dst := addr(client4).AsSlice(), addr(vip4).AsSlice()
-	ph := cat(src, dst, []byte{0, packet.ProtoUDP}, be16(28))
+	ph := packettest.Cat(src, dst, []byte{0, packet.ProtoUDP}, packettest.BE16(28))
 	if got, want := packet.PseudoHeaderChecksum(packet.ProtoUDP, src, dst, 28), packet.Checksum(ph, 0); got != want {
 		t.Errorf("IPv4 PseudoHeaderChecksum = %#04x, want %#04x", got, want)
 	}
 	src6, dst6 := addr(client6).AsSlice(), addr(vip6).AsSlice()
-	ph6 := cat(src6, dst6, be32(70000), []byte{0, 0, 0, packet.ProtoTCP})
+	ph6 := packettest.Cat(src6, dst6, packettest.BE32(70000), []byte{0, 0, 0, packet.ProtoTCP})
 	if got, want := packet.PseudoHeaderChecksum(packet.ProtoTCP, src6, dst6, 70000), packet.Checksum(ph6, 0); got != want {
 		t.Errorf("IPv6 PseudoHeaderChecksum = %#04x, want %#04x", got, want)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/xlbnet/xlb/pkg/packet"
+	"github.com/xlbnet/xlb/pkg/packettest"
 )
 
 // diffMeta lists the fields in which got and want differ, one per line.
@@ -51,15 +52,15 @@ func TestParseGolden(t *testing.T) {
 
 // frame6 wraps an IPv6 payload (starting with header type nh) in Ethernet.
 func frame6(nh uint8, payload []byte) []byte {
-	return cat(eth(packet.EtherTypeIPv6), v6{src: client6, dst: vip6, nh: nh}.build(payload))
+	return packettest.Cat(packettest.Eth(packet.EtherTypeIPv6), packettest.IPv6{Src: client6, Dst: vip6, Next: nh}.Build(payload))
 }
 
 // frame4 wraps an IPv4 payload of protocol proto in Ethernet.
-func frame4(h v4, payload []byte) []byte {
-	if h.src == "" {
-		h.src, h.dst = client4, vip4
+func frame4(h packettest.IPv4, payload []byte) []byte {
+	if h.Src == "" {
+		h.Src, h.Dst = client4, vip4
 	}
-	return cat(eth(packet.EtherTypeIPv4), h.build(payload))
+	return packettest.Cat(packettest.Eth(packet.EtherTypeIPv4), h.Build(payload))
 }
 
 func dstOpts(n int, last uint8) []byte {
@@ -69,7 +70,7 @@ func dstOpts(n int, last uint8) []byte {
 		if i == n-1 {
 			nh = last
 		}
-		b = cat(b, ext6(nh, 0))
+		b = packettest.Cat(b, packettest.Ext6(nh, 0))
 	}
 	return b
 }
@@ -82,71 +83,71 @@ type malformed struct {
 
 func malformedFrames() []malformed {
 	tcpP, udpP, icmpP := packet.ProtoTCP, packet.ProtoUDP, packet.ProtoICMP
-	quoted4 := v4{src: vip4, dst: client4, proto: tcpP}.build(tcp(80, 40000, ack))
-	quoted6 := v6{src: vip6, dst: client6, nh: udpP}.build(udp(53, 5353, bytesN(8)...))
+	quoted4 := packettest.IPv4{Src: vip4, Dst: client4, Proto: tcpP}.Build(packettest.TCP(80, 40000, ack))
+	quoted6 := packettest.IPv6{Src: vip6, Dst: client6, Next: udpP}.Build(packettest.UDP(53, 5353, packettest.Bytes(8)...))
 	return []malformed{
-		{"l2-short", eth(packet.EtherTypeIPv4)[:10], packet.DropTruncatedL2},
+		{"l2-short", packettest.Eth(packet.EtherTypeIPv4)[:10], packet.DropTruncatedL2},
 		{"l2-empty", nil, packet.DropTruncatedL2},
-		{"l2-vlan-cut", eth(packet.EtherTypeIPv4, 5)[:16], packet.DropTruncatedL2},
-		{"l3-v4-19", cat(eth(packet.EtherTypeIPv4), v4{src: client4, dst: vip4}.build(nil)[:19]), packet.DropTruncatedL3},
-		{"l3-v6-39", cat(eth(packet.EtherTypeIPv6), v6{src: client6, dst: vip6}.build(nil)[:39]), packet.DropTruncatedL3},
-		{"l3-vlan-v4-0", eth(packet.EtherTypeIPv4, 5), packet.DropTruncatedL3},
-		{"l4-tcp4", frame4(v4{proto: tcpP}, tcp(1, 2, syn)[:19]), packet.DropTruncatedL4},
-		{"l4-udp4", frame4(v4{proto: udpP}, udp(1, 2)[:7]), packet.DropTruncatedL4},
-		{"l4-icmp4", frame4(v4{proto: icmpP}, icmp(8, 0, 0)[:7]), packet.DropTruncatedL4},
-		{"l4-esp4", frame4(v4{proto: packet.ProtoESP}, esp(1, 2)[:7]), packet.DropTruncatedL4},
-		{"l4-gre4", frame4(v4{proto: packet.ProtoGRE}, gre(0, 0x800)[:3]), packet.DropTruncatedL4},
-		{"l4-tcp6", frame6(tcpP, tcp(1, 2, syn)[:19]), packet.DropTruncatedL4},
-		{"l4-icmp6", frame6(packet.ProtoICMPv6, icmp(128, 0, 0)[:4]), packet.DropTruncatedL4},
-		{"l4-tcp6-after-ext", frame6(packet.IPv6ExtDestination, cat(ext6(tcpP, 0), tcp(1, 2, syn)[:10])), packet.DropTruncatedL4},
-		{"version-6-in-v4", frame4(v4{proto: udpP, version: 6}, udp(1, 2)), packet.DropBadIPVersion},
-		{"version-4-in-v6", cat(eth(packet.EtherTypeIPv6), v6{src: client6, dst: vip6, version: 4, nh: udpP}.build(udp(1, 2))), packet.DropBadIPVersion},
-		{"ihl-4", frame4(v4{proto: udpP, ihl: 4}, udp(1, 2)), packet.DropIPv4IHLTooSmall},
-		{"ihl-15-beyond", frame4(v4{proto: udpP, ihl: 15, totalLen: 60}, udp(1, 2)), packet.DropIPv4IHLBeyondFrame},
-		{"total-length-19", frame4(v4{proto: udpP, totalLen: 19}, udp(1, 2)), packet.DropIPv4TotalLengthTooSmall},
-		{"total-length-less-than-options", frame4(v4{proto: udpP, totalLen: 22, options: []byte{1, 1, 1, 1}}, udp(1, 2)), packet.DropIPv4TotalLengthTooSmall},
-		{"total-length-beyond", frame4(v4{proto: udpP, totalLen: 100}, udp(1, 2)), packet.DropIPv4TotalLengthBeyondFrame},
-		{"bad-checksum", frame4(v4{proto: udpP, breakSum: true}, udp(1, 2)), packet.DropIPv4BadChecksum},
-		{"v6-payload-beyond", cat(eth(packet.EtherTypeIPv6), v6{src: client6, dst: vip6, nh: udpP, plen: 100}.build(udp(1, 2))), packet.DropIPv6PayloadLengthBeyondFrame},
-		{"ext-9-headers", frame6(packet.IPv6ExtDestination, cat(dstOpts(9, udpP), udp(1, 2))), packet.DropIPv6ExtChainTooLong},
-		{"ext-264-bytes", frame6(packet.IPv6ExtDestination, cat(ext6(udpP, 32), udp(1, 2))), packet.DropIPv6ExtChainTooLong},
-		{"ext-truncated", frame6(packet.IPv6ExtDestination, ext6(udpP, 2)[:16]), packet.DropIPv6ExtHeaderTruncated},
-		{"ext-truncated-under-8", frame6(packet.IPv6ExtRouting, ext6(udpP, 0)[:6]), packet.DropIPv6ExtHeaderTruncated},
-		{"hbh-not-first", frame6(packet.IPv6ExtDestination, cat(ext6(packet.IPv6ExtHopByHop, 0), ext6(udpP, 0), udp(1, 2))), packet.DropIPv6HopByHopMisplaced},
-		{"hbh-repeated", frame6(packet.IPv6ExtHopByHop, cat(ext6(packet.IPv6ExtHopByHop, 0), ext6(udpP, 0), udp(1, 2))), packet.DropIPv6HopByHopMisplaced},
-		{"frag-repeated", frame6(packet.IPv6ExtFragment, cat(frag6(packet.IPv6ExtFragment, 0, true, 1), frag6(udpP, 0, true, 1), udp(1, 2))), packet.DropIPv6FragmentRepeated},
-		{"frag-repeated-after-atomic", frame6(packet.IPv6ExtFragment, cat(frag6(packet.IPv6ExtFragment, 0, false, 1), frag6(udpP, 8, true, 1), udp(1, 2))), packet.DropIPv6FragmentRepeated},
-		{"frag6-chain-ext-cut", frame6(packet.IPv6ExtFragment, cat(frag6(packet.IPv6ExtDestination, 0, true, 1), ext6(udpP, 3)[:16])), packet.DropIPv6FragmentChainIncomplete},
-		{"frag6-chain-l4-cut", frame6(packet.IPv6ExtFragment, cat(frag6(tcpP, 0, true, 1), tcp(1, 2, syn)[:16])), packet.DropIPv6FragmentChainIncomplete},
-		{"frag6-chain-tcp-options-cut", frame6(packet.IPv6ExtFragment, cat(frag6(tcpP, 0, true, 1), tcpOpt(1, 2, syn, bytesN(20))[:32])), packet.DropIPv6FragmentChainIncomplete},
-		{"frag4-tcp-offset-1", frame4(v4{proto: tcpP, fragWord: 1}, bytesN(16)), packet.DropFragmentTiny},
-		{"frag4-first-tcp-12", frame4(v4{proto: tcpP, fragWord: 0x2000}, tcp(1, 2, syn)[:12]), packet.DropFragmentTiny},
-		{"frag4-first-tcp-options-cut", frame4(v4{proto: tcpP, fragWord: 0x2000}, tcpOpt(1, 2, syn, bytesN(20))[:24]), packet.DropFragmentTiny},
-		{"frag4-first-udp-4", frame4(v4{proto: udpP, fragWord: 0x2000}, udp(1, 2)[:4]), packet.DropFragmentTiny},
-		{"frag6-tcp-offset-8", frame6(packet.IPv6ExtFragment, cat(frag6(tcpP, 8, true, 1), bytesN(16))), packet.DropFragmentTiny},
-		{"frag4-overflow", frame4(v4{proto: udpP, fragWord: 0x1fff}, bytesN(16)), packet.DropFragmentOverflow},
-		{"frag6-overflow", frame6(packet.IPv6ExtFragment, cat(frag6(udpP, 0xfff8, false, 1), bytesN(16))), packet.DropFragmentOverflow},
-		{"tcp-doff-4", frame4(v4{proto: tcpP}, func() []byte { b := tcp(1, 2, syn); b[12] = 4 << 4; return b }()), packet.DropBadTCPDataOffset},
-		{"tcp-doff-beyond", frame4(v4{proto: tcpP}, func() []byte { b := tcp(1, 2, syn); b[12] = 6 << 4; return b }()), packet.DropBadTCPDataOffset},
-		{"tcp6-doff-0", frame6(tcpP, func() []byte { b := tcp(1, 2, syn); b[12] = 0; return b }()), packet.DropBadTCPDataOffset},
-		{"tcp-syn-fin", frame4(v4{proto: tcpP}, tcp(1, 2, syn|packet.TCPFlagFIN)), packet.DropBadTCPFlags},
-		{"tcp-syn-rst", frame6(tcpP, tcp(1, 2, syn|packet.TCPFlagRST|ack)), packet.DropBadTCPFlags},
-		{"tcp-null", frame4(v4{proto: tcpP}, tcp(1, 2, 0)), packet.DropBadTCPFlags},
-		{"tcp-only-ece-cwr", frame4(v4{proto: tcpP}, tcp(1, 2, packet.TCPFlagECE|packet.TCPFlagCWR)), packet.DropBadTCPFlags},
-		{"udp-length-7", frame4(v4{proto: udpP}, udpLen(1, 2, 7)), packet.DropBadUDPLength},
-		{"udp-length-beyond", frame6(udpP, udpLen(1, 2, 100, 1, 2, 3)), packet.DropBadUDPLength},
-		{"udp-first-frag-length-7", frame4(v4{proto: udpP, fragWord: 0x2000}, udpLen(1, 2, 7, bytesN(16)...)), packet.DropBadUDPLength},
-		{"icmp4-inner-27", frame4(v4{proto: icmpP, src: router4, dst: vip4}, icmp(3, 4, 1400, quoted4[:27]...)), packet.DropICMPInnerTruncated},
-		{"icmp4-inner-options-cut", frame4(v4{proto: icmpP, src: router4, dst: vip4}, icmp(11, 0, 0, v4{src: vip4, dst: client4, proto: tcpP, options: bytesN(8)}.build(tcp(1, 2, ack))[:32]...)), packet.DropICMPInnerTruncated},
-		{"icmp4-inner-empty", frame4(v4{proto: icmpP, src: router4, dst: vip4}, icmp(12, 0, 0)), packet.DropICMPInnerTruncated},
-		{"icmp6-inner-47", frame6(packet.ProtoICMPv6, icmp(2, 0, 1280, quoted6[:47]...)), packet.DropICMPInnerTruncated},
-		{"icmp6-inner-ext-cut", frame6(packet.ProtoICMPv6, icmp(1, 0, 0, v6{src: vip6, dst: client6, nh: packet.IPv6ExtDestination}.build(ext6(udpP, 4))[:60]...)), packet.DropICMPInnerTruncated},
-		{"icmp6-inner-l4-cut", frame6(packet.ProtoICMPv6, icmp(3, 0, 0, v6{src: vip6, dst: client6, nh: packet.IPv6ExtDestination}.build(cat(ext6(udpP, 0), udp(1, 2)))[:52]...)), packet.DropICMPInnerTruncated},
-		{"icmp4-inner-version-6", frame4(v4{proto: icmpP, src: router4, dst: vip4}, icmp(3, 1, 0, quoted6[:48]...)), packet.DropICMPInnerMalformed},
-		{"icmp4-inner-ihl-3", frame4(v4{proto: icmpP, src: router4, dst: vip4}, icmp(3, 1, 0, func() []byte { b := bytes.Clone(quoted4); b[0] = 0x43; return b }()...)), packet.DropICMPInnerMalformed},
-		{"icmp6-inner-version-4", frame6(packet.ProtoICMPv6, icmp(1, 0, 0, cat(quoted4, bytesN(20))...)), packet.DropICMPInnerMalformed},
-		{"icmp6-inner-hbh-misplaced", frame6(packet.ProtoICMPv6, icmp(1, 0, 0, v6{src: vip6, dst: client6, nh: packet.IPv6ExtDestination}.build(cat(ext6(packet.IPv6ExtHopByHop, 0), ext6(udpP, 0), udp(1, 2)))...)), packet.DropICMPInnerMalformed},
-		{"frame-too-long", cat(eth(packet.EtherTypeIPv4), make([]byte, packet.MaxFrameSize)), packet.DropFrameTooLong},
+		{"l2-vlan-cut", packettest.Eth(packet.EtherTypeIPv4, 5)[:16], packet.DropTruncatedL2},
+		{"l3-v4-19", packettest.Cat(packettest.Eth(packet.EtherTypeIPv4), packettest.IPv4{Src: client4, Dst: vip4}.Build(nil)[:19]), packet.DropTruncatedL3},
+		{"l3-v6-39", packettest.Cat(packettest.Eth(packet.EtherTypeIPv6), packettest.IPv6{Src: client6, Dst: vip6}.Build(nil)[:39]), packet.DropTruncatedL3},
+		{"l3-vlan-v4-0", packettest.Eth(packet.EtherTypeIPv4, 5), packet.DropTruncatedL3},
+		{"l4-tcp4", frame4(packettest.IPv4{Proto: tcpP}, packettest.TCP(1, 2, syn)[:19]), packet.DropTruncatedL4},
+		{"l4-udp4", frame4(packettest.IPv4{Proto: udpP}, packettest.UDP(1, 2)[:7]), packet.DropTruncatedL4},
+		{"l4-icmp4", frame4(packettest.IPv4{Proto: icmpP}, packettest.ICMP(8, 0, 0)[:7]), packet.DropTruncatedL4},
+		{"l4-esp4", frame4(packettest.IPv4{Proto: packet.ProtoESP}, packettest.ESP(1, 2)[:7]), packet.DropTruncatedL4},
+		{"l4-gre4", frame4(packettest.IPv4{Proto: packet.ProtoGRE}, packettest.GRE(0, 0x800)[:3]), packet.DropTruncatedL4},
+		{"l4-tcp6", frame6(tcpP, packettest.TCP(1, 2, syn)[:19]), packet.DropTruncatedL4},
+		{"l4-icmp6", frame6(packet.ProtoICMPv6, packettest.ICMP(128, 0, 0)[:4]), packet.DropTruncatedL4},
+		{"l4-tcp6-after-ext", frame6(packet.IPv6ExtDestination, packettest.Cat(packettest.Ext6(tcpP, 0), packettest.TCP(1, 2, syn)[:10])), packet.DropTruncatedL4},
+		{"version-6-in-v4", frame4(packettest.IPv4{Proto: udpP, Version: 6}, packettest.UDP(1, 2)), packet.DropBadIPVersion},
+		{"version-4-in-v6", packettest.Cat(packettest.Eth(packet.EtherTypeIPv6), packettest.IPv6{Src: client6, Dst: vip6, Version: 4, Next: udpP}.Build(packettest.UDP(1, 2))), packet.DropBadIPVersion},
+		{"ihl-4", frame4(packettest.IPv4{Proto: udpP, IHL: 4}, packettest.UDP(1, 2)), packet.DropIPv4IHLTooSmall},
+		{"ihl-15-beyond", frame4(packettest.IPv4{Proto: udpP, IHL: 15, TotalLen: 60}, packettest.UDP(1, 2)), packet.DropIPv4IHLBeyondFrame},
+		{"total-length-19", frame4(packettest.IPv4{Proto: udpP, TotalLen: 19}, packettest.UDP(1, 2)), packet.DropIPv4TotalLengthTooSmall},
+		{"total-length-less-than-options", frame4(packettest.IPv4{Proto: udpP, TotalLen: 22, Options: []byte{1, 1, 1, 1}}, packettest.UDP(1, 2)), packet.DropIPv4TotalLengthTooSmall},
+		{"total-length-beyond", frame4(packettest.IPv4{Proto: udpP, TotalLen: 100}, packettest.UDP(1, 2)), packet.DropIPv4TotalLengthBeyondFrame},
+		{"bad-checksum", frame4(packettest.IPv4{Proto: udpP, BadSum: true}, packettest.UDP(1, 2)), packet.DropIPv4BadChecksum},
+		{"v6-payload-beyond", packettest.Cat(packettest.Eth(packet.EtherTypeIPv6), packettest.IPv6{Src: client6, Dst: vip6, Next: udpP, PayloadLen: 100}.Build(packettest.UDP(1, 2))), packet.DropIPv6PayloadLengthBeyondFrame},
+		{"ext-9-headers", frame6(packet.IPv6ExtDestination, packettest.Cat(dstOpts(9, udpP), packettest.UDP(1, 2))), packet.DropIPv6ExtChainTooLong},
+		{"ext-264-bytes", frame6(packet.IPv6ExtDestination, packettest.Cat(packettest.Ext6(udpP, 32), packettest.UDP(1, 2))), packet.DropIPv6ExtChainTooLong},
+		{"ext-truncated", frame6(packet.IPv6ExtDestination, packettest.Ext6(udpP, 2)[:16]), packet.DropIPv6ExtHeaderTruncated},
+		{"ext-truncated-under-8", frame6(packet.IPv6ExtRouting, packettest.Ext6(udpP, 0)[:6]), packet.DropIPv6ExtHeaderTruncated},
+		{"hbh-not-first", frame6(packet.IPv6ExtDestination, packettest.Cat(packettest.Ext6(packet.IPv6ExtHopByHop, 0), packettest.Ext6(udpP, 0), packettest.UDP(1, 2))), packet.DropIPv6HopByHopMisplaced},
+		{"hbh-repeated", frame6(packet.IPv6ExtHopByHop, packettest.Cat(packettest.Ext6(packet.IPv6ExtHopByHop, 0), packettest.Ext6(udpP, 0), packettest.UDP(1, 2))), packet.DropIPv6HopByHopMisplaced},
+		{"frag-repeated", frame6(packet.IPv6ExtFragment, packettest.Cat(packettest.Frag6(packet.IPv6ExtFragment, 0, true, 1), packettest.Frag6(udpP, 0, true, 1), packettest.UDP(1, 2))), packet.DropIPv6FragmentRepeated},
+		{"frag-repeated-after-atomic", frame6(packet.IPv6ExtFragment, packettest.Cat(packettest.Frag6(packet.IPv6ExtFragment, 0, false, 1), packettest.Frag6(udpP, 8, true, 1), packettest.UDP(1, 2))), packet.DropIPv6FragmentRepeated},
+		{"frag6-chain-ext-cut", frame6(packet.IPv6ExtFragment, packettest.Cat(packettest.Frag6(packet.IPv6ExtDestination, 0, true, 1), packettest.Ext6(udpP, 3)[:16])), packet.DropIPv6FragmentChainIncomplete},
+		{"frag6-chain-l4-cut", frame6(packet.IPv6ExtFragment, packettest.Cat(packettest.Frag6(tcpP, 0, true, 1), packettest.TCP(1, 2, syn)[:16])), packet.DropIPv6FragmentChainIncomplete},
+		{"frag6-chain-tcp-options-cut", frame6(packet.IPv6ExtFragment, packettest.Cat(packettest.Frag6(tcpP, 0, true, 1), packettest.TCPOpt(1, 2, syn, packettest.Bytes(20))[:32])), packet.DropIPv6FragmentChainIncomplete},
+		{"frag4-tcp-offset-1", frame4(packettest.IPv4{Proto: tcpP, Frag: 1}, packettest.Bytes(16)), packet.DropFragmentTiny},
+		{"frag4-first-tcp-12", frame4(packettest.IPv4{Proto: tcpP, Frag: 0x2000}, packettest.TCP(1, 2, syn)[:12]), packet.DropFragmentTiny},
+		{"frag4-first-tcp-options-cut", frame4(packettest.IPv4{Proto: tcpP, Frag: 0x2000}, packettest.TCPOpt(1, 2, syn, packettest.Bytes(20))[:24]), packet.DropFragmentTiny},
+		{"frag4-first-udp-4", frame4(packettest.IPv4{Proto: udpP, Frag: 0x2000}, packettest.UDP(1, 2)[:4]), packet.DropFragmentTiny},
+		{"frag6-tcp-offset-8", frame6(packet.IPv6ExtFragment, packettest.Cat(packettest.Frag6(tcpP, 8, true, 1), packettest.Bytes(16))), packet.DropFragmentTiny},
+		{"frag4-overflow", frame4(packettest.IPv4{Proto: udpP, Frag: 0x1fff}, packettest.Bytes(16)), packet.DropFragmentOverflow},
+		{"frag6-overflow", frame6(packet.IPv6ExtFragment, packettest.Cat(packettest.Frag6(udpP, 0xfff8, false, 1), packettest.Bytes(16))), packet.DropFragmentOverflow},
+		{"tcp-doff-4", frame4(packettest.IPv4{Proto: tcpP}, func() []byte { b := packettest.TCP(1, 2, syn); b[12] = 4 << 4; return b }()), packet.DropBadTCPDataOffset},
+		{"tcp-doff-beyond", frame4(packettest.IPv4{Proto: tcpP}, func() []byte { b := packettest.TCP(1, 2, syn); b[12] = 6 << 4; return b }()), packet.DropBadTCPDataOffset},
+		{"tcp6-doff-0", frame6(tcpP, func() []byte { b := packettest.TCP(1, 2, syn); b[12] = 0; return b }()), packet.DropBadTCPDataOffset},
+		{"tcp-syn-fin", frame4(packettest.IPv4{Proto: tcpP}, packettest.TCP(1, 2, syn|packet.TCPFlagFIN)), packet.DropBadTCPFlags},
+		{"tcp-syn-rst", frame6(tcpP, packettest.TCP(1, 2, syn|packet.TCPFlagRST|ack)), packet.DropBadTCPFlags},
+		{"tcp-null", frame4(packettest.IPv4{Proto: tcpP}, packettest.TCP(1, 2, 0)), packet.DropBadTCPFlags},
+		{"tcp-only-ece-cwr", frame4(packettest.IPv4{Proto: tcpP}, packettest.TCP(1, 2, packet.TCPFlagECE|packet.TCPFlagCWR)), packet.DropBadTCPFlags},
+		{"udp-length-7", frame4(packettest.IPv4{Proto: udpP}, packettest.UDPLen(1, 2, 7)), packet.DropBadUDPLength},
+		{"udp-length-beyond", frame6(udpP, packettest.UDPLen(1, 2, 100, 1, 2, 3)), packet.DropBadUDPLength},
+		{"udp-first-frag-length-7", frame4(packettest.IPv4{Proto: udpP, Frag: 0x2000}, packettest.UDPLen(1, 2, 7, packettest.Bytes(16)...)), packet.DropBadUDPLength},
+		{"icmp4-inner-27", frame4(packettest.IPv4{Proto: icmpP, Src: router4, Dst: vip4}, packettest.ICMP(3, 4, 1400, quoted4[:27]...)), packet.DropICMPInnerTruncated},
+		{"icmp4-inner-options-cut", frame4(packettest.IPv4{Proto: icmpP, Src: router4, Dst: vip4}, packettest.ICMP(11, 0, 0, packettest.IPv4{Src: vip4, Dst: client4, Proto: tcpP, Options: packettest.Bytes(8)}.Build(packettest.TCP(1, 2, ack))[:32]...)), packet.DropICMPInnerTruncated},
+		{"icmp4-inner-empty", frame4(packettest.IPv4{Proto: icmpP, Src: router4, Dst: vip4}, packettest.ICMP(12, 0, 0)), packet.DropICMPInnerTruncated},
+		{"icmp6-inner-47", frame6(packet.ProtoICMPv6, packettest.ICMP(2, 0, 1280, quoted6[:47]...)), packet.DropICMPInnerTruncated},
+		{"icmp6-inner-ext-cut", frame6(packet.ProtoICMPv6, packettest.ICMP(1, 0, 0, packettest.IPv6{Src: vip6, Dst: client6, Next: packet.IPv6ExtDestination}.Build(packettest.Ext6(udpP, 4))[:60]...)), packet.DropICMPInnerTruncated},
+		{"icmp6-inner-l4-cut", frame6(packet.ProtoICMPv6, packettest.ICMP(3, 0, 0, packettest.IPv6{Src: vip6, Dst: client6, Next: packet.IPv6ExtDestination}.Build(packettest.Cat(packettest.Ext6(udpP, 0), packettest.UDP(1, 2)))[:52]...)), packet.DropICMPInnerTruncated},
+		{"icmp4-inner-version-6", frame4(packettest.IPv4{Proto: icmpP, Src: router4, Dst: vip4}, packettest.ICMP(3, 1, 0, quoted6[:48]...)), packet.DropICMPInnerMalformed},
+		{"icmp4-inner-ihl-3", frame4(packettest.IPv4{Proto: icmpP, Src: router4, Dst: vip4}, packettest.ICMP(3, 1, 0, func() []byte { b := bytes.Clone(quoted4); b[0] = 0x43; return b }()...)), packet.DropICMPInnerMalformed},
+		{"icmp6-inner-version-4", frame6(packet.ProtoICMPv6, packettest.ICMP(1, 0, 0, packettest.Cat(quoted4, packettest.Bytes(20))...)), packet.DropICMPInnerMalformed},
+		{"icmp6-inner-hbh-misplaced", frame6(packet.ProtoICMPv6, packettest.ICMP(1, 0, 0, packettest.IPv6{Src: vip6, Dst: client6, Next: packet.IPv6ExtDestination}.Build(packettest.Cat(packettest.Ext6(packet.IPv6ExtHopByHop, 0), packettest.Ext6(udpP, 0), packettest.UDP(1, 2)))...)), packet.DropICMPInnerMalformed},
+		{"frame-too-long", packettest.Cat(packettest.Eth(packet.EtherTypeIPv4), make([]byte, packet.MaxFrameSize)), packet.DropFrameTooLong},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/xlbnet/xlb/pkg/packet"
+	"github.com/xlbnet/xlb/pkg/packettest"
 )
 
 // The getters are checked against frames written by the builder (which
@@ -11,8 +12,8 @@ import (
 // reading the raw bytes back.
 
 func TestIPv4HeaderView(t *testing.T) {
-	hdr := v4{src: client4, dst: vip4, proto: packet.ProtoUDP, tos: 0xb8, ttl: 17, id: 0x1234, fragWord: 0x4000 | 0x2000 | 3,
-		options: []byte{1, 1, 1, 0}}.build(udp(1, 2))
+	hdr := packettest.IPv4{Src: client4, Dst: vip4, Proto: packet.ProtoUDP, TOS: 0xb8, TTL: 17, ID: 0x1234, Frag: 0x4000 | 0x2000 | 3,
+		Options: []byte{1, 1, 1, 0}}.Build(packettest.UDP(1, 2))
 	ip := packet.IPv4Header(hdr)
 	got := []any{ip.Version(), ip.HeaderLength(), ip.TOS(), ip.TotalLength(), ip.ID(), ip.DF(), ip.MoreFragments(),
 		ip.FragmentOffset(), ip.TTL(), ip.Protocol(), ip.SourceAddress(), ip.DestinationAddress(), len(ip.Options()), ip.IsChecksumValid()}
@@ -45,15 +46,15 @@ func TestIPv4HeaderView(t *testing.T) {
 	ip.SetSourceAddress([4]byte{192, 0, 2, 1})
 	ip.SetDestinationAddress([4]byte{203, 0, 113, 9})
 	ip.SetChecksum(ip.CalculateChecksum())
-	want4 := v4{src: "192.0.2.1", dst: "203.0.113.9", proto: packet.ProtoTCP, tos: 0x10, ttl: 64, id: 0x0304, fragWord: 0x4000, totalLen: 0x0102}.build(nil)
+	want4 := packettest.IPv4{Src: "192.0.2.1", Dst: "203.0.113.9", Proto: packet.ProtoTCP, TOS: 0x10, TTL: 64, ID: 0x0304, Frag: 0x4000, TotalLen: 0x0102}.Build(nil)
 	if string(b) != string(want4) {
 		t.Errorf("setters wrote % x, want % x", b, want4)
 	}
 }
 
 func TestIPv6HeaderViews(t *testing.T) {
-	pkt := v6{src: client6, dst: vip6, nh: packet.IPv6ExtHopByHop, tc: 0xa5, hop: 9, flow: 0xabcde}.build(
-		cat(ext6(packet.IPv6ExtAH, 1), ah6(packet.IPv6ExtFragment), frag6(packet.ProtoUDP, 1232, true, 0xfeedf00d), udp(1, 2)))
+	pkt := packettest.IPv6{Src: client6, Dst: vip6, Next: packet.IPv6ExtHopByHop, TC: 0xa5, Hop: 9, Flow: 0xabcde}.Build(
+		packettest.Cat(packettest.Ext6(packet.IPv6ExtAH, 1), packettest.Auth6(packet.IPv6ExtFragment), packettest.Frag6(packet.ProtoUDP, 1232, true, 0xfeedf00d), packettest.UDP(1, 2)))
 	ip := packet.IPv6Header(pkt)
 	if ip.Version() != 6 || ip.TrafficClass() != 0xa5 || ip.FlowLabel() != 0xabcde || ip.PayloadLength() != 16+24+8+8 ||
 		ip.NextHeader() != packet.IPv6ExtHopByHop || ip.HopLimit() != 9 ||
@@ -88,7 +89,7 @@ func TestIPv6HeaderViews(t *testing.T) {
 }
 
 func TestTransportViews(t *testing.T) {
-	th := packet.TCPHeader(tcpOpt(40000, 443, syn|ack, []byte{2, 4, 5, 0xb4}))
+	th := packet.TCPHeader(packettest.TCPOpt(40000, 443, syn|ack, []byte{2, 4, 5, 0xb4}))
 	if th.SourcePort() != 40000 || th.DestinationPort() != 443 || th.Sequence() != 1000 || th.Ack() != 2000 ||
 		th.DataOffset() != 24 || th.Flags() != syn|ack || th.Window() != 65535 || th.Checksum() != 0 {
 		t.Errorf("TCP getters: % x", []byte(th))
@@ -100,7 +101,7 @@ func TestTransportViews(t *testing.T) {
 		t.Errorf("TCP setters: % x", []byte(th))
 	}
 
-	uh := packet.UDPHeader(udp(5353, 53, 1, 2, 3))
+	uh := packet.UDPHeader(packettest.UDP(5353, 53, 1, 2, 3))
 	if uh.SourcePort() != 5353 || uh.DestinationPort() != 53 || uh.Length() != 11 || uh.Checksum() != 0 {
 		t.Errorf("UDP getters: % x", []byte(uh))
 	}
@@ -108,11 +109,11 @@ func TestTransportViews(t *testing.T) {
 	uh.SetDestinationPort(6081)
 	uh.SetLength(1400)
 	uh.SetChecksum(0x1234)
-	if string(uh) != string(udpLen(6080, 6081, 1400, 1, 2, 3)[:6])+"\x12\x34\x01\x02\x03" {
+	if string(uh) != string(packettest.UDPLen(6080, 6081, 1400, 1, 2, 3)[:6])+"\x12\x34\x01\x02\x03" {
 		t.Errorf("UDP setters: % x", []byte(uh))
 	}
 
-	ic := packet.ICMPv4Header(icmp(3, 4, 1400))
+	ic := packet.ICMPv4Header(packettest.ICMP(3, 4, 1400))
 	if ic.Type() != 3 || ic.Code() != 4 || ic.MTU() != 1400 || ic.Checksum() != 0 || len(ic.Payload()) != 0 {
 		t.Errorf("ICMPv4 getters: % x", []byte(ic))
 	}
@@ -121,7 +122,7 @@ func TestTransportViews(t *testing.T) {
 	ic.SetIdent(0x1111)
 	ic.SetSequence(0x2222)
 	ic.SetChecksum(0x3333)
-	if ic.Ident() != 0x1111 || ic.Sequence() != 0x2222 || string(ic) != string(icmp(8, 0, 0x11112222))[:2]+"\x33\x33\x11\x11\x22\x22" {
+	if ic.Ident() != 0x1111 || ic.Sequence() != 0x2222 || string(ic) != string(packettest.ICMP(8, 0, 0x11112222))[:2]+"\x33\x33\x11\x11\x22\x22" {
 		t.Errorf("ICMPv4 setters: % x", []byte(ic))
 	}
 	ic.SetMTU(576)
@@ -129,7 +130,7 @@ func TestTransportViews(t *testing.T) {
 		t.Errorf("ICMPv4 SetMTU: % x", []byte(ic))
 	}
 
-	i6 := packet.ICMPv6Header(icmp(2, 0, 1280, 0x60))
+	i6 := packet.ICMPv6Header(packettest.ICMP(2, 0, 1280, 0x60))
 	if i6.Type() != 2 || i6.Code() != 0 || i6.MTU() != 1280 || i6.Payload()[0] != 0x60 {
 		t.Errorf("ICMPv6 getters: % x", []byte(i6))
 	}
@@ -146,7 +147,7 @@ func TestTransportViews(t *testing.T) {
 		t.Errorf("ICMPv6 SetMTU: % x", []byte(i6))
 	}
 
-	e := packet.ESPHeader(esp(0xdeadbeef, 42))
+	e := packet.ESPHeader(packettest.ESP(0xdeadbeef, 42))
 	if e.SPI() != 0xdeadbeef || e.Sequence() != 42 {
 		t.Errorf("ESP: % x", []byte(e))
 	}
@@ -160,10 +161,10 @@ func TestTransportViews(t *testing.T) {
 		key      uint32
 		keyFound bool
 	}{
-		{"plain", gre(0, packet.EtherTypeIPv4), 0, packet.EtherTypeIPv4, 4, 0, false},
-		{"key", gre(0x2000, packet.EtherTypeIPv6, be32(77)...), 0, packet.EtherTypeIPv6, 8, 77, true},
-		{"csum-key-seq", gre(0xb000, 0x6558, cat(be32(0), be32(99), be32(1))...), 0, 0x6558, 16, 99, true},
-		{"pptp", gre(0x3001, 0x880b, cat(be32(5), be32(6))...), 1, 0x880b, 12, 5, true},
+		{"plain", packettest.GRE(0, packet.EtherTypeIPv4), 0, packet.EtherTypeIPv4, 4, 0, false},
+		{"key", packettest.GRE(0x2000, packet.EtherTypeIPv6, packettest.BE32(77)...), 0, packet.EtherTypeIPv6, 8, 77, true},
+		{"csum-key-seq", packettest.GRE(0xb000, 0x6558, packettest.Cat(packettest.BE32(0), packettest.BE32(99), packettest.BE32(1))...), 0, 0x6558, 16, 99, true},
+		{"pptp", packettest.GRE(0x3001, 0x880b, packettest.Cat(packettest.BE32(5), packettest.BE32(6))...), 1, 0x880b, 12, 5, true},
 	}
 	for _, tt := range tests {
 		g := packet.GREHeader(tt.hdr)
@@ -181,7 +182,7 @@ func TestTransportViews(t *testing.T) {
 }
 
 func TestEthernetViews(t *testing.T) {
-	f := eth(packet.EtherTypeIPv6, 0xa00a)
+	f := packettest.Eth(packet.EtherTypeIPv6, 0xa00a)
 	e := packet.EthernetHeader(f)
 	if e.Destination() != macDst || e.Source() != macSrc || e.Type() != packet.EtherTypeVLAN {
 		t.Errorf("Ethernet getters: % x", f)

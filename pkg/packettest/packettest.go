@@ -1,7 +1,11 @@
-// Package packettest builds Ethernet frames for tests: TCP, UDP and ICMP
-// over IPv4 or IPv6, optionally VLAN-tagged, with correct lengths and
-// checksums. It uses gopacket's serializer, so it must only be imported
-// from tests; the packet path parses with pkg/packet.
+// Package packettest builds Ethernet frames for tests, two ways: Frame
+// serializes a valid TCP, UDP or ICMP frame over IPv4 or IPv6, optionally
+// VLAN-tagged, with gopacket; the header builders (Eth, IPv4, IPv6, TCP,
+// UDP, ICMP, the IPv6 extension headers, Cat, Sum, …) write any header,
+// malformed ones included, byte by byte from the RFC layouts. It must only
+// be imported from tests, and it never imports pkg/packet: it is the
+// independent picture the parser, the encapsulation and the XDP program
+// are checked against.
 package packettest
 
 import (
@@ -14,7 +18,7 @@ import (
 )
 
 // Spec describes one frame. Zero values take sensible defaults: MACs
-// 02:00:00:00:00:01 → 02:00:00:00:00:02, TTL 64, no payload.
+// SrcMAC → DstMAC, TTL 64, no payload.
 type Spec struct {
 	SrcMAC, DstMAC net.HardwareAddr
 	VLAN           uint16 // 0: untagged
@@ -34,11 +38,6 @@ type Spec struct {
 	Payload          []byte
 }
 
-var (
-	defaultSrcMAC = net.HardwareAddr{2, 0, 0, 0, 0, 1}
-	defaultDstMAC = net.HardwareAddr{2, 0, 0, 0, 0, 2}
-)
-
 // Frame serializes s. It panics on a Spec gopacket cannot serialize: a
 // test bug.
 func Frame(s Spec) []byte {
@@ -52,10 +51,10 @@ func Frame(s Spec) []byte {
 // Build serializes s.
 func Build(s Spec) ([]byte, error) {
 	if s.SrcMAC == nil {
-		s.SrcMAC = defaultSrcMAC
+		s.SrcMAC = append(net.HardwareAddr(nil), SrcMAC[:]...)
 	}
 	if s.DstMAC == nil {
-		s.DstMAC = defaultDstMAC
+		s.DstMAC = append(net.HardwareAddr(nil), DstMAC[:]...)
 	}
 	if s.TTL == 0 {
 		s.TTL = 64

@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/xlbnet/xlb/pkg/netns"
+	"github.com/xlbnet/xlb/pkg/packettest"
 	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
@@ -31,8 +32,8 @@ func TestNoSocketAction(t *testing.T) {
 		t.Fatal(err)
 	}
 	fd := registeredFD(t, p)
-	vipPkt := cat(eth(v4), ipv4("203.0.113.10", 6, 0, false, 5, tcp(80)))
-	otherPkt := cat(eth(v4), ipv4("198.18.0.1", 6, 0, false, 5, tcp(22)))
+	vipPkt := packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "203.0.113.10", Proto: 6}.Build(packettest.TCP(40000, 80, 0)))
+	otherPkt := packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "198.18.0.1", Proto: 6}.Build(packettest.TCP(40000, 22, 0)))
 	tests := []struct {
 		name          string
 		socket, drop  bool

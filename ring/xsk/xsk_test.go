@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/xlbnet/xlb/pkg/netns"
+	"github.com/xlbnet/xlb/pkg/packettest"
 	"github.com/xlbnet/xlb/pkg/testutil"
 	"github.com/xlbnet/xlb/ring"
 )
@@ -82,81 +83,6 @@ func TestSpecLayout(t *testing.T) {
 	}
 }
 
-// Packet builders for the matching table. Checksums are left zero: the
-// program never looks at them.
-
-func eth(etype uint16, tags ...uint16) []byte {
-	b := make([]byte, 12, 64)
-	for _, tpid := range tags {
-		b = binary.BigEndian.AppendUint16(b, tpid)
-		b = binary.BigEndian.AppendUint16(b, 100) // VLAN ID
-	}
-	return binary.BigEndian.AppendUint16(b, etype)
-}
-
-// ipv4 returns a header with ihlWords 32-bit words, fragment offset off
-// (8-byte units) and the MF flag, followed by payload.
-func ipv4(dst string, proto uint8, off uint16, mf bool, ihlWords int, payload []byte) []byte {
-	h := make([]byte, ihlWords*4)
-	h[0] = 0x40 | byte(ihlWords)
-	binary.BigEndian.PutUint16(h[2:], uint16(len(h)+len(payload)))
-	frag := off
-	if mf {
-		frag |= 0x2000
-	}
-	binary.BigEndian.PutUint16(h[6:], frag)
-	h[8], h[9] = 64, proto
-	copy(h[12:], net.ParseIP("198.51.100.7").To4())
-	copy(h[16:], net.ParseIP(dst).To4())
-	return append(h, payload...)
-}
-
-func ipv6(src, dst string, next uint8, payload []byte) []byte {
-	h := make([]byte, 40)
-	h[0] = 0x60
-	binary.BigEndian.PutUint16(h[4:], uint16(len(payload)))
-	h[6], h[7] = next, 64
-	copy(h[8:], net.ParseIP(src).To16())
-	copy(h[24:], net.ParseIP(dst).To16())
-	return append(h, payload...)
-}
-
-// ext6 is a Hop-by-Hop or Destination Options header of 8 bytes.
-func ext6(next uint8, payload []byte) []byte {
-	return append([]byte{next, 0, 1, 4, 0, 0, 0, 0}, payload...)
-}
-
-func frag6(next uint8, off uint16, mf bool, payload []byte) []byte {
-	v := off << 3
-	if mf {
-		v |= 1
-	}
-	h := []byte{next, 0, byte(v >> 8), byte(v), 0, 0, 0, 42}
-	return append(h, payload...)
-}
-
-func ports(dport uint16, size int) []byte {
-	b := make([]byte, size)
-	binary.BigEndian.PutUint16(b, 40000)
-	binary.BigEndian.PutUint16(b[2:], dport)
-	return b
-}
-
-func tcp(dport uint16) []byte { return ports(dport, 20) }
-func udp(dport uint16) []byte { return ports(dport, 8) }
-
-func icmp(typ, code uint8, quoted []byte) []byte {
-	return append([]byte{typ, code, 0, 0, 0, 0, 0, 0}, quoted...)
-}
-
-func cat(parts ...[]byte) []byte {
-	var b []byte
-	for _, p := range parts {
-		b = append(b, p...)
-	}
-	return b
-}
-
 const (
 	xdpPass     = 2
 	xdpRedirect = 4
@@ -168,6 +94,12 @@ const (
 	arp  = 0x0806
 	q    = 0x8100
 	qinq = 0x88a8
+
+	// VLAN 100 tags (TPID and TCI) for packettest.Eth.
+	vlan100 = q<<16 | 100
+	qinq100 = qinq<<16 | 100
+
+	client4 = "198.51.100.7" // the source of the IPv4 frames
 )
 
 type matchCase struct {
@@ -180,52 +112,50 @@ type matchCase struct {
 // program must give with fuzzVIPs installed.
 func matchingTable() []matchCase {
 	return []matchCase{
-		{"v4 tcp vip port", cat(eth(v4), ipv4("203.0.113.10", 6, 0, false, 5, tcp(80))), xdpRedirect},
-		{"v4 tcp other port", cat(eth(v4), ipv4("203.0.113.10", 6, 0, false, 5, tcp(81))), xdpPass},
-		{"v4 udp to tcp rule", cat(eth(v4), ipv4("203.0.113.10", 17, 0, false, 5, udp(80))), xdpPass},
-		{"v4 udp all ports", cat(eth(v4), ipv4("203.0.113.11", 17, 0, false, 5, udp(9))), xdpRedirect},
-		{"v4 tcp to udp all-ports vip", cat(eth(v4), ipv4("203.0.113.11", 6, 0, false, 5, tcp(9))), xdpPass},
-		{"v4 l3 default gre", cat(eth(v4), ipv4("203.0.113.12", 47, 0, false, 5, make([]byte, 8))), xdpRedirect},
-		{"v4 l3 default tcp", cat(eth(v4), ipv4("203.0.113.12", 6, 0, false, 5, tcp(22))), xdpRedirect},
-		{"v4 not a vip", cat(eth(v4), ipv4("198.18.0.1", 6, 0, false, 5, tcp(22))), xdpPass},
-		{"v4 ip options", cat(eth(v4), ipv4("203.0.113.10", 6, 0, false, 6, tcp(80))), xdpRedirect},
-		{"vlan v4", cat(eth(v4, q), ipv4("203.0.113.10", 6, 0, false, 5, tcp(80))), xdpRedirect},
-		{"802.1ad v4", cat(eth(v4, qinq), ipv4("203.0.113.10", 6, 0, false, 5, tcp(80))), xdpRedirect},
-		{"v4 first fragment has ports", cat(eth(v4), ipv4("203.0.113.10", 6, 0, true, 5, tcp(80))), xdpRedirect},
-		{"v4 non-first fragment, port rule", cat(eth(v4), ipv4("203.0.113.10", 6, 185, false, 5, tcp(80))), xdpPass},
-		{"v4 non-first fragment, all-ports rule", cat(eth(v4), ipv4("203.0.113.11", 17, 185, true, 5, udp(80))), xdpRedirect},
-		{"arp", cat(eth(arp), make([]byte, 28)), xdpPass},
-		{"v4 echo request to vip", cat(eth(v4), ipv4("203.0.113.10", 1, 0, false, 5, icmp(8, 0, nil))), xdpRedirect},
-		{"v4 echo request to host", cat(eth(v4), ipv4("198.18.0.1", 1, 0, false, 5, icmp(8, 0, nil))), xdpPass},
-		{"v4 echo reply to vip", cat(eth(v4), ipv4("203.0.113.10", 1, 0, false, 5, icmp(0, 0, nil))), xdpPass},
-		{"v4 frag needed quoting vip", cat(eth(v4), ipv4("203.0.113.10", 1, 0, false, 5, icmp(3, 4, quoted4("203.0.113.10")))), xdpRedirect},
-		{"v4 time exceeded quoting other", cat(eth(v4), ipv4("198.18.0.1", 1, 0, false, 5, icmp(11, 0, quoted4("198.51.100.9")))), xdpPass},
-		{"v4 truncated ip", cat(eth(v4), []byte{0x45, 0}), xdpPass},
-		{"v4 truncated tcp", cat(eth(v4), ipv4("203.0.113.10", 6, 0, false, 5, []byte{0x9c})), xdpPass},
-		{"ethernet header only", eth(v4), xdpPass},
-		{"vlan tag truncated", cat(eth(q)[:12], []byte{0x81, 0, 0, 100}), xdpPass},
-		{"v6 tcp vip port", cat(eth(v6), ipv6("fd00::7", "fd00::10", 6, tcp(443))), xdpRedirect},
-		{"v6 tcp other port", cat(eth(v6), ipv6("fd00::7", "fd00::10", 6, tcp(444))), xdpPass},
-		{"v6 hbh+dstopts tcp", cat(eth(v6), ipv6("fd00::7", "fd00::10", 0, ext6(60, ext6(6, tcp(443))))), xdpRedirect},
-		{"v6 first fragment", cat(eth(v6), ipv6("fd00::7", "fd00::10", 44, frag6(6, 0, true, tcp(443)))), xdpRedirect},
-		{"v6 non-first fragment, port rule", cat(eth(v6), ipv6("fd00::7", "fd00::10", 44, frag6(6, 100, false, tcp(443)))), xdpPass},
-		{"v6 non-first fragment, all-ports rule", cat(eth(v6), ipv6("fd00::7", "fd00::11", 44, frag6(17, 100, true, udp(443)))), xdpRedirect},
-		{"v6 echo request to vip", cat(eth(v6), ipv6("fd00::7", "fd00::10", 58, icmp(128, 0, nil))), xdpRedirect},
-		{"v6 neighbour solicitation to vip", cat(eth(v6), ipv6("fd00::7", "fd00::10", 58, icmp(135, 0, make([]byte, 16)))), xdpPass},
-		{"v6 neighbour solicitation multicast", cat(eth(v6), ipv6("fd00::7", "ff02::1:ff00:10", 58, icmp(135, 0, make([]byte, 16)))), xdpPass},
-		{"v6 packet too big quoting vip", cat(eth(v6), ipv6("fd00::99", "fd00::10", 58, icmp(2, 0, ipv6("fd00::10", "fd00::7", 6, tcp(40000))))), xdpRedirect},
-		{"v6 packet too big quoting other", cat(eth(v6), ipv6("fd00::99", "fd00::10", 58, icmp(2, 0, ipv6("fd00::12", "fd00::7", 6, tcp(40000))))), xdpPass},
-		{"vlan v6", cat(eth(v6, q), ipv6("fd00::7", "fd00::10", 6, tcp(443))), xdpRedirect},
-		{"v6 truncated ext header", cat(eth(v6), ipv6("fd00::7", "fd00::10", 0, []byte{6, 0})), xdpPass},
+		{"v4 tcp vip port", packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "203.0.113.10", Proto: 6}.Build(packettest.TCP(40000, 80, 0))), xdpRedirect},
+		{"v4 tcp other port", packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "203.0.113.10", Proto: 6}.Build(packettest.TCP(40000, 81, 0))), xdpPass},
+		{"v4 udp to tcp rule", packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "203.0.113.10", Proto: 17}.Build(packettest.UDP(40000, 80))), xdpPass},
+		{"v4 udp all ports", packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "203.0.113.11", Proto: 17}.Build(packettest.UDP(40000, 9))), xdpRedirect},
+		{"v4 tcp to udp all-ports vip", packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "203.0.113.11", Proto: 6}.Build(packettest.TCP(40000, 9, 0))), xdpPass},
+		{"v4 l3 default gre", packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "203.0.113.12", Proto: 47}.Build(make([]byte, 8))), xdpRedirect},
+		{"v4 l3 default tcp", packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "203.0.113.12", Proto: 6}.Build(packettest.TCP(40000, 22, 0))), xdpRedirect},
+		{"v4 not a vip", packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "198.18.0.1", Proto: 6}.Build(packettest.TCP(40000, 22, 0))), xdpPass},
+		{"v4 ip options", packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "203.0.113.10", Proto: 6, Options: make([]byte, 4)}.Build(packettest.TCP(40000, 80, 0))), xdpRedirect},
+		{"vlan v4", packettest.Cat(packettest.Eth(v4, vlan100), packettest.IPv4{Src: client4, Dst: "203.0.113.10", Proto: 6}.Build(packettest.TCP(40000, 80, 0))), xdpRedirect},
+		{"802.1ad v4", packettest.Cat(packettest.Eth(v4, qinq100), packettest.IPv4{Src: client4, Dst: "203.0.113.10", Proto: 6}.Build(packettest.TCP(40000, 80, 0))), xdpRedirect},
+		{"v4 first fragment has ports", packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "203.0.113.10", Proto: 6, Frag: 0x2000}.Build(packettest.TCP(40000, 80, 0))), xdpRedirect},
+		{"v4 non-first fragment, port rule", packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "203.0.113.10", Proto: 6, Frag: 185}.Build(packettest.TCP(40000, 80, 0))), xdpPass},
+		{"v4 non-first fragment, all-ports rule", packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "203.0.113.11", Proto: 17, Frag: 0x2000 | 185}.Build(packettest.UDP(40000, 80))), xdpRedirect},
+		{"arp", packettest.Cat(packettest.Eth(arp), make([]byte, 28)), xdpPass},
+		{"v4 echo request to vip", packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "203.0.113.10", Proto: 1}.Build(packettest.ICMP(8, 0, 0))), xdpRedirect},
+		{"v4 echo request to host", packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "198.18.0.1", Proto: 1}.Build(packettest.ICMP(8, 0, 0))), xdpPass},
+		{"v4 echo reply to vip", packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "203.0.113.10", Proto: 1}.Build(packettest.ICMP(0, 0, 0))), xdpPass},
+		{"v4 frag needed quoting vip", packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "203.0.113.10", Proto: 1}.Build(packettest.ICMP(3, 4, 0, quoted4("203.0.113.10")...))), xdpRedirect},
+		{"v4 time exceeded quoting other", packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "198.18.0.1", Proto: 1}.Build(packettest.ICMP(11, 0, 0, quoted4("198.51.100.9")...))), xdpPass},
+		{"v4 truncated ip", packettest.Cat(packettest.Eth(v4), []byte{0x45, 0}), xdpPass},
+		{"v4 truncated tcp", packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "203.0.113.10", Proto: 6}.Build([]byte{0x9c})), xdpPass},
+		{"ethernet header only", packettest.Eth(v4), xdpPass},
+		{"vlan tag truncated", packettest.Cat(packettest.Eth(v4)[:12], []byte{0x81, 0, 0, 100}), xdpPass},
+		{"v6 tcp vip port", packettest.Cat(packettest.Eth(v6), packettest.IPv6{Src: "fd00::7", Dst: "fd00::10", Next: 6}.Build(packettest.TCP(40000, 443, 0))), xdpRedirect},
+		{"v6 tcp other port", packettest.Cat(packettest.Eth(v6), packettest.IPv6{Src: "fd00::7", Dst: "fd00::10", Next: 6}.Build(packettest.TCP(40000, 444, 0))), xdpPass},
+		{"v6 hbh+dstopts tcp", packettest.Cat(packettest.Eth(v6), packettest.IPv6{Src: "fd00::7", Dst: "fd00::10", Next: 0}.Build(packettest.Cat(packettest.Ext6(60, 0), packettest.Cat(packettest.Ext6(6, 0), packettest.TCP(40000, 443, 0))))), xdpRedirect},
+		{"v6 first fragment", packettest.Cat(packettest.Eth(v6), packettest.IPv6{Src: "fd00::7", Dst: "fd00::10", Next: 44}.Build(packettest.Cat(packettest.Frag6(6, 0, true, 42), packettest.TCP(40000, 443, 0)))), xdpRedirect},
+		{"v6 non-first fragment, port rule", packettest.Cat(packettest.Eth(v6), packettest.IPv6{Src: "fd00::7", Dst: "fd00::10", Next: 44}.Build(packettest.Cat(packettest.Frag6(6, 800, false, 42), packettest.TCP(40000, 443, 0)))), xdpPass},
+		{"v6 non-first fragment, all-ports rule", packettest.Cat(packettest.Eth(v6), packettest.IPv6{Src: "fd00::7", Dst: "fd00::11", Next: 44}.Build(packettest.Cat(packettest.Frag6(17, 800, true, 42), packettest.UDP(40000, 443)))), xdpRedirect},
+		{"v6 echo request to vip", packettest.Cat(packettest.Eth(v6), packettest.IPv6{Src: "fd00::7", Dst: "fd00::10", Next: 58}.Build(packettest.ICMP(128, 0, 0))), xdpRedirect},
+		{"v6 neighbour solicitation to vip", packettest.Cat(packettest.Eth(v6), packettest.IPv6{Src: "fd00::7", Dst: "fd00::10", Next: 58}.Build(packettest.ICMP(135, 0, 0, make([]byte, 16)...))), xdpPass},
+		{"v6 neighbour solicitation multicast", packettest.Cat(packettest.Eth(v6), packettest.IPv6{Src: "fd00::7", Dst: "ff02::1:ff00:10", Next: 58}.Build(packettest.ICMP(135, 0, 0, make([]byte, 16)...))), xdpPass},
+		{"v6 packet too big quoting vip", packettest.Cat(packettest.Eth(v6), packettest.IPv6{Src: "fd00::99", Dst: "fd00::10", Next: 58}.Build(packettest.ICMP(2, 0, 0, packettest.IPv6{Src: "fd00::10", Dst: "fd00::7", Next: 6}.Build(packettest.TCP(40000, 40000, 0))...))), xdpRedirect},
+		{"v6 packet too big quoting other", packettest.Cat(packettest.Eth(v6), packettest.IPv6{Src: "fd00::99", Dst: "fd00::10", Next: 58}.Build(packettest.ICMP(2, 0, 0, packettest.IPv6{Src: "fd00::12", Dst: "fd00::7", Next: 6}.Build(packettest.TCP(40000, 40000, 0))...))), xdpPass},
+		{"vlan v6", packettest.Cat(packettest.Eth(v6, vlan100), packettest.IPv6{Src: "fd00::7", Dst: "fd00::10", Next: 6}.Build(packettest.TCP(40000, 443, 0))), xdpRedirect},
+		{"v6 truncated ext header", packettest.Cat(packettest.Eth(v6), packettest.IPv6{Src: "fd00::7", Dst: "fd00::10", Next: 0}.Build([]byte{6, 0})), xdpPass},
 	}
 }
 
 // quoted4 is the start of a packet a VIP sent (src = VIP), as an ICMP error
 // quotes it: IPv4 header and 8 bytes of UDP.
 func quoted4(src string) []byte {
-	q := ipv4("198.51.100.7", 17, 0, false, 5, udp(40000))
-	copy(q[12:], net.ParseIP(src).To4())
-	return q
+	return packettest.IPv4{Src: src, Dst: client4, Proto: 17}.Build(packettest.UDP(40000, 40000))
 }
 
 // loadForTest loads the program with a bound AF_XDP socket in XSKMAP slot
@@ -280,9 +210,9 @@ func TestRedirectMatching(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pkt := range [][]byte{
-		cat(eth(v4), ipv4("203.0.113.10", 6, 0, false, 5, tcp(80))),
-		cat(eth(v4), ipv4("203.0.113.10", 1, 0, false, 5, icmp(8, 0, nil))),
-		cat(eth(v4), ipv4("203.0.113.10", 1, 0, false, 5, icmp(3, 4, quoted4("203.0.113.10")))),
+		packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "203.0.113.10", Proto: 6}.Build(packettest.TCP(40000, 80, 0))),
+		packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "203.0.113.10", Proto: 1}.Build(packettest.ICMP(8, 0, 0))),
+		packettest.Cat(packettest.Eth(v4), packettest.IPv4{Src: client4, Dst: "203.0.113.10", Proto: 1}.Build(packettest.ICMP(3, 4, 0, quoted4("203.0.113.10")...))),
 	} {
 		if got, err := p.test(pkt); err != nil || got != xdpPass {
 			t.Errorf("after RemoveVIP: action = %d, %v; want pass", got, err)
@@ -315,7 +245,7 @@ func TestRedirectMatching(t *testing.T) {
 	if err := p.Unregister(0); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := p.test(cat(eth(v6), ipv6("fd00::7", "fd00::10", 6, tcp(443)))); got != xdpPass {
+	if got, _ := p.test(packettest.Cat(packettest.Eth(v6), packettest.IPv6{Src: "fd00::7", Dst: "fd00::10", Next: 6}.Build(packettest.TCP(40000, 443, 0)))); got != xdpPass {
 		t.Errorf("match with no socket: action %d, want pass", got)
 	}
 }

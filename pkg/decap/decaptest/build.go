@@ -1,12 +1,14 @@
 // Package decaptest builds the packets decap receives, for tests here and
 // in pkg/lab: inner IPv4/IPv6 UDP datagrams with correct checksums, and the
-// GRE and GUE payloads that carry them. It is a test helper: it allocates
-// freely and panics on impossible input.
+// GRE and GUE payloads that carry them, on packettest's header builders.
+// It is a test helper: it allocates freely and panics on impossible input.
 package decaptest
 
 import (
 	"encoding/binary"
 	"net/netip"
+
+	"github.com/xlbnet/xlb/pkg/packettest"
 )
 
 // IP protocol numbers.
@@ -21,20 +23,11 @@ const (
 // must match) carrying one UDP datagram with payload, with valid IP and UDP
 // checksums, TTL/hop limit 64 and IPv4 ID id.
 func UDP(src, dst netip.AddrPort, id uint16, payload []byte) []byte {
-	udp := make([]byte, 8+len(payload))
-	binary.BigEndian.PutUint16(udp[0:], src.Port())
-	binary.BigEndian.PutUint16(udp[2:], dst.Port())
-	binary.BigEndian.PutUint16(udp[4:], uint16(len(udp)))
-	copy(udp[8:], payload)
 	s, d := src.Addr().Unmap(), dst.Addr().Unmap()
 	if s.Is4() != d.Is4() {
 		panic("decaptest: mixed address families")
 	}
-	csum := ^fold(pseudo(s, d, ProtoUDP, len(udp)) + sum(udp))
-	if csum == 0 {
-		csum = 0xffff
-	}
-	binary.BigEndian.PutUint16(udp[6:], csum)
+	udp := packettest.L4Checksum(s.String(), d.String(), ProtoUDP, packettest.UDP(src.Port(), dst.Port(), payload...))
 	if s.Is4() {
 		return IPv4(s, d, ProtoUDP, id, udp)
 	}
@@ -44,32 +37,12 @@ func UDP(src, dst netip.AddrPort, id uint16, payload []byte) []byte {
 // IPv4 returns an IPv4 header (no options, TTL 64, header checksum set)
 // followed by payload.
 func IPv4(src, dst netip.Addr, proto uint8, id uint16, payload []byte) []byte {
-	p := make([]byte, 20+len(payload))
-	p[0] = 0x45
-	binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
-	binary.BigEndian.PutUint16(p[4:], id)
-	p[8] = 64
-	p[9] = proto
-	s, d := src.As4(), dst.As4()
-	copy(p[12:16], s[:])
-	copy(p[16:20], d[:])
-	binary.BigEndian.PutUint16(p[10:], ^fold(sum(p[:20])))
-	copy(p[20:], payload)
-	return p
+	return packettest.IPv4{Src: src.Unmap().String(), Dst: dst.Unmap().String(), Proto: proto, ID: id}.Build(payload)
 }
 
 // IPv6 returns an IPv6 header (hop limit 64) followed by payload.
 func IPv6(src, dst netip.Addr, next uint8, payload []byte) []byte {
-	p := make([]byte, 40+len(payload))
-	p[0] = 0x60
-	binary.BigEndian.PutUint16(p[4:], uint16(len(payload)))
-	p[6] = next
-	p[7] = 64
-	s, d := src.As16(), dst.As16()
-	copy(p[8:24], s[:])
-	copy(p[24:40], d[:])
-	copy(p[40:], payload)
-	return p
+	return packettest.IPv6{Src: src.String(), Dst: dst.String(), Next: next}.Build(payload)
 }
 
 // GREOptions selects the optional GRE fields.
@@ -117,7 +90,7 @@ func GRE(inner []byte, o GREOptions) []byte {
 	}
 	copy(p[off:], inner)
 	if o.Checksum {
-		binary.BigEndian.PutUint16(p[4:], ^fold(sum(p)))
+		binary.BigEndian.PutUint16(p[4:], ^packettest.Sum(p))
 	}
 	return p
 }
@@ -132,33 +105,4 @@ func GUE0(inner []byte) []byte {
 	}
 	copy(p[4:], inner)
 	return p
-}
-
-func pseudo(src, dst netip.Addr, proto uint8, length int) uint32 {
-	var s uint32
-	b := src.AsSlice()
-	s += sum(b)
-	s += sum(dst.AsSlice())
-	s += uint32(proto)
-	s += uint32(length)
-	return s
-}
-
-func sum(b []byte) uint32 {
-	var s uint32
-	for len(b) >= 2 {
-		s += uint32(binary.BigEndian.Uint16(b))
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		s += uint32(b[0]) << 8
-	}
-	return s
-}
-
-func fold(s uint32) uint16 {
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	return uint16(s)
 }
