@@ -45,7 +45,9 @@ func runCommand() *cli.Command {
 			"left pinned by a daemon that died is taken over (it dropped VIP packets meanwhile, never reset\n" +
 			"them). SIGHUP re-reads the configuration and the state file; a configuration with errors is\n" +
 			"rejected whole and the running one keeps serving. SIGUSR2 hands everything to a new process of\n" +
-			"the same executable (as xlb restart). Needs root (CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW).",
+			"the same executable (as xlb restart). Needs root (CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW).\n" +
+			"With " + pprofEnv + "=ADDR in the environment it also serves Go's profiles (/debug/pprof/)\n" +
+			"on ADDR, e.g. 127.0.0.1:6060, for measuring the daemon (bench/README.md).",
 		Flags: append([]cli.Flag{configFlag()}, logFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -57,6 +59,9 @@ func runCommand() *cli.Command {
 			}
 			if os.Geteuid() != 0 {
 				log.Warn("not running as root: attaching XDP and binding AF_XDP sockets will likely fail")
+			}
+			if addr := os.Getenv(pprofEnv); addr != "" {
+				servePprof(addr, log)
 			}
 			return daemon.Run(context.Background(), daemon.Options{
 				ConfigPath: c.String("config"), Log: log, Signals: true,

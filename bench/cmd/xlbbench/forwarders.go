@@ -97,6 +97,11 @@ backends = [%s]
 // stdout or stderr; stop sends SIGTERM and waits. `ip netns exec` execs
 // the command in place, so cmd's process is the forwarder itself.
 func startAndWait(cmd *exec.Cmd, ready string, cleanup func()) (*forwarder, error) {
+	return startAndWaitFor(cmd, ready, cleanup, 60*time.Second)
+}
+
+// startAndWaitFor is startAndWait with the time cmd has to get ready.
+func startAndWaitFor(cmd *exec.Cmd, ready string, cleanup func(), timeout time.Duration) (*forwarder, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -149,9 +154,9 @@ func startAndWait(cmd *exec.Cmd, ready string, cleanup func()) (*forwarder, erro
 			cleanup()
 		}
 		return nil, fmt.Errorf("%s exited before it was ready (%v):\n%s", cmd.Args[4], err, log.String())
-	case <-time.After(60 * time.Second):
+	case <-time.After(timeout):
 		stop()
-		return nil, fmt.Errorf("%s not ready within 60s:\n%s", cmd.Args[4], log.String())
+		return nil, fmt.Errorf("%s not ready within %s:\n%s", cmd.Args[4], timeout, log.String())
 	}
 }
 

@@ -11,7 +11,9 @@
 // JSON summary line. See bench/README.md.
 //
 // `xlbbench reflect` is the reflector itself, which xlbbench starts in the
-// appliance's namespace.
+// appliance's namespace. `xlbbench scale` (bench/scale) measures the
+// control plane instead: a real `xlb run` with N rules × M backends
+// (scale.go); `xlbbench fetch URL` is its HTTP client inside a namespace.
 package main
 
 import (
@@ -33,6 +35,12 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "scale" {
+		os.Exit(scaleMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "fetch" {
+		os.Exit(fetchMain(os.Args[2:]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "reflect" {
 		fs := flag.NewFlagSet("reflect", flag.ExitOnError)
 		dev := fs.String("dev", "eth0", "interface")

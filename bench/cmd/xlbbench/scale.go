@@ -1,0 +1,653 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/xlbnet/xlb/pkg/netns"
+)
+
+// `xlbbench scale` measures the control plane at the size of a real
+// deployment: N rules × M backends (health NONE or TCP, IPIP) in a lab
+// namespace, a real `xlb run`, and what an operator sees: start → serving,
+// RSS, one-change reload, the read commands, and the health checks' CPU.
+//
+//	ns <prefix>app: eth0 198.18.0.2 (Q queues) ── ns <prefix>gw: eth0 198.18.0.1
+//	  default via 198.18.0.1                          local 198.19.0.0/16 dev lo (AnyIP)
+//	  xlb run                                         TCP listener :8080 (health probes)
+//
+// The backends are addresses of 198.19.0.0/16 that the gateway owns as a
+// local route, so a TCP health probe to any of them is answered by one
+// listener and no backend namespace is needed; no data traffic is sent.
+
+const (
+	scaleGW       = "198.18.0.1"
+	scaleApp      = "198.18.0.2"
+	scaleHealth   = 8080
+	scalePprof    = "127.0.0.1:6060"
+	scaleVIPFirst = "198.18.16.1"        // VIPs: 198.18.16.1 … (4095 per port)
+	scaleBackends = "198.19.0.0/16"      // backend pool: 198.19.0.1 …
+	scaleClient   = "198.51.100.7:40000" // the flow `xlb lookup` asks about
+)
+
+type scaleOptions struct {
+	xlb, out        string
+	rules, backends int
+	pool            int
+	queues          int
+	health          string
+	interval        time.Duration
+	repeat          int
+	heap            bool
+	probeWindow     time.Duration
+	servingTimeout  time.Duration
+}
+
+// ScaleResults is the JSON file of one scale run (bench/results/<date>-scale.json).
+type ScaleResults struct {
+	Date             string  `json:"date"`
+	Kernel           string  `json:"kernel"`
+	LoadAvg          string  `json:"loadavg_before"`
+	LoadAvgAfter     string  `json:"loadavg_after"`
+	Revision         string  `json:"xlb_version"`
+	Rules            int     `json:"rules"`
+	Backends         int     `json:"backends_per_rule"`
+	DistinctBackends int     `json:"distinct_backends"`
+	Queues           int     `json:"queues"`
+	Health           string  `json:"health"`
+	ValidateSec      float64 `json:"validate_sec"`
+	StartSec         float64 `json:"start_to_serving_sec"`
+	RSSStartMiB      float64 `json:"rss_after_start_mib"`
+	// One backend added to one rule file, then `xlb reload`.
+	ReloadSec      float64 `json:"reload_one_backend_sec"`
+	RSSReloadMiB   float64 `json:"rss_after_reload_mib"`
+	ReloadTwiceSec float64 `json:"reload_back_sec"` // the backend removed again
+	RSSReload2MiB  float64 `json:"rss_after_second_reload_mib"`
+	// CLI changes of one backend of one rule.
+	DrainSec   float64 `json:"backend_drain_sec"`
+	UndrainSec float64 `json:"backend_undrain_sec"`
+	RSSHWMMiB  float64 `json:"rss_peak_mib"`
+	Reads      []Read  `json:"reads"`
+	// With health TCP: the daemon's CPU (all threads, of one CPU) over
+	// ProbeWindowSec once every backend had its first verdict, and the
+	// probes the listener accepted per second meanwhile.
+	ProbeWindowSec float64  `json:"probe_window_sec,omitempty"`
+	DaemonCPU      float64  `json:"daemon_cpu_of_one,omitempty"`
+	ProbesPerSec   float64  `json:"probes_per_sec,omitempty"`
+	HeapProfile    string   `json:"heap_profile,omitempty"`
+	HeapTop        []string `json:"heap_top,omitempty"`
+}
+
+// Read is one read command: its median wall time over the repeats and the
+// bytes it printed.
+type Read struct {
+	Command string    `json:"command"`
+	Sec     float64   `json:"median_sec"`
+	All     []float64 `json:"all_sec"`
+	Bytes   int       `json:"bytes"`
+}
+
+func scaleMain(args []string) int {
+	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
+	var o scaleOptions
+	fs.StringVar(&o.xlb, "xlb", "", "the xlb binary (required)")
+	fs.StringVar(&o.out, "out", "bench/results", "directory for the JSON results and the heap profile")
+	fs.IntVar(&o.rules, "rules", 1000, "forwarding rules (one file each)")
+	fs.IntVar(&o.backends, "backends", 100, "backends per rule")
+	fs.IntVar(&o.pool, "pool", 0, "backend addresses the rules draw from (default: rules × backends, at most 10000); no two rules have the same set")
+	fs.IntVar(&o.queues, "queues", 2, "queues of the appliance's veth")
+	fs.StringVar(&o.health, "health", "NONE", "health checks: NONE or TCP (to every distinct backend, answered by one listener)")
+	fs.DurationVar(&o.interval, "interval", 5*time.Second, "health check interval (TCP)")
+	fs.IntVar(&o.repeat, "repeat", 3, "runs of each read command (the median is reported)")
+	fs.BoolVar(&o.heap, "heap", true, "take a heap profile of the daemon after the reloads (XLB_PPROF_LISTEN) and print its top")
+	fs.DurationVar(&o.probeWindow, "probe-window", 20*time.Second, "with TCP health: how long to measure the daemon's CPU once every backend has a verdict")
+	fs.DurationVar(&o.servingTimeout, "serving-timeout", 5*time.Minute, "how long `xlb run` may take to serve")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	o.health = strings.ToUpper(o.health)
+	if o.xlb == "" || fs.NArg() > 0 || o.rules < 1 || o.backends < 1 || (o.health != "NONE" && o.health != "TCP") {
+		fmt.Fprintln(os.Stderr, "usage: xlbbench scale --xlb PATH [--rules N] [--backends M] [--pool P] [--queues Q] [--health NONE|TCP] [--interval D] [--repeat R] [--heap=false] [--out DIR]")
+		return 2
+	}
+	if o.pool == 0 {
+		o.pool = max(min(o.rules*o.backends, 10000), o.backends+1, o.rules)
+	}
+	if o.pool <= o.backends || o.pool > 65534 || o.rules > o.pool {
+		fmt.Fprintf(os.Stderr, "xlbbench scale: --pool %d: want more than the backends of one rule (%d), at least the rules (%d), at most 65534\n", o.pool, o.backends, o.rules)
+		return 2
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "xlbbench scale: needs root (network namespaces, XDP, AF_XDP)")
+		return 2
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	if err := scale(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "xlbbench scale:", err)
+		return 1
+	}
+	return 0
+}
+
+// scaleBackend is the address of backend j of rule i: a run of the pool
+// that starts at i × stride, the stride the smallest number ≥ backends
+// that is coprime with the pool, so that no two of the first pool rules
+// start alike (the same set would share a table and flatter the figures)
+// while every address serves about rules × backends / pool rules.
+func scaleBackend(o scaleOptions, i, j int) netip.Addr {
+	stride := o.backends
+	for gcd(stride, o.pool) != 1 {
+		stride++
+	}
+	return poolAddr((i*stride + j) % o.pool)
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// distinctBackends counts the addresses the rules use.
+func distinctBackends(o scaleOptions) int {
+	seen := map[netip.Addr]bool{}
+	for i := range o.rules {
+		for j := range o.backends {
+			seen[scaleBackend(o, i, j)] = true
+		}
+	}
+	return len(seen)
+}
+
+func poolAddr(k int) netip.Addr {
+	b := netip.MustParsePrefix(scaleBackends).Addr().As4()
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) + 1 + uint32(k)
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// scaleVIP is rule i's VIP and port: 4095 VIPs per port.
+func scaleVIP(i int) (netip.Addr, int) {
+	b := netip.MustParseAddr(scaleVIPFirst).As4()
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) + uint32(i%4095)
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), 80 + i/4095
+}
+
+func ruleName(i int) string { return fmt.Sprintf("r%05d", i) }
+
+// ruleFile is rule i's TOML with the given backends.
+func ruleFile(o scaleOptions, i int, backends []netip.Addr) string {
+	vip, port := scaleVIP(i)
+	var b strings.Builder
+	fmt.Fprintf(&b, "name = %q\nvip = %q\nprotocol = \"TCP\"\nports = [\"%d\"]\n\n[encap]\ntype = \"IPIP\"\n\n", ruleName(i), vip, port)
+	if o.health == "TCP" {
+		fmt.Fprintf(&b, "[health_check]\ntype = \"TCP\"\nport = %d\ninterval = %q\ntimeout = \"2s\"\n\n", scaleHealth, o.interval)
+	} else {
+		b.WriteString("[health_check]\ntype = \"NONE\"\n\n")
+	}
+	b.WriteString("[[group]]\nname = \"g\"\nbackends = [")
+	for j, a := range backends {
+		if j > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(a.String()))
+	}
+	b.WriteString("]\n")
+	return b.String()
+}
+
+func ruleBackends(o scaleOptions, i int) []netip.Addr {
+	out := make([]netip.Addr, o.backends)
+	for j := range out {
+		out[j] = scaleBackend(o, i, j)
+	}
+	return out
+}
+
+// writeScaleConfig writes xlb.toml and the rule files into dir.
+func writeScaleConfig(o scaleOptions, dir string) (string, error) {
+	rules := filepath.Join(dir, "rules.d")
+	if err := os.MkdirAll(rules, 0o755); err != nil {
+		return "", err
+	}
+	// maglev_table_size only where the default is too small: the
+	// smallest prime ≥ 100 × the backends of a rule (the +1 of the
+	// reload), what an operator has to write for this size.
+	size := ""
+	if n := 100 * (o.backends + 1); n > 65537 {
+		for !isPrime(n) {
+			n++
+		}
+		size = fmt.Sprintf("maglev_table_size = %d\n", n)
+	}
+	main := fmt.Sprintf(`# written by xlbbench scale
+interface = "eth0"
+queues = "all"
+hash_seed = "0x1ab5eed"
+%srules_dir = "rules.d"
+state_file = %q
+control_socket = %q
+metrics_listen = ""
+[conntrack]
+max_entries = 65536
+`, size, filepath.Join(dir, "state.toml"), filepath.Join(dir, "xlb.sock"))
+	cfg := filepath.Join(dir, "xlb.toml")
+	if err := os.WriteFile(cfg, []byte(main), 0o644); err != nil {
+		return "", err
+	}
+	for i := range o.rules {
+		if err := os.WriteFile(filepath.Join(rules, ruleName(i)+".toml"), []byte(ruleFile(o, i, ruleBackends(o, i))), 0o644); err != nil {
+			return "", err
+		}
+	}
+	return cfg, nil
+}
+
+func isPrime(n int) bool {
+	if n < 2 {
+		return false
+	}
+	for d := 2; d*d <= n; d++ {
+		if n%d == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// scaleTopo builds the two namespaces.
+func scaleTopo(prefix string, queues int) (app, gw string, err error) {
+	app, gw = prefix+"app", prefix+"gw"
+	for _, n := range []string{app, gw} {
+		if err := run("ip", "netns", "add", n); err != nil {
+			return app, gw, err
+		}
+	}
+	q := strconv.Itoa(queues)
+	if err := ipBatch(gw,
+		fmt.Sprintf("link add eth0 numtxqueues %s numrxqueues %s type veth peer name eth0 netns %s numtxqueues %s numrxqueues %s", q, q, app, q, q),
+		"addr add "+scaleGW+"/24 dev eth0", "link set eth0 up", "link set lo up",
+		"route add local "+scaleBackends+" dev lo"); err != nil {
+		return app, gw, err
+	}
+	if err := ipBatch(app, "addr add "+scaleApp+"/24 dev eth0", "link set eth0 up", "link set lo up",
+		"route add default via "+scaleGW); err != nil {
+		return app, gw, err
+	}
+	time.Sleep(200 * time.Millisecond)
+	return app, gw, run("ip", "netns", "exec", app, "ping", "-c1", "-W2", scaleGW)
+}
+
+// probeListener accepts the health probes in the gateway and counts them.
+func probeListener(gw string) (n *atomic.Uint64, closeFn func(), err error) {
+	ns, err := netns.Open(gw)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ln net.Listener
+	if err := ns.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", scaleHealth))
+		return err
+	}); err != nil {
+		return nil, nil, err
+	}
+	n = new(atomic.Uint64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			c.Close()
+		}
+	}()
+	return n, func() { ln.Close() }, nil
+}
+
+// timed runs the xlb binary with args and returns its wall time and output.
+func timed(xlb string, args ...string) (time.Duration, []byte, error) {
+	var out, errOut bytes.Buffer
+	cmd := exec.Command(xlb, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	t0 := time.Now()
+	err := cmd.Run()
+	d := time.Since(t0)
+	if err != nil {
+		return d, nil, fmt.Errorf("xlb %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errOut.String()))
+	}
+	return d, out.Bytes(), nil
+}
+
+// rssMiB returns the process's VmRSS and VmHWM in MiB.
+func rssMiB(pid int) (rss, hwm float64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	return parseRSS(string(b))
+}
+
+func parseRSS(status string) (rss, hwm float64, err error) {
+	var found int
+	for _, l := range strings.Split(status, "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok || (k != "VmRSS" && k != "VmHWM") {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, 0, fmt.Errorf("proc status: %s: %q", k, v)
+		}
+		kb, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("proc status: %s: %w", k, err)
+		}
+		if k == "VmRSS" {
+			rss = kb / 1024
+		} else {
+			hwm = kb / 1024
+		}
+		found++
+	}
+	if found != 2 {
+		return 0, 0, fmt.Errorf("proc status: no VmRSS and VmHWM")
+	}
+	return rss, hwm, nil
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func scale(ctx context.Context, o scaleOptions) (err error) {
+	res := ScaleResults{Date: time.Now().UTC().Format("2006-01-02T15:04:05Z"), Rules: o.rules, Backends: o.backends, DistinctBackends: distinctBackends(o), Queues: o.queues, Health: o.health}
+	res.Kernel, res.LoadAvg = readTrim("/proc/sys/kernel/osrelease"), readTrim("/proc/loadavg")
+	if _, v, err := timed(o.xlb, "--version"); err == nil {
+		res.Revision = strings.TrimSpace(string(v))
+	}
+	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "scale: "+format+"\n", a...) }
+
+	dir, err := os.MkdirTemp("", "xlbscale-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	progress("writing %d rules × %d backends (%d distinct) into %s", o.rules, o.backends, res.DistinctBackends, dir)
+	cfg, err := writeScaleConfig(o, dir)
+	if err != nil {
+		return err
+	}
+	prefix := fmt.Sprintf("xs%d-", os.Getpid()%10000)
+	app, gw, err := scaleTopo(prefix, o.queues)
+	defer func() {
+		for _, n := range []string{app, gw} {
+			exec.Command("ip", "netns", "del", n).Run()
+		}
+	}()
+	if err != nil {
+		return fmt.Errorf("topology: %w", err)
+	}
+	// In the namespace: validate also checks the machine's interface.
+	d, _, err := timed("ip", "netns", "exec", app, o.xlb, "validate", "-c", cfg)
+	if err != nil {
+		return err
+	}
+	res.ValidateSec = d.Seconds()
+	progress("xlb validate: %.2f s", res.ValidateSec)
+	var probes *atomic.Uint64
+	if o.health == "TCP" {
+		var closeLn func()
+		if probes, closeLn, err = probeListener(gw); err != nil {
+			return fmt.Errorf("probe listener: %w", err)
+		}
+		defer closeLn()
+	}
+
+	cmd := exec.Command("ip", "netns", "exec", app, o.xlb, "run", "-c", cfg)
+	if o.heap {
+		cmd.Env = append(os.Environ(), "XLB_PPROF_LISTEN="+scalePprof)
+	}
+	progress("xlb run (start → serving)")
+	t0 := time.Now()
+	fw, err := startAndWaitFor(cmd, "msg=serving", nil, o.servingTimeout)
+	if err != nil {
+		return err
+	}
+	defer fw.Stop("xlb")
+	res.StartSec = time.Since(t0).Seconds()
+	time.Sleep(time.Second)
+	if res.RSSStartMiB, _, err = rssMiB(fw.pid); err != nil {
+		return err
+	}
+	progress("serving after %.2f s, RSS %.0f MiB", res.StartSec, res.RSSStartMiB)
+
+	mid := o.rules / 2
+	rule := ruleName(mid)
+	reads := [][]string{
+		{"status"},
+		{"status", "--json"},
+		{"backend", "list", "--json"},
+		{"lookup", "--rule", rule, "--src", scaleClient},
+	}
+	for _, args := range reads {
+		r := Read{Command: "xlb " + strings.Join(args, " ")}
+		for range o.repeat {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			d, out, err := timed(o.xlb, append(args, "-c", cfg)...)
+			if err != nil {
+				return err
+			}
+			r.All, r.Bytes = append(r.All, d.Seconds()), len(out)
+		}
+		r.Sec = median(r.All)
+		res.Reads = append(res.Reads, r)
+		progress("%s: %.3f s (%d bytes)", r.Command, r.Sec, r.Bytes)
+	}
+
+	// One change: one more backend in one rule, through its file.
+	bs := ruleBackends(o, mid)
+	added := poolAddr(o.pool) // in no rule
+	file := filepath.Join(dir, "rules.d", rule+".toml")
+	if err := os.WriteFile(file, []byte(ruleFile(o, mid, append(bs, added))), 0o644); err != nil {
+		return err
+	}
+	if d, _, err = timed(o.xlb, "reload", "-c", cfg); err != nil {
+		return err
+	}
+	res.ReloadSec = d.Seconds()
+	time.Sleep(time.Second)
+	if res.RSSReloadMiB, _, err = rssMiB(fw.pid); err != nil {
+		return err
+	}
+	progress("reload after adding %s to %s: %.3f s, RSS %.0f MiB", added, rule, res.ReloadSec, res.RSSReloadMiB)
+	if err := os.WriteFile(file, []byte(ruleFile(o, mid, bs)), 0o644); err != nil {
+		return err
+	}
+	if d, _, err = timed(o.xlb, "reload", "-c", cfg); err != nil {
+		return err
+	}
+	res.ReloadTwiceSec = d.Seconds()
+	time.Sleep(time.Second)
+	if res.RSSReload2MiB, _, err = rssMiB(fw.pid); err != nil {
+		return err
+	}
+	progress("reload removing it again: %.3f s, RSS %.0f MiB", res.ReloadTwiceSec, res.RSSReload2MiB)
+
+	if d, _, err = timed(o.xlb, "backend", "drain", "-c", cfg, "--rule", rule, bs[0].String()); err != nil {
+		return err
+	}
+	res.DrainSec = d.Seconds()
+	if d, _, err = timed(o.xlb, "backend", "undrain", "-c", cfg, "--rule", rule, bs[0].String()); err != nil {
+		return err
+	}
+	res.UndrainSec = d.Seconds()
+	progress("backend drain %.3f s, undrain %.3f s", res.DrainSec, res.UndrainSec)
+
+	if o.health == "TCP" {
+		if err := probeCPU(ctx, o, fw.pid, probes, &res, progress); err != nil {
+			return err
+		}
+	}
+	if _, res.RSSHWMMiB, err = rssMiB(fw.pid); err != nil {
+		return err
+	}
+	if o.heap {
+		if err := heapProfile(app, o.out, &res); err != nil {
+			return err
+		}
+	}
+	res.LoadAvgAfter = readTrim("/proc/loadavg")
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	name := filepath.Join(o.out, strings.ReplaceAll(res.Date, ":", "")+"-scale.json")
+	b, _ := json.MarshalIndent(res, "", "  ")
+	if err := os.WriteFile(name, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	printScale(os.Stdout, &res)
+	fmt.Fprintln(os.Stderr, "results:", name)
+	return nil
+}
+
+// probeCPU waits until the daemon reports no backend without a verdict,
+// then measures its CPU and the probes answered over the probe window.
+func probeCPU(ctx context.Context, o scaleOptions, pid int, probes *atomic.Uint64, res *ScaleResults, progress func(string, ...any)) error {
+	// Every probe answered once, or two intervals, whichever is later.
+	deadline := time.Now().Add(2*o.interval + 30*time.Second)
+	for probes.Load() < uint64(o.pool) && time.Now().Before(deadline) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(o.interval)
+	c0, err := procCPU(pid)
+	if err != nil {
+		return err
+	}
+	n0, t0 := probes.Load(), time.Now()
+	time.Sleep(o.probeWindow)
+	c1, err := procCPU(pid)
+	if err != nil {
+		return err
+	}
+	el := time.Since(t0).Seconds()
+	res.ProbeWindowSec = el
+	res.DaemonCPU = (c1 - c0).Seconds() / el
+	res.ProbesPerSec = float64(probes.Load()-n0) / el
+	progress("health TCP: daemon CPU %.1f %% of one, %.0f probes/s over %.0f s", 100*res.DaemonCPU, res.ProbesPerSec, el)
+	return nil
+}
+
+// heapProfile fetches the daemon's heap profile (in its namespace, by
+// running this binary's `fetch` there) and keeps the top of its in-use
+// space.
+func heapProfile(app, out string, res *ScaleResults) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	file := filepath.Join(out, strings.ReplaceAll(res.Date, ":", "")+"-scale.heap.pb.gz")
+	b, err := exec.Command("ip", "netns", "exec", app, self, "fetch", "http://"+scalePprof+"/debug/pprof/heap?gc=1").Output()
+	if err != nil {
+		return fmt.Errorf("fetch heap profile: %w", err)
+	}
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		return err
+	}
+	res.HeapProfile = file
+	top, err := exec.Command("go", "tool", "pprof", "-top", "-sample_index=inuse_space", "-nodecount=25", file).Output()
+	if err != nil {
+		return fmt.Errorf("go tool pprof: %w", err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(top)), "\n") {
+		res.HeapTop = append(res.HeapTop, l)
+	}
+	return nil
+}
+
+// fetchMain is `xlbbench fetch URL`: the body to stdout (run inside a
+// namespace by ip netns exec).
+func fetchMain(args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "usage: xlbbench fetch URL")
+		return 2
+	}
+	c := http.Client{Timeout: time.Minute}
+	r, err := c.Get(args[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "xlbbench fetch:", err)
+		return 1
+	}
+	defer r.Body.Close()
+	if r.StatusCode != http.StatusOK {
+		fmt.Fprintln(os.Stderr, "xlbbench fetch:", r.Status)
+		return 1
+	}
+	if _, err := io.Copy(os.Stdout, r.Body); err != nil {
+		fmt.Fprintln(os.Stderr, "xlbbench fetch:", err)
+		return 1
+	}
+	return 0
+}
+
+// signalContext ends on Ctrl-C or SIGTERM, so the deferred clean-up runs.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func readTrim(path string) string {
+	b, _ := os.ReadFile(path)
+	return strings.TrimSpace(string(b))
+}
+
+func printScale(w io.Writer, r *ScaleResults) {
+	fmt.Fprintf(w, "%d rules × %d backends (%d distinct), %d queues, health %s, %s, load %s → %s\n",
+		r.Rules, r.Backends, r.DistinctBackends, r.Queues, r.Health, r.Revision, r.LoadAvg, r.LoadAvgAfter)
+	fmt.Fprintf(w, "| what | measured |\n|---|---|\n")
+	fmt.Fprintf(w, "| `xlb validate` | %.2f s |\n", r.ValidateSec)
+	fmt.Fprintf(w, "| start → serving | %.2f s |\n", r.StartSec)
+	fmt.Fprintf(w, "| daemon RSS after start | %.0f MiB |\n", r.RSSStartMiB)
+	fmt.Fprintf(w, "| `xlb reload` after adding one backend to one rule | %.3f s |\n", r.ReloadSec)
+	fmt.Fprintf(w, "| RSS after that one reload | %.0f MiB |\n", r.RSSReloadMiB)
+	fmt.Fprintf(w, "| `xlb reload` removing it again | %.3f s, RSS %.0f MiB |\n", r.ReloadTwiceSec, r.RSSReload2MiB)
+	fmt.Fprintf(w, "| `xlb backend drain` / `undrain` | %.3f s / %.3f s |\n", r.DrainSec, r.UndrainSec)
+	for _, rd := range r.Reads {
+		fmt.Fprintf(w, "| `%s` | %.3f s (%d bytes) |\n", rd.Command, rd.Sec, rd.Bytes)
+	}
+	fmt.Fprintf(w, "| daemon RSS peak (VmHWM) | %.0f MiB |\n", r.RSSHWMMiB)
+	if r.Health == "TCP" {
+		fmt.Fprintf(w, "| health TCP: daemon CPU, probes/s | %.1f %% of one CPU, %.0f/s |\n", 100*r.DaemonCPU, r.ProbesPerSec)
+	}
+	if len(r.HeapTop) > 0 {
+		fmt.Fprintf(w, "\nheap (in use) %s:\n%s\n", r.HeapProfile, strings.Join(r.HeapTop, "\n"))
+	}
+}

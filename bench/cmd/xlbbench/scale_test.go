@@ -1,0 +1,96 @@
+package main
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/xlbnet/xlb/pkg/config"
+)
+
+// TestScaleConfig: the written configuration loads with the real loader:
+// N rules with M backends each, no two rules with the same set, every
+// address of the pool used, and a health check as asked.
+func TestScaleConfig(t *testing.T) {
+	for _, tc := range []struct {
+		rules, backends, pool int
+		health                string
+	}{{30, 10, 100, "NONE"}, {7, 5, 13, "TCP"}, {12, 4, 48, "NONE"}, {100, 10, 1000, "NONE"}} {
+		o := scaleOptions{rules: tc.rules, backends: tc.backends, pool: tc.pool, health: tc.health, interval: 5e9}
+		cfgPath, err := writeScaleConfig(o, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, _, err := config.Load(cfgPath)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc, err)
+		}
+		if len(cfg.Rules) != tc.rules {
+			t.Fatalf("%+v: %d rules", tc, len(cfg.Rules))
+		}
+		sets := map[string]bool{}
+		used := map[netip.Addr]bool{}
+		vips := map[string]bool{}
+		for _, r := range cfg.Rules {
+			var addrs []string
+			for _, b := range r.Backends() {
+				addrs = append(addrs, b.Addr.String())
+				used[b.Addr] = true
+				if !netip.MustParsePrefix(scaleBackends).Contains(b.Addr) {
+					t.Fatalf("backend %s outside %s", b.Addr, scaleBackends)
+				}
+			}
+			if len(addrs) != tc.backends {
+				t.Fatalf("rule %s: %d backends", r.Name, len(addrs))
+			}
+			slices.Sort(addrs)
+			key := strings.Join(addrs, ",")
+			if sets[key] {
+				t.Fatalf("%+v: rule %s repeats another rule's backend set", tc, r.Name)
+			}
+			sets[key] = true
+			vk := r.VIP.String() + "/" + r.Ports.Ranges[0].String()
+			if vips[vk] {
+				t.Fatalf("rule %s: VIP and port %s used twice", r.Name, vk)
+			}
+			vips[vk] = true
+			if got := r.HealthCheck.Type.String(); got != tc.health {
+				t.Fatalf("rule %s: health %s, want %s", r.Name, got, tc.health)
+			}
+		}
+		if n := distinctBackends(o); len(used) != n {
+			t.Errorf("%+v: %d distinct backends, distinctBackends says %d", tc, len(used), n)
+		}
+	}
+	// The default size uses the whole pool (without loading 1000 files).
+	if n := distinctBackends(scaleOptions{rules: 1000, backends: 100, pool: 10000}); n != 10000 {
+		t.Errorf("1000 × 100 from 10000: %d distinct backends", n)
+	}
+}
+
+// TestScaleVIPs: 4095 VIPs per port, all in the benchmark range.
+func TestScaleVIPs(t *testing.T) {
+	seen := map[netip.AddrPort]bool{}
+	for i := range 9000 {
+		a, p := scaleVIP(i)
+		ap := netip.AddrPortFrom(a, uint16(p))
+		if seen[ap] || !netip.MustParsePrefix("198.18.16.0/20").Contains(a) {
+			t.Fatalf("rule %d: %s repeated or outside 198.18.16.0/20", i, ap)
+		}
+		seen[ap] = true
+	}
+}
+
+func TestParseRSS(t *testing.T) {
+	rss, hwm, err := parseRSS("Name:\txlb\nVmHWM:\t  2097152 kB\nVmRSS:\t  1048576 kB\nThreads: 9\n")
+	if err != nil || rss != 1024 || hwm != 2048 {
+		t.Errorf("parseRSS = %v, %v, %v; want 1024, 2048", rss, hwm, err)
+	}
+	if _, _, err := parseRSS("VmRSS: 12 MB\n"); err == nil {
+		t.Error("no error for a unit other than kB")
+	}
+	if _, _, err := parseRSS("Name: x\n"); err == nil {
+		t.Error("no error without the fields")
+	}
+}
