@@ -170,7 +170,7 @@ func TestValidation(t *testing.T) {
 			[]string{"rules.d/web.toml:13: group[1].weight: unknown key"}},
 		{"unknown key in backend", map[string]string{"rules.d/web.toml": lines(`locality_lb_policy = "WEIGHTED_MAGLEV"`) + strings.Replace(webRule, `"10.0.1.11"`, `{address = "10.0.1.11", wieght = 3}`, 1)},
 			[]string{
-				"rules.d/web.toml:1: locality_lb_policy: WEIGHTED_MAGLEV needs an HTTP or HTTPS health check (weights come from its X-Load-Balancing-Endpoint-Weight header); health_check.type is TCP",
+				"rules.d/web.toml:1: locality_lb_policy: WEIGHTED_MAGLEV needs an HTTP, HTTPS or HTTP2 health check (weights come from its X-Load-Balancing-Endpoint-Weight header); health_check.type is TCP",
 				"rules.d/web.toml:9: group[0].backends[1].wieght: unknown key (did you mean weight?)",
 			}},
 		{"unknown key in xlb.toml", map[string]string{"xlb.toml": lines(`interfaces = "eth0"`, `hash_seed = "1"`), "rules.d/web.toml": webRule},
@@ -206,7 +206,7 @@ func TestValidation(t *testing.T) {
 		{"51 failover groups", map[string]string{"rules.d/web.toml": head + groups("primary", 1, 0) + groups("failover", 51, 1)},
 			[]string{"rules.d/web.toml:209: group[51]: more than 50 groups have role failover"}},
 		{"weights without http check", map[string]string{"rules.d/web.toml": lines(`locality_lb_policy = "WEIGHTED_MAGLEV"`) + webRule},
-			[]string{"rules.d/web.toml:1: locality_lb_policy: WEIGHTED_MAGLEV needs an HTTP or HTTPS health check (weights come from its X-Load-Balancing-Endpoint-Weight header); health_check.type is TCP"}},
+			[]string{"rules.d/web.toml:1: locality_lb_policy: WEIGHTED_MAGLEV needs an HTTP, HTTPS or HTTP2 health check (weights come from its X-Load-Balancing-Endpoint-Weight header); health_check.type is TCP"}},
 		{"static weight without weighted maglev", map[string]string{"rules.d/web.toml": strings.Replace(webRule, `"10.0.1.11"`, `{address = "10.0.1.11", weight = 3}`, 1)},
 			[]string{`rules.d/web.toml:8: group[0].backends[1].weight: a static weight needs locality_lb_policy = "WEIGHTED_MAGLEV"`}},
 		{"weight out of range", map[string]string{"rules.d/web.toml": lines(`locality_lb_policy = "WEIGHTED_MAGLEV"`) + strings.Replace(strings.Replace(webRule, `"TCP"`, `"HTTP"`, 1), `"10.0.1.11"`, `{address = "10.0.1.11", weight = 1001}`, 1)},
@@ -227,7 +227,7 @@ func TestValidation(t *testing.T) {
 				"rules.d/web.toml:8: health_check.healthy_threshold: 11 is outside [1, 10]",
 			}},
 		{"health check type missing", map[string]string{"rules.d/web.toml": strings.Replace(webRule, `type = "TCP"`, `port = 8080`, 1)},
-			[]string{"rules.d/web.toml:4: health_check.type: missing (choose HTTP, HTTPS, TCP or NONE)"}},
+			[]string{"rules.d/web.toml:4: health_check.type: missing (choose HTTP, HTTPS, HTTP2, TCP, SSL, GRPC, UDP or NONE)"}},
 		{"overlapping ports", map[string]string{
 			"rules.d/web.toml":  webRule,
 			"rules.d/web2.toml": strings.Replace(strings.Replace(webRule, `"web"`, `"web2"`, 1), `["80"]`, `["443", "70-90"]`, 1)},
@@ -566,13 +566,16 @@ func TestExamples(t *testing.T) {
 	for i := range cfg.Rules {
 		names[cfg.Rules[i].Name] = &cfg.Rules[i]
 	}
-	for _, n := range []string{"web", "dns", "gateway", "api"} {
+	for _, n := range []string{"web", "dns", "gateway", "api", "grpc"} {
 		if names[n] == nil {
 			t.Errorf("example rule %q missing", n)
 		}
 	}
 	if r := names["dns"]; r != nil && (r.Protocol != ProtocolUDP || !r.Ports.All) {
 		t.Errorf("dns example is not an all-ports UDP rule")
+	}
+	if r := names["dns"]; r != nil && (r.HealthCheck.Type != HealthUDP || len(r.HealthCheck.Request) != 29 || r.HealthCheck.Response != "\xbe\xef") {
+		t.Errorf("dns example's health check is not a 29-byte DNS query answered with its ID: %+v", r.HealthCheck)
 	}
 	if r := names["gateway"]; r != nil && r.Protocol != ProtocolL3Default {
 		t.Errorf("gateway example is not L3_DEFAULT")
@@ -592,8 +595,9 @@ func TestExamples(t *testing.T) {
 // every key the loader knows, so the documentation cannot fall behind.
 func TestExampleDocumentsEveryKey(t *testing.T) {
 	var all strings.Builder
-	for _, p := range []string{"xlb.toml", "rules.d/web.toml", "rules.d/api.toml"} {
-		b, err := os.ReadFile(filepath.Join("../../deploy/examples", p))
+	rules, _ := filepath.Glob("../../deploy/examples/rules.d/*.toml")
+	for _, p := range append([]string{"../../deploy/examples/xlb.toml"}, rules...) {
+		b, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}

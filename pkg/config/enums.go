@@ -78,17 +78,35 @@ type HealthCheckType uint8
 const (
 	HealthHTTP  HealthCheckType = iota // HTTP
 	HealthHTTPS                        // HTTPS
-	HealthTCP                          // TCP: connect only
+	HealthTCP                          // TCP: connect (request, response)
 	HealthNone                         // NONE: every backend counts as healthy
+	HealthSSL                          // SSL: TLS handshake (request, response)
+	HealthHTTP2                        // HTTP2: HTTP/2 over TLS (ALPN h2) or, tls = false, h2c
+	HealthGRPC                         // GRPC: grpc.health.v1 Check
+	HealthUDP                          // UDP: request datagram, answer (response)
 )
 
-var healthCheckTypeNames = []string{"HTTP", "HTTPS", "TCP", "NONE"}
+var healthCheckTypeNames = []string{"HTTP", "HTTPS", "TCP", "NONE", "SSL", "HTTP2", "GRPC", "UDP"}
 
 func (t HealthCheckType) String() string { return enumString(healthCheckTypeNames, t) }
 
 // HTTPFamily reports whether the check reads an HTTP response (and so can
-// carry the weight header).
-func (t HealthCheckType) HTTPFamily() bool { return t == HealthHTTP || t == HealthHTTPS }
+// carry the weight header and match a body).
+func (t HealthCheckType) HTTPFamily() bool {
+	return t == HealthHTTP || t == HealthHTTPS || t == HealthHTTP2
+}
+
+// ProxyHeader is health_check.proxy_header.
+type ProxyHeader uint8
+
+const (
+	ProxyNone ProxyHeader = iota // NONE (default)
+	ProxyV1                      // PROXY_V1: a PROXY protocol v1 line before the probe
+)
+
+var proxyHeaderNames = []string{"NONE", "PROXY_V1"}
+
+func (p ProxyHeader) String() string { return enumString(proxyHeaderNames, p) }
 
 // EncapType is encap.type.
 type EncapType uint8

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -112,7 +113,7 @@ func readRule(t *table, stem string) *ruleSrc {
 
 	// Checks between keys of one rule.
 	if r.LocalityLBPolicy == WeightedMaglev && hcOK && !r.HealthCheck.Type.HTTPFamily() {
-		t.errorf("locality_lb_policy", "WEIGHTED_MAGLEV needs an HTTP or HTTPS health check (weights come from its X-Load-Balancing-Endpoint-Weight header); health_check.type is %s", r.HealthCheck.Type)
+		t.errorf("locality_lb_policy", "WEIGHTED_MAGLEV needs an HTTP, HTTPS or HTTP2 health check (weights come from its X-Load-Balancing-Endpoint-Weight header); health_check.type is %s", r.HealthCheck.Type)
 	}
 	if groupsOK {
 		checkGroups(t, rs, fo.present && len(fo.m) > 0)
@@ -241,20 +242,26 @@ func parsePortRange(e any) (PortRange, string) {
 }
 
 // readHealthCheck reads [health_check]; it reports whether Type is known.
+// Keys that mean nothing for the type are refused with the reason (new
+// keys) or warned about as ignored (request_path, host, port of NONE).
 func readHealthCheck(t *table, hc *HealthCheck) bool {
 	typeOK := enum(t, "type", healthCheckTypeNames, &hc.Type)
 	if !typeOK && !t.has("type") {
-		t.errorf("type", "missing (choose HTTP, HTTPS, TCP or NONE)")
+		t.errorf("type", "missing (choose HTTP, HTTPS, HTTP2, TCP, SSL, GRPC, UDP or NONE)")
 	}
 	switch hc.Type {
-	case HealthHTTPS:
+	case HealthHTTPS, HealthSSL, HealthHTTP2:
 		hc.Port = 443
-	case HealthNone:
+	case HealthNone, HealthGRPC, HealthUDP:
 		hc.Port = 0
 	default:
 		hc.Port = 80
 	}
+	hc.TLS = hc.Type == HealthHTTP2
 	t.port("port", &hc.Port)
+	if typeOK && !t.has("port") && (hc.Type == HealthGRPC || hc.Type == HealthUDP) {
+		t.errorf("port", "missing: a %s check has no default port", hc.Type)
+	}
 	var path string
 	if t.str("request_path", &path) {
 		if !strings.HasPrefix(path, "/") || strings.ContainsFunc(path, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
@@ -266,7 +273,48 @@ func readHealthCheck(t *table, hc *HealthCheck) bool {
 			t.warnf("request_path", "ignored: health_check.type is %s", hc.Type)
 		}
 	}
-	t.str("host", &hc.Host)
+	if t.str("host", &hc.Host) && typeOK && (hc.Type == HealthTCP || hc.Type == HealthUDP) {
+		t.warnf("host", "ignored: a %s check sends no host name (SSL, GRPC and the HTTP types do)", hc.Type)
+	}
+	if t.boolean("tls", &hc.TLS) && typeOK && hc.Type != HealthHTTP2 && hc.Type != HealthGRPC {
+		t.errorf("tls", "applies to HTTP2 and GRPC only: %s", tlsHint(hc.Type))
+	}
+	if enum(t, "proxy_header", proxyHeaderNames, &hc.ProxyHeader) && typeOK && hc.ProxyHeader == ProxyV1 && (hc.Type == HealthUDP || hc.Type == HealthNone) {
+		t.errorf("proxy_header", "PROXY_V1 is a line sent first on a TCP connection; a %s check opens none", hc.Type)
+	}
+	if req, key, ok := payload(t, "request"); key != "" && typeOK {
+		switch hc.Type {
+		case HealthTCP, HealthSSL, HealthUDP:
+			if ok {
+				hc.Request = req
+			}
+		default:
+			t.errorf(key, "applies to TCP, SSL and UDP only: %s", sends(hc.Type))
+		}
+	} else if key == "" && typeOK && hc.Type == HealthUDP {
+		t.errorf("request", "missing: a UDP check needs the datagram it sends (request, or request_hex for binary)")
+	}
+	if resp, key, ok := payload(t, "response"); key != "" && typeOK {
+		switch {
+		case hc.Type == HealthGRPC || hc.Type == HealthNone:
+			t.errorf(key, "applies to TCP, SSL, UDP, HTTP, HTTPS and HTTP2: %s", sends(hc.Type))
+		case hc.Type.HTTPFamily() && key == "response_hex":
+			t.errorf(key, "an HTTP body is matched as text: write response")
+		case ok:
+			hc.Response = resp
+		}
+	}
+	var svc string
+	if t.str("grpc_service_name", &svc) {
+		switch {
+		case typeOK && hc.Type != HealthGRPC:
+			t.errorf("grpc_service_name", "applies to GRPC only (health_check.type is %s)", hc.Type)
+		case strings.ContainsFunc(svc, func(c rune) bool { return c <= ' ' || c >= 0x7f }):
+			t.errorf("grpc_service_name", "%q must be printable ASCII without spaces", svc)
+		default:
+			hc.GRPCServiceName = svc
+		}
+	}
 	t.duration("interval", MinProbeTime, MaxProbeTime, &hc.Interval)
 	if t.duration("timeout", MinProbeTime, MaxProbeTime, &hc.Timeout) && hc.Timeout > hc.Interval {
 		t.errorf("timeout", "%s is longer than interval %s", hc.Timeout, hc.Interval)
@@ -278,6 +326,71 @@ func readHealthCheck(t *table, hc *HealthCheck) bool {
 	}
 	t.done()
 	return typeOK
+}
+
+// payload reads key k as text or k_hex as hexadecimal bytes (at most one
+// of them, up to MaxProbePayload bytes). It returns the bytes, the key
+// written ("" when neither is) and whether its value is good.
+func payload(t *table, k string) (val, key string, ok bool) {
+	var text, hexText string
+	hasText, hasHex := t.str(k, &text), t.str(k+"_hex", &hexText)
+	switch {
+	case hasText && hasHex:
+		t.errorf(k+"_hex", "write %s or %s_hex, not both", k, k)
+		return "", k + "_hex", false
+	case hasHex:
+		key = k + "_hex"
+		b, err := hex.DecodeString(strings.ReplaceAll(hexText, " ", ""))
+		if err != nil {
+			t.errorf(key, "%q is not hexadecimal bytes (two digits a byte, spaces allowed)", hexText)
+			return "", key, false
+		}
+		val = string(b)
+	case hasText:
+		val, key = text, k
+	default:
+		// Written with the wrong TOML type: str has reported it.
+		if t.has(k) || t.has(k+"_hex") {
+			return "", k, false
+		}
+		return "", "", false
+	}
+	if val == "" {
+		t.errorf(key, "empty (leave the key out instead)")
+		return "", key, false
+	}
+	if len(val) > MaxProbePayload {
+		t.errorf(key, "%d bytes, more than %d", len(val), MaxProbePayload)
+		return "", key, false
+	}
+	return val, key, true
+}
+
+// tlsHint says how to ask for TLS with a type that has no tls key.
+func tlsHint(t HealthCheckType) string {
+	switch t {
+	case HealthHTTP:
+		return "HTTP over TLS is type HTTPS"
+	case HealthTCP:
+		return "a TLS handshake over TCP is type SSL"
+	case HealthHTTPS, HealthSSL:
+		return t.String() + " always uses TLS"
+	case HealthUDP:
+		return "a UDP check has no TLS"
+	}
+	return "NONE sends no probe"
+}
+
+// sends says what a check of type t sends, for the refusal of a request
+// or response it cannot use.
+func sends(t HealthCheckType) string {
+	switch t {
+	case HealthGRPC:
+		return "a GRPC check sends the grpc.health.v1 Check call and passes on SERVING"
+	case HealthNone:
+		return "NONE sends no probe"
+	}
+	return "a " + t.String() + " check sends GET request_path"
 }
 
 // readZonal reads [zonal_affinity]; it reports whether it is valid.

@@ -121,8 +121,13 @@ type Failover struct {
 type HealthCheck struct {
 	Type               HealthCheckType
 	Port               uint16
-	RequestPath        string // HTTP and HTTPS
-	Host               string // HTTP Host / TLS SNI; "" = the backend's address
+	TLS                bool        // HTTP2 (default true; false = h2c) and GRPC (default false)
+	RequestPath        string      // HTTP, HTTPS, HTTP2
+	Host               string      // HTTP Host (:authority) / TLS SNI; "" = the backend's address
+	Request            string      // TCP, SSL, UDP: bytes sent once connected (request or request_hex)
+	Response           string      // TCP, SSL, UDP: the answer's first bytes; HTTP kinds: text in the body's first 1024 bytes
+	ProxyHeader        ProxyHeader // TCP-based types: PROXY_V1 sends a PROXY protocol v1 line first
+	GRPCServiceName    string      // GRPC: the service asked about; "" = the whole server
 	Interval           time.Duration
 	Timeout            time.Duration
 	HealthyThreshold   int
@@ -192,6 +197,7 @@ const (
 	DefaultThreshold   = 2
 	MaxThreshold       = 10
 	DefaultRequestPath = "/"
+	MaxProbePayload    = 1024 // bytes of health_check request and response, as Google's checks
 
 	DefaultGUEPort   = 6080
 	MaxWeight        = 1000 // as the weight header (X-Load-Balancing-Endpoint-Weight)

@@ -69,6 +69,14 @@ var (
 		config.HealthHTTP:  health.HTTP,
 		config.HealthHTTPS: health.HTTPS,
 		config.HealthTCP:   health.TCP,
+		config.HealthSSL:   health.SSL,
+		config.HealthHTTP2: health.HTTP2,
+		config.HealthGRPC:  health.GRPC,
+		config.HealthUDP:   health.UDP,
+	}
+	proxyHeaders = enumMap[config.ProxyHeader, health.ProxyHeader]{
+		config.ProxyNone: health.ProxyNone,
+		config.ProxyV1:   health.ProxyV1,
 	}
 	attachModes = enumMap[config.XDPMode, xsk.AttachMode]{
 		config.XDPAuto:    xsk.AttachAuto,

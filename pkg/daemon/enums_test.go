@@ -67,6 +67,7 @@ func TestEnumTables(t *testing.T) {
 	complete(t, "ipProtocols", ipProtocols, config.ProtocolL3Default) // L3_DEFAULT is looked up as TCP
 	complete(t, "encapKinds", encapKinds)
 	complete(t, "healthKinds", healthKinds)
+	complete(t, "proxyHeaders", proxyHeaders)
 	complete(t, "attachModes", attachModes)
 	complete(t, "bindModes", bindModes)
 
@@ -84,6 +85,11 @@ func TestEnumTables(t *testing.T) {
 	for _, v := range values[config.HealthCheckType]() {
 		if got := healthKinds.of(v).String(); got != v.String() {
 			t.Errorf("health check type %s → %s", v, got)
+		}
+	}
+	for _, v := range values[config.ProxyHeader]() {
+		if got := proxyHeaders.of(v).String(); got != v.String() {
+			t.Errorf("proxy header %s → %s", v, got)
 		}
 	}
 	for _, v := range values[config.EncapType]() {

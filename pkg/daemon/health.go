@@ -94,8 +94,13 @@ func checkOf(hc config.HealthCheck) health.Check {
 	return health.Check{
 		Kind:               healthKinds.of(hc.Type),
 		Port:               hc.Port,
+		TLS:                hc.TLS,
 		RequestPath:        hc.RequestPath,
 		Host:               hc.Host,
+		Request:            hc.Request,
+		Response:           hc.Response,
+		ProxyHeader:        proxyHeaders.of(hc.ProxyHeader),
+		GRPCServiceName:    hc.GRPCServiceName,
 		Interval:           hc.Interval,
 		Timeout:            hc.Timeout,
 		HealthyThreshold:   hc.HealthyThreshold,

@@ -13,7 +13,7 @@ import (
 // the same name must carry it (Type becomes Kind through healthKinds), so
 // a key added to config but not passed on fails here.
 func TestCheckOf(t *testing.T) {
-	hc := config.HealthCheck{Type: config.HealthHTTPS}
+	hc := config.HealthCheck{Type: config.HealthHTTPS, ProxyHeader: config.ProxyV1}
 	v := reflect.ValueOf(&hc).Elem()
 	for i := range v.NumField() {
 		f := v.Field(i)
@@ -41,6 +41,12 @@ func TestCheckOf(t *testing.T) {
 		if name == "Type" {
 			if k := got.FieldByName("Kind").Interface(); k != healthKinds.of(hc.Type) {
 				t.Errorf("Kind = %v, want %v", k, healthKinds.of(hc.Type))
+			}
+			continue
+		}
+		if name == "ProxyHeader" {
+			if p := got.FieldByName(name).Interface(); p != proxyHeaders.of(hc.ProxyHeader) {
+				t.Errorf("ProxyHeader = %v, want %v", p, proxyHeaders.of(hc.ProxyHeader))
 			}
 			continue
 		}

@@ -14,7 +14,7 @@ import (
 func BenchmarkProbeHTTP(b *testing.B) {
 	srv := httptest.NewServer(weightHandler(200, "37"))
 	defer srv.Close()
-	p := newProber(serverTarget(b, HTTP, srv.Listener.Addr().String()), (&net.Dialer{}).DialContext, nil)
+	p := newProber(serverTarget(b, HTTP, srv.Listener.Addr().String()), DirectDial, nil)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -39,7 +39,7 @@ func BenchmarkProbeTCP(b *testing.B) {
 			c.Close()
 		}
 	}()
-	p := newProber(serverTarget(b, TCP, ln.Addr().String()), (&net.Dialer{}).DialContext, nil)
+	p := newProber(serverTarget(b, TCP, ln.Addr().String()), DirectDial, nil)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

@@ -15,10 +15,14 @@ const (
 	NoProbe Kind = iota // NONE: no probe, healthy at once
 	HTTP                // GET request_path, 200 passes
 	HTTPS               // HTTP inside TLS
-	TCP                 // connect
+	TCP                 // connect (request, response)
+	SSL                 // TLS handshake (request, response)
+	HTTP2               // GET request_path over HTTP/2: TLS with ALPN h2, or h2c
+	GRPC                // grpc.health.v1 Check, SERVING passes
+	UDP                 // a datagram, answered (response)
 )
 
-var kindNames = [...]string{NoProbe: "NONE", HTTP: "HTTP", HTTPS: "HTTPS", TCP: "TCP"}
+var kindNames = [...]string{NoProbe: "NONE", HTTP: "HTTP", HTTPS: "HTTPS", TCP: "TCP", SSL: "SSL", HTTP2: "HTTP2", GRPC: "GRPC", UDP: "UDP"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -29,7 +33,36 @@ func (k Kind) String() string {
 
 // HTTPFamily reports whether the probe reads an HTTP response, and so
 // learns the backend's weight from its header.
-func (k Kind) HTTPFamily() bool { return k == HTTP || k == HTTPS }
+func (k Kind) HTTPFamily() bool { return k == HTTP || k == HTTPS || k == HTTP2 }
+
+// network is the socket type the probe dials: "udp" or "tcp".
+func (k Kind) network() string {
+	if k == UDP {
+		return "udp"
+	}
+	return "tcp"
+}
+
+// ProxyHeader is what a TCP-based probe sends before its own bytes.
+type ProxyHeader uint8
+
+const (
+	ProxyNone ProxyHeader = iota // NONE: nothing
+	ProxyV1                      // PROXY_V1: a PROXY protocol v1 line with the probe's addresses
+)
+
+var proxyHeaderNames = [...]string{ProxyNone: "NONE", ProxyV1: "PROXY_V1"}
+
+func (p ProxyHeader) String() string {
+	if int(p) < len(proxyHeaderNames) {
+		return proxyHeaderNames[p]
+	}
+	return fmt.Sprintf("ProxyHeader(%d)", uint8(p))
+}
+
+// MaxBodyMatch is how much of an HTTP body Check.Response is looked for
+// in, as Google's content-based checks.
+const MaxBodyMatch = 1024
 
 // DefaultRequestPath is probed by HTTP kinds when Check.RequestPath is "".
 const DefaultRequestPath = "/"
@@ -38,9 +71,16 @@ const DefaultRequestPath = "/"
 // target whose Check changed.
 type Check struct {
 	Kind        Kind
-	Port        uint16 // the backend's port probed; not used by NoProbe
-	RequestPath string // HTTP kinds: the path requested; "" is DefaultRequestPath
-	Host        string // HTTP Host header and TLS SNI; "" is the backend's address
+	Port        uint16      // the backend's port probed; not used by NoProbe
+	TLS         bool        // HTTP2 (false: h2c) and GRPC; HTTPS and SSL always use TLS
+	RequestPath string      // HTTP kinds: the path requested; "" is DefaultRequestPath
+	Host        string      // HTTP Host (:authority) and TLS SNI; "" is the backend's address
+	Request     string      // TCP, SSL: bytes sent once connected; UDP: the datagram
+	Response    string      // TCP, SSL, UDP: the answer's first bytes; HTTP kinds: text in the body's first MaxBodyMatch bytes
+	ProxyHeader ProxyHeader // TCP-based kinds: sent before anything else
+	// GRPCServiceName is the service a GRPC probe asks about; "" is the
+	// server as a whole.
+	GRPCServiceName string
 
 	Interval time.Duration // between probes (± JitterFraction)
 	Timeout  time.Duration // of one probe: connect, handshake, request, response
@@ -49,15 +89,30 @@ type Check struct {
 	UnhealthyThreshold int // failures in a row to become UNHEALTHY
 }
 
+// usesTLS reports whether the probe runs inside TLS.
+func (c Check) usesTLS() bool {
+	return c.Kind == HTTPS || c.Kind == SSL || (c.TLS && (c.Kind == HTTP2 || c.Kind == GRPC))
+}
+
 // validate reports what makes c impossible to probe, naming the target
 // by key.
 func (c Check) validate(key Key) error {
 	switch c.Kind {
 	case NoProbe:
 		return nil
-	case HTTP, HTTPS, TCP:
+	case HTTP, HTTPS, TCP, SSL, HTTP2, GRPC, UDP:
 	default:
 		return fmt.Errorf("%s: unknown health check kind %d", key, c.Kind)
+	}
+	switch {
+	case c.Request != "" && c.Kind != TCP && c.Kind != SSL && c.Kind != UDP:
+		return fmt.Errorf("%s: a %s check sends no request payload", key, c.Kind)
+	case c.Response != "" && c.Kind == GRPC:
+		return fmt.Errorf("%s: a GRPC check matches no response", key)
+	case c.ProxyHeader != ProxyNone && c.Kind == UDP:
+		return fmt.Errorf("%s: a UDP check sends no PROXY header", key)
+	case c.ProxyHeader > ProxyV1:
+		return fmt.Errorf("%s: unknown proxy header %d", key, c.ProxyHeader)
 	}
 	if c.Port == 0 {
 		return fmt.Errorf("%s: health check port 0", key)

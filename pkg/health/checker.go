@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"sync"
 	"time"
@@ -45,7 +44,7 @@ type target struct {
 // New returns a Checker with no targets.
 func New(opts Options) *Checker {
 	if opts.Dial == nil {
-		opts.Dial = (&net.Dialer{}).DialContext
+		opts.Dial = DirectDial
 	}
 	if opts.Clock == nil {
 		opts.Clock = realClock{}

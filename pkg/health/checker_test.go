@@ -261,7 +261,9 @@ func TestCheckerFlapping(t *testing.T) {
 
 func TestCheckerNone(t *testing.T) {
 	rec := newRecorder()
-	never := func(context.Context, string, string) (net.Conn, error) { return nil, errors.New("NONE must not dial") }
+	never := func(context.Context, string, Key, netip.AddrPort) (net.Conn, error) {
+		return nil, errors.New("NONE must not dial")
+	}
 	c := New(Options{Dial: never, OnChange: rec.on})
 	k := Key{Rule: "udp", Backend: netip.MustParseAddr("192.0.2.1")}
 	if err := c.Add(Target{Key: k, Check: Check{Kind: NoProbe}}); err != nil {
@@ -418,7 +420,8 @@ func TestJitter(t *testing.T) {
 	clock := newFakeClock()
 	var mu sync.Mutex
 	dialled := map[string]time.Time{}
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+	dial := func(ctx context.Context, network string, _ Key, ap netip.AddrPort) (net.Conn, error) {
+		addr := ap.String()
 		mu.Lock()
 		defer mu.Unlock()
 		if _, ok := dialled[addr]; !ok {

@@ -1,11 +1,9 @@
 package health
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"time"
 
@@ -69,11 +67,6 @@ func (s Status) String() string {
 	return msg
 }
 
-// DialFunc opens a stream connection, with the signature of
-// net.Dialer.DialContext. The daemon passes one that creates its sockets in
-// the appliance's own network stack (or a namespace), never through a VIP.
-type DialFunc func(ctx context.Context, network, address string) (net.Conn, error)
-
 // Options configure a Checker. The zero value works: real clock, the
 // default dialer, a random seed, no callback.
 type Options struct {
@@ -85,10 +78,11 @@ type Options struct {
 	// probers that may be waiting to report).
 	OnChange func(Status)
 
-	// Dial opens probe connections; nil means a net.Dialer.
+	// Dial makes every probe's connection; nil means DirectDial.
 	Dial DialFunc
 
-	// TLS is the base configuration of HTTPS probes; nil means
+	// TLS is the base configuration of TLS probes (HTTPS, SSL, HTTP2 and
+	// GRPC with TLS); nil means
 	// InsecureSkipVerify (backends usually have self-signed or no
 	// matching certificates). Each target uses a clone with ServerName set
 	// to its Host without the port, else the backend address.
@@ -109,6 +103,10 @@ var ErrStopped = errors.New("health checker stopped")
 
 // ErrStatus is wrapped by a probe error for a response other than 200 OK.
 var ErrStatus = errors.New("status is not 200 OK")
+
+// ErrResponse is wrapped by a probe error for an answer that does not
+// match Check.Response.
+var ErrResponse = errors.New("response does not match")
 
 // ErrTimeout is wrapped by a probe error when the check's timeout ran out.
 var ErrTimeout = errors.New("timed out")

@@ -47,7 +47,7 @@ func TestDialInNamespace(t *testing.T) {
 	c.Stop()
 
 	// From the test's namespace the address leads nowhere.
-	outside := newProber(tg, (&net.Dialer{}).DialContext, nil)
+	outside := newProber(tg, DirectDial, nil)
 	outside.timeout = 200 * time.Millisecond
 	if r := outside.probe(t.Context()); r.OK {
 		t.Error("the namespace's server answered from outside it")

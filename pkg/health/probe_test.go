@@ -87,7 +87,7 @@ func TestProbeHTTP(t *testing.T) {
 			srv := httptest.NewServer(weightHandler(tc.status, tc.weights...))
 			defer srv.Close()
 			tg := serverTarget(t, HTTP, srv.Listener.Addr().String())
-			got := newProber(tg, (&net.Dialer{}).DialContext, nil).probe(context.Background())
+			got := newProber(tg, DirectDial, nil).probe(context.Background())
 			if (got.Err == nil) != tc.want.OK {
 				t.Errorf("OK %v but error %v", got.OK, got.Err)
 			}
@@ -118,9 +118,9 @@ func TestProbeRequest(t *testing.T) {
 		tg.Check.Host = host
 		tg.Check.RequestPath = "/healthz?deep=1"
 		var dialled []string
-		dial := func(ctx context.Context, network, address string) (net.Conn, error) {
-			dialled = append(dialled, network+" "+address)
-			return (&net.Dialer{}).DialContext(ctx, network, address)
+		dial := func(ctx context.Context, network string, k Key, addr netip.AddrPort) (net.Conn, error) {
+			dialled = append(dialled, network+" "+k.String()+" "+addr.String())
+			return DirectDial(ctx, network, k, addr)
 		}
 		if r := newProber(tg, dial, nil).probe(context.Background()); !r.OK {
 			t.Fatalf("probe failed: %v", r.Err)
@@ -133,8 +133,8 @@ func TestProbeRequest(t *testing.T) {
 		if s.host != wantHost || s.path != "/healthz?deep=1" || s.ua != "xlb-health-check" {
 			t.Errorf("host %q path %q user agent %q, want %q /healthz?deep=1 xlb-health-check", s.host, s.path, s.ua, wantHost)
 		}
-		if len(dialled) != 1 || dialled[0] != "tcp "+addr {
-			t.Errorf("dialled %q, want [tcp %s]", dialled, addr)
+		if len(dialled) != 1 || dialled[0] != "tcp web/127.0.0.1 "+addr {
+			t.Errorf("dialled %q, want [tcp web/127.0.0.1 %s]", dialled, addr)
 		}
 	}
 }
@@ -182,7 +182,7 @@ func TestProbeHTTPS(t *testing.T) {
 	} {
 		tg := serverTarget(t, HTTPS, srv.Listener.Addr().String())
 		tg.Check.Host = tc.host
-		r := newProber(tg, (&net.Dialer{}).DialContext, nil).probe(context.Background())
+		r := newProber(tg, DirectDial, nil).probe(context.Background())
 		if !r.OK || r.Weight != 250 || r.WeightState != failover.WeightOK {
 			t.Fatalf("host %q: got %+v, want OK weight 250 (the self-signed certificate is not verified by default)", tc.host, r)
 		}
@@ -197,14 +197,14 @@ func TestProbeHTTPS(t *testing.T) {
 	// With verification asked for, the test server's certificate (for
 	// example.com and 127.0.0.1, signed by an unknown CA) fails.
 	tg := serverTarget(t, HTTPS, srv.Listener.Addr().String())
-	if r := newProber(tg, (&net.Dialer{}).DialContext, &tls.Config{}).probe(context.Background()); r.OK || r.WeightState != 0 || r.WeightKnown {
+	if r := newProber(tg, DirectDial, &tls.Config{}).probe(context.Background()); r.OK || r.WeightState != 0 || r.WeightKnown {
 		t.Errorf("verifying probe: got %+v, want a TLS failure without a weight", r)
 	} else if !strings.Contains(r.Err.Error(), "tls handshake") {
 		t.Errorf("error %q does not say tls handshake", r.Err)
 	}
 	// Trusting the server's certificate makes it pass again.
 	pool := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
-	if r := newProber(tg, (&net.Dialer{}).DialContext, &tls.Config{RootCAs: pool}).probe(context.Background()); !r.OK {
+	if r := newProber(tg, DirectDial, &tls.Config{RootCAs: pool}).probe(context.Background()); !r.OK {
 		t.Errorf("verifying probe with the server's CA: %v", r.Err)
 	}
 }
@@ -271,7 +271,7 @@ func TestProbeFailures(t *testing.T) {
 			tg := serverTarget(t, tc.typ, tc.addr)
 			tg.Check.Timeout = 100 * time.Millisecond
 			start := time.Now()
-			r := newProber(tg, (&net.Dialer{}).DialContext, nil).probe(context.Background())
+			r := newProber(tg, DirectDial, nil).probe(context.Background())
 			if took := time.Since(start); took > time.Second {
 				t.Errorf("probe took %s with a timeout of 100ms", took)
 			}
@@ -296,11 +296,13 @@ func TestProbeTCPAndNone(t *testing.T) {
 	defer ln.Close()
 	tg := serverTarget(t, TCP, ln.Addr().String())
 	want := Result{OK: true, WeightKnown: true, Weight: UnweightedWeight, WeightState: failover.WeightOK}
-	if r := newProber(tg, (&net.Dialer{}).DialContext, nil).probe(context.Background()); r != want {
+	if r := newProber(tg, DirectDial, nil).probe(context.Background()); r != want {
 		t.Errorf("TCP: got %+v, want %+v", r, want)
 	}
 	none := Target{Key: tg.Key, Check: Check{Kind: NoProbe}}
-	fail := func(context.Context, string, string) (net.Conn, error) { return nil, errors.New("must not dial") }
+	fail := func(context.Context, string, Key, netip.AddrPort) (net.Conn, error) {
+		return nil, errors.New("must not dial")
+	}
 	if r := newProber(none, fail, nil).probe(context.Background()); r != want {
 		t.Errorf("NONE: got %+v, want %+v", r, want)
 	}
