@@ -1,6 +1,7 @@
 // Package health probes backends and turns probe results into the health
 // and weight the eligible-set engine (package failover) consumes: HTTP,
-// HTTPS and TCP checks, the X-Load-Balancing-Endpoint-Weight header,
+// HTTPS, HTTP2, TCP, SSL, GRPC and UDP checks with response matching and
+// PROXY v1 headers, the X-Load-Balancing-Endpoint-Weight header,
 // rise/fall thresholds and jittered schedules (docs/design.md#health-checks,
 // docs/design.md#weights).
 //
@@ -21,18 +22,34 @@
 //
 // # One probe
 //
-//	HTTP   connect backend:port → GET request_path HTTP/1.1, Host, Connection: close
-//	       → status line and headers (≤ 16 KiB, body never read) → close
+// Every probe opens a fresh connection from Options.Dial (the dialer seam:
+// DirectDial, the appliance's own socket to backend:port, unless the
+// daemon passes another) and closes it; proxy_header PROXY_V1 sends
+// "PROXY TCP4|TCP6 src dst sport dport\r\n" with the connection's own
+// addresses first, on every kind but UDP and NONE.
+//
+//	HTTP   GET request_path HTTP/1.1, Host, Connection: close → status and headers
+//	       (≤ 16 KiB); the body only when response is set (its first 1024 bytes)
 //	HTTPS  the same inside TLS (ALPN http/1.1, SNI = Host without port)
-//	TCP    connect → close
+//	HTTP2  one GET over HTTP/2 on a new connection: TLS with ALPN h2 (the server
+//	       must choose h2), or h2c with tls = false; :authority = Host
+//	TCP    connect; send request; read until response's length, failing at the
+//	       first byte that differs (no request/response: connect and close)
+//	SSL    connect, TLS handshake (no ALPN), then as TCP inside TLS
+//	GRPC   grpc.health.v1.Health/Check for grpc_service_name on a new client
+//	       connection (plaintext, or TLS with ALPN h2)
+//	UDP    one request datagram on a connected socket; the first answer decides
 //	NONE   no probe: HEALTHY, weight 1, at once
 //
-// Pass: HTTP(S) status exactly 200 (redirects are not followed, 204 fails);
-// TCP connect succeeds. The timeout covers connect, handshake, request and
-// response; it is the socket deadline, so it runs on real time even with a
-// fake Clock. Probes dial backend:port with Options.Dial from the
-// appliance's own stack, never the VIP: the XDP program redirects only
-// VIP-addressed packets, so the replies reach the kernel (seeds-digest 28).
+// Pass: HTTP kinds on status exactly 200 (redirects are not followed, 204
+// fails) and, with response, the text in the body's first 1024 bytes;
+// TCP and SSL on connect (and handshake) and, with response, an answer
+// that begins with its bytes; GRPC on SERVING; UDP on an answer that
+// begins with response (any answer without one). The timeout covers
+// connect, handshake, request and response; it is the socket deadline
+// (HTTP2, GRPC: the request's context), so it runs on real time even with
+// a fake Clock. Probes go to backend:port, never the VIP: the XDP program
+// redirects only VIP-addressed packets, so the replies reach the kernel.
 //
 // # Weight header
 //
@@ -41,7 +58,7 @@
 //	                    anything else         → INVALID_WEIGHT, weight 0
 //	no response         (timeout, refused, reset, TLS failure)
 //	                    → UNAVAILABLE_WEIGHT, weight 0, once the fall threshold is reached
-//	TCP connected, NONE → OK, weight 1 (UnweightedWeight)
+//	TCP, SSL, GRPC, UDP passing, NONE → OK, weight 1 (UnweightedWeight)
 //
 // # Rise and fall (per target)
 //
@@ -67,19 +84,46 @@
 //     health.go checkOf, and the healthKinds table in enums.go), so this
 //     package does not import pkg/config.
 //   - Defaults are config's (GCP's): interval 5 s, timeout 5 s, thresholds
-//     2/2, request path "/", port 80 (HTTP, TCP) or 443 (HTTPS).
+//     2/2, request path "/", port 80 (HTTP, TCP) or 443 (HTTPS, SSL,
+//     HTTP2); GRPC and UDP have none (config requires the port).
+//   - The kinds follow Google Cloud's health checks (TCP, SSL, HTTP,
+//     HTTPS, HTTP2, GRPC with its TLS variant, request/response,
+//     proxyHeader); UDP is not one of them, and follows TCP's request and
+//     response. Payloads may be binary (request_hex, response_hex in the
+//     configuration), since UDP services (DNS, games) speak binary.
+//   - HTTP2 runs on net/http's HTTP/2 client (the bundled
+//     golang.org/x/net/http2): x/net's own Transport.NewClientConn is
+//     deprecated in favour of net/http's Transport.NewClientConn and
+//     Protocols, which are used here with the prober's own dialers, so the
+//     dialer seam and the PROXY line apply. GRPC runs on grpc-go's client
+//     and the grpc_health_v1 stubs. Both build a new connection per probe
+//     (no pooling), like the other kinds.
+//   - HTTP2 over TLS fails unless the server chooses h2 in ALPN; there is
+//     no fall-back to HTTP/1.1 (that would be the HTTPS check).
+//   - GRPC over TLS takes its :authority from the TLS server name (Host
+//     without port), as gRPC insists; in plaintext it is Host (with port).
+//   - A UDP probe sends one datagram per probe, no retry within the
+//     timeout: the thresholds absorb a lost datagram, as they do a lost
+//     SYN. An ICMP port unreachable fails the probe at once ("connection
+//     refused" on the connected socket).
+//   - A wrong answer fails at once, not at the timeout: TCP and SSL stop
+//     reading at the first byte that differs.
+//   - An unweighted kind learns no weight from a failure: the last weight
+//     stands until the fall threshold, as with an HTTP check that gets no
+//     answer.
 //   - Host header: health_check.host, else the backend address, with
 //     ":port" when the port is not the scheme's default and IPv6 in
 //     brackets. SNI is the host without its port; an address is never sent
 //     as SNI (RFC 6066), as crypto/tls does.
-//   - HTTPS does not verify the backend's certificate by default (backends
-//     rarely hold a certificate for their own address, and a probe is about
-//     the service, not its identity). Options.TLS set to a verifying config
-//     (with RootCAs; ServerName comes from the Host, else the backend
-//     address) turns verification on.
+//   - TLS kinds (HTTPS, SSL, HTTP2, GRPC with tls) do not verify the
+//     backend's certificate by default (backends rarely hold a certificate
+//     for their own address, and a probe is about the service, not its
+//     identity). Options.TLS set to a verifying config (with RootCAs;
+//     ServerName comes from the Host, else the backend address) turns
+//     verification on.
 //   - Each probe opens a fresh connection (Connection: close, no keep-alive),
 //     so every probe also tests connection set-up, as GCP's and HAProxy's
-//     do. The body is not read.
+//     do. The body is read only to match response.
 //   - Weights are integers in decimal, 0..1000, as the GCP guide says;
 //     "1.5" and "1.0" are INVALID_WEIGHT (the API's wording about floats is
 //     not followed). Leading zeros and surrounding blanks are accepted;
@@ -97,9 +141,9 @@
 //     rebuilds a rule's tables at most once per rebuild period, so a header
 //     that flips every probe costs one rebuild per period at worst, and
 //     conntrack keeps established flows where they are.
-//   - TCP and NONE report weight 1 with state OK: they carry no weight and
-//     every backend counts the same (config rejects WEIGHTED_MAGLEV with
-//     them). NONE means no checks at all: HEALTHY at once, thresholds
+//   - TCP, SSL, GRPC, UDP and NONE report weight 1 with state OK when they
+//     pass: they carry no weight and every backend counts the same (config
+//     rejects WEIGHTED_MAGLEV with them). NONE means no checks at all: HEALTHY at once, thresholds
 //     ignored.
 //   - Only changes of health, weight or weight state are reported; a new
 //     error text alone is not (Status shows it). The first report of a
