@@ -62,7 +62,7 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 		info.Tier, info.Reason, info.Eligible = rr.state.Tier.String(), rr.state.Reason, len(rr.state.Eligible)
 	}
 	var table *hash.MaglevTable
-	if snap := o.d.engine.snapshotOrNil(); snap != nil && int(rr.slot) < len(snap.Rules) && snap.Rules[rr.slot].Present {
+	if snap := o.d.engine.Snapshot(); snap != nil && int(rr.slot) < len(snap.Rules) && snap.Rules[rr.slot].Present {
 		table = snap.Rules[rr.slot].Table
 		info.TableSize = table.Size()
 		info.TableDigest = tableDigest(snap.Seed, &snap.Rules[rr.slot]) // digest.go

@@ -6,7 +6,7 @@ import (
 	"github.com/xlbnet/xlb/failover"
 	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/dataplane"
-	"github.com/xlbnet/xlb/ring/xsk"
+	"github.com/xlbnet/xlb/pkg/engine"
 )
 
 func policyOf(r *config.Rule) failover.Policy {
@@ -118,17 +118,17 @@ func matchOf(r *config.Rule) dataplane.RuleMatch {
 }
 
 // vipsOf is the rule's part of the XDP program's VIP set.
-func vipsOf(r *config.Rule) []xsk.VIP {
+func vipsOf(r *config.Rule) []engine.VIP {
 	switch {
 	case r.Protocol == config.ProtocolL3Default:
-		return []xsk.VIP{{Addr: r.VIP}}
+		return []engine.VIP{{Addr: r.VIP}}
 	case r.Ports.All:
-		return []xsk.VIP{{Addr: r.VIP, Proto: ipProtocols.of(r.Protocol)}}
+		return []engine.VIP{{Addr: r.VIP, Proto: ipProtocols.of(r.Protocol)}}
 	}
-	var out []xsk.VIP
+	var out []engine.VIP
 	for _, pr := range r.Ports.Ranges {
 		for p := int(pr.First); p <= int(pr.Last); p++ {
-			out = append(out, xsk.VIP{Addr: r.VIP, Proto: ipProtocols.of(r.Protocol), Port: uint16(p)})
+			out = append(out, engine.VIP{Addr: r.VIP, Proto: ipProtocols.of(r.Protocol), Port: uint16(p)})
 		}
 	}
 	return out

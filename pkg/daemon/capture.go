@@ -38,7 +38,7 @@ func (o *ops) Capture(ctx context.Context, q control.CaptureQuery, emit func(*ca
 		return nil, control.Errorf(http.StatusConflict, "capture: another capture is running (one at a time)")
 	}
 	defer o.d.capturing.Store(false)
-	s, err := capture.NewSession(f, len(e.queues), capture.Options{Snaplen: q.Snaplen, Rate: q.Rate})
+	s, err := capture.NewSession(f, len(e.Queues()), capture.Options{Snaplen: q.Snaplen, Rate: q.Rate})
 	if err != nil {
 		return nil, control.BadRequest("%v", err)
 	}
@@ -49,14 +49,9 @@ func (o *ops) Capture(ctx context.Context, q control.CaptureQuery, emit func(*ca
 		defer t.Stop()
 		deadline = t.C
 	}
-	for i, qu := range e.queues {
-		qu.worker.SetCapture(s.Tap(i))
-	}
-	defer func() {
-		for _, qu := range e.queues {
-			qu.worker.SetCapture(nil)
-		}
-	}()
+	e.SetCapture(s)
+	defer e.SetCapture(nil)
+	queues := e.Queues()
 	o.d.log.Info("capture started", "query", q)
 	done := &control.CaptureDone{}
 	tick := time.NewTicker(captureDrainEvery)
@@ -75,7 +70,7 @@ func (o *ops) Capture(ctx context.Context, q control.CaptureQuery, emit func(*ca
 			if emitErr != nil || q.Count > 0 && done.Packets >= q.Count {
 				return
 			}
-			p := packetOf(snap, e.queues[i].id, r, data)
+			p := packetOf(snap, queues[i], r, data)
 			if emitErr = emit(&p); emitErr == nil {
 				done.Packets++
 			}

@@ -165,7 +165,7 @@ func (c *connCounts) of(k [2]uint32) (active, inactive int) {
 func (d *daemon) countConnections(ctx context.Context) connCounts {
 	c := connCounts{active: map[[2]uint32]int{}, inactive: map[[2]uint32]int{}, shared: map[[2]uint32]int{}, sessionsActive: map[[2]uint32]int{}, ok: true}
 	e := d.engine
-	snap := e.snapshotOrNil()
+	snap := e.Snapshot()
 	if snap == nil {
 		c.ok = false
 		return c

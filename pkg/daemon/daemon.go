@@ -17,6 +17,7 @@ import (
 
 	"github.com/xlbnet/xlb/pkg/bfd"
 	"github.com/xlbnet/xlb/pkg/config"
+	"github.com/xlbnet/xlb/pkg/engine"
 	"github.com/xlbnet/xlb/pkg/handover"
 	"github.com/xlbnet/xlb/pkg/health"
 	"github.com/xlbnet/xlb/pkg/neigh"
@@ -52,7 +53,7 @@ type daemon struct {
 	opts     Options
 	log      *slog.Logger
 	clock    *clock
-	engine   *engine
+	engine   *engine.Engine
 	resolver *neigh.Resolver
 	reg      *registry
 	checker  *health.Checker
@@ -96,10 +97,9 @@ type daemon struct {
 
 	reloadsOK, reloadsRejected atomic.Uint64
 
-	capturing  atomic.Bool     // a capture runs (capture.go)
-	events     eventLog        // events.go
-	arenaCache arenaPagesCache // arena_pages.go
-	started    time.Time       // when Run started (status: uptime)
+	capturing atomic.Bool // a capture runs (capture.go)
+	events    eventLog    // events.go
+	started   time.Time   // when Run started (status: uptime)
 }
 
 // Run loads the configuration, starts the data plane and serves until ctx
@@ -184,8 +184,8 @@ func randomSeed() uint64 {
 }
 
 // engineConfig is the data plane's configuration.
-func (d *daemon) engineConfig() engineConfig {
-	return engineConfig{
+func (d *daemon) engineConfig() engine.Config {
+	return engine.Config{
 		Interface:  d.cfg.Interface,
 		Queues:     queueList(d.cfg.Queues),
 		XDPMode:    attachModes.of(d.cfg.XDPMode),
@@ -224,10 +224,9 @@ func (d *daemon) Run(ctx context.Context) (err error) {
 		if d.storeDoc() != nil { // after a crash under systemd
 			cfg.Arenas, cfg.Keep = d.store.take, d.registryKeep()
 		}
-		if d.engine, err = startEngine(cfg); err != nil {
+		if d.engine, err = engine.Start(cfg); err != nil {
 			return fmt.Errorf("start data plane: %w", err)
 		}
-		d.engine.logArenaPages()
 	}
 	d.store.close()
 	d.storeArenas()
@@ -323,7 +322,7 @@ func (d *daemon) serve(ctx context.Context) error {
 				d.log.Error("recompute after health change", "err", err)
 			}
 		case now := <-tick.C:
-			if err := d.engine.linkGone(); err != nil {
+			if err := d.engine.LinkGone(); err != nil {
 				d.log.Error("stopping: the interface is gone", "err", err)
 				d.exit, d.exitErr = exitStop, err
 				continue
@@ -352,7 +351,7 @@ func (d *daemon) finish() {
 	}
 	switch d.exit {
 	case exitHandedOver:
-		if err := d.engine.release(); err != nil {
+		if err := d.engine.Release(); err != nil {
 			d.log.Error("release data plane", "err", err)
 		}
 		d.log.Info("exited: the successor serves; nothing detached")
@@ -360,7 +359,7 @@ func (d *daemon) finish() {
 	case exitStored:
 		d.notify("STOPPING=1")
 		d.storeForRestart()
-		if err := d.engine.release(); err != nil {
+		if err := d.engine.Release(); err != nil {
 			d.log.Error("release data plane", "err", err)
 		}
 		return

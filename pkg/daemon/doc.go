@@ -1,18 +1,18 @@
-// Package daemon runs the appliance: the data plane (the engine) and the
-// control plane that feeds it. Its API is Run (cmd/xlb's `xlb run`) and
+// Package daemon runs the appliance: the control plane, and the data
+// plane (pkg/engine: the XDP program, the sockets, workers and conntrack
+// tables) that it drives. Its API is Run (cmd/xlb's `xlb run`) and
 // Simulate (`xlb simulate`); everything else is the package's own.
 //
 // # Files: one home per concern
 //
 //	daemon.go    Options, Run, the daemon type and its control loop (signals,
 //	             timers, requests), do (run a function on the control goroutine)
-//	engine.go    the data plane: XDP program, one AF_XDP socket and worker per
-//	             queue, conntrack tables, snapshot publication, per-queue stats
 //	publish.go   recompute every rule (failover.Compute → dataplane.BuildRule)
 //	             and publish a snapshot; the published status
 //	build.go     configuration → eligible-set input (failoverInput, shared with
 //	             simulate.go), rule match, XDP VIP set, failover policy
 //	enums.go     configuration enums → runtime values: one table per enum
+//	             (the engine's attach and bind modes among them)
 //	health.go    health verdicts from the probers, applied on the control goroutine
 //	nexthop.go   next-hop resolution and the encapsulation templates built from it
 //	reload.go    Reload: a new configuration in whole, or none of it
@@ -25,9 +25,8 @@
 //	metrics.go   /metrics (client_golang, pkg/metrics): the families, each
 //	             declared once with family(), and the collect functions
 //	events.go    the event list of status (health, CLI, reload, BGP)
-//	arena_pages.go the conntrack arenas' size and huge-page bytes: logged at
-//	             start, in status and xlb_conntrack_arena_bytes from one
-//	             reading of /proc/self/smaps kept 5 s (its cost measured there)
+//	arena_pages.go the conntrack arenas' size and huge-page bytes (the
+//	             engine's reading) in status and xlb_conntrack_arena_bytes
 //	simulate.go  Simulate: the effect of backend changes, without a daemon
 //	warmup.go    a rule's first round of health checks as published ("warm")
 //	bgp.go       [bgp]: the speaker, the announce decision per VIP, shutdown order
@@ -36,9 +35,6 @@
 //	handover.go  restart and upgrade, the running daemon's side: the state
 //	             document, handing the files over, the cut-over
 //	successor.go restart and upgrade, the new process's side: prepare, take over
-//	engine_handover.go  the data plane's part of a hand-over (export,
-//	             quiesce, adopt, take over, release, rebuild) and of a start
-//	             from a previous process's arenas
 //	lifecycle.go POST /v1/restart and /v1/stop, SIGUSR2
 //	systemd.go   under systemd: readiness, MAINPID, the fd store (a restart
 //	             or a crash keeps tables and state; a SIGTERM also the sockets)
@@ -53,6 +49,8 @@
 //	backends.go  GET /v1/backends and POST /v1/backend/{action}: rows and changes
 //	conntrack.go /v1/conntrack list, count and flush; active and inactive
 //	             connections per backend (conntrack Tally)
+//	sessions.go  PER_SESSION sessions (one shared entry per client): active
+//	             while they carry traffic, inactive after that
 //	lookup.go    GET /v1/lookup: the packet asked about and the answer's words
 //	rates.go     the rate estimator (fixed 2 s window, its own goroutine):
 //	             every per-second figure the daemon shows
@@ -68,10 +66,9 @@
 //
 // # Goroutines
 //
-//   - One worker per served queue (engine), locked to its OS thread and
-//     pinned to CPU queue mod NumCPU: RX batch → parse → decide → encap →
-//     TX on the queue's AF_XDP socket. Workers read the published snapshot
-//     once per batch and never wait for anything else.
+//   - One worker per served queue (pkg/engine, its doc.go has the
+//     details), locked to its OS thread: it reads the published snapshot
+//     once per batch and never waits for the control plane.
 //   - The control goroutine (Run) owns every piece of control-plane state:
 //     the configuration, the CLI overlay, each rule's failover.State, the
 //     health verdicts, the next hops and the slot registry. Everything that
@@ -116,11 +113,9 @@
 //     removed (entries honoured for connection_draining_timeout), keep their
 //     next hop (and so their encapsulation template) meanwhile, and are
 //     forgotten once their drain deadline plus the idle timeout has passed.
-//   - queues = "all" binds the interface's active receive queues
-//     (ETHTOOL_GCHANNELS via pkg/ethtool, else the real count in sysfs),
-//     not the allocated ones: a plain veth allocates one per CPU and uses
-//     one. A listed queue beyond them stops xlb run before anything is
-//     attached, with the count and how to change it (engine.go).
+//   - queues = "all" binds the interface's active receive queues, not the
+//     allocated ones; a listed queue beyond them stops xlb run before
+//     anything is attached (pkg/engine, "Served queues").
 //   - Reload refuses every key only a start applies (interface, queues,
 //     xdp_mode, bind_mode, pin_dir, control_socket, the conntrack sizes
 //     and flood limits; reloadkeys.go has the table), naming them — xlb
@@ -138,7 +133,9 @@
 // The XDP program's link and maps are pinned (pin_dir, ring/xsk), the
 // UMEM and the conntrack arenas are memfds (ring, conntrack), and the
 // daemon's clock counts CLOCK_MONOTONIC from a base it can hand on, so
-// nothing a flow depends on belongs to one process.
+// nothing a flow depends on belongs to one process. The engine's part of
+// each path (what it hands over, quiesces, adopts, takes over, rebuilds)
+// is in pkg/engine's doc; this is the daemon's.
 //
 //   - xlb restart -c FILE (POST /v1/restart; SIGUSR2 uses the running
 //     configuration) and xlb upgrade --binary PATH: handOver starts the
@@ -168,10 +165,10 @@
 //     goes silent there is killed and this daemon opens new sockets
 //     (rebuild: VIP packets are dropped by the program meanwhile, the
 //     conntrack tables are kept).
-//   - A changed layout on upgrade: XDP maps of another layout get new maps
-//     with the VIP set copied (ring/xsk); a conntrack arena of another
-//     bucket layout starts empty, and the hand-over's answer and the log
-//     say which (Notes) — those flows fall back to Maglev. An unknown state
+//   - A changed layout on upgrade: XDP maps or conntrack arenas of another
+//     layout are replaced (pkg/engine, "A changed layout on upgrade"), and
+//     the hand-over's answer and the log say which (Notes) — those flows
+//     fall back to Maglev. An unknown state
 //     document version is refused (the successor gives up): without the
 //     registry the arenas' slots mean nothing.
 //   - kill -9 (or any crash) and `xlb run`: the pinned program stays
@@ -239,27 +236,14 @@
 // with exit status 1, "interface X (index N) no longer exists", detaching
 // and unpinning what is left: its sockets would never receive again, and
 // a daemon serving nothing unnoticed is worse than one its service
-// manager restarts on the interface as it is now (engine.linkGone, checked
+// manager restarts on the interface as it is now (Engine.LinkGone, checked
 // on the control loop's 1 s tick).
 //
 // # Worker priority
 //
-// worker_nice (default 0) is the workers' nice value. Issue 11 first ran
-// them at -10, so that a worker never waits behind other work for its CPU
-// (a stall longer than the RX ring's depth loses packets, a hand-over's
-// pause included). Measured on the bench (2026-12-01, bench/README.md §4,
-// copy-mode veth, 1 queue, at the generator's full rate, 4 rounds): at
-// -10 the process spent 5610-6374 ns per forwarded packet, at 0 4839-5626,
-// 0.82-0.88 of it in every round, the whole machine's CPU per packet 1-5 %
-// less, forwarded pps alike. The kernel's work for a queue (NAPI, the
-// copies, TX completions) runs on the worker's CPU; a worker at -10 takes
-// that CPU's share from ksoftirqd, and the softirq work it then finds
-// pending is done in its own context, at a higher cost. A dedicated
-// appliance has nothing for a worker to wait behind, so 0 is the default;
-// a machine shared with other work (the lab tests run beside their
-// clients, backends and other tests: pkg/lab writes -10) sets a negative
-// value. It needs CAP_SYS_NICE; without it the daemon warns and runs on at
-// its own priority. A reload refuses a change; xlb restart applies it.
+// worker_nice (default 0) is the workers' nice value; pkg/engine's doc,
+// "Worker priority", says why 0 and when a negative value. A reload
+// refuses a change; xlb restart applies it.
 //
 // # The control API
 //

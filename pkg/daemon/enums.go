@@ -8,10 +8,9 @@ import (
 	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/dataplane"
 	"github.com/xlbnet/xlb/pkg/encap"
+	"github.com/xlbnet/xlb/pkg/engine"
 	"github.com/xlbnet/xlb/pkg/health"
 	"github.com/xlbnet/xlb/pkg/packet"
-	"github.com/xlbnet/xlb/ring"
-	"github.com/xlbnet/xlb/ring/xsk"
 )
 
 // Configuration enums → runtime values: the one place where a config
@@ -78,15 +77,15 @@ var (
 		config.ProxyNone: health.ProxyNone,
 		config.ProxyV1:   health.ProxyV1,
 	}
-	attachModes = enumMap[config.XDPMode, xsk.AttachMode]{
-		config.XDPAuto:    xsk.AttachAuto,
-		config.XDPNative:  xsk.AttachNative,
-		config.XDPGeneric: xsk.AttachGeneric,
+	attachModes = enumMap[config.XDPMode, engine.AttachMode]{
+		config.XDPAuto:    engine.AttachAuto,
+		config.XDPNative:  engine.AttachNative,
+		config.XDPGeneric: engine.AttachGeneric,
 	}
-	bindModes = enumMap[config.BindMode, ring.BindMode]{
-		config.BindAuto:     ring.BindAuto,
-		config.BindZeroCopy: ring.BindZeroCopy,
-		config.BindCopy:     ring.BindCopy,
+	bindModes = enumMap[config.BindMode, engine.BindMode]{
+		config.BindAuto:     engine.BindAuto,
+		config.BindZeroCopy: engine.BindZeroCopy,
+		config.BindCopy:     engine.BindCopy,
 	}
 )
 

@@ -18,6 +18,7 @@ import (
 	"github.com/xlbnet/xlb/failover"
 	"github.com/xlbnet/xlb/pkg/bfd"
 	"github.com/xlbnet/xlb/pkg/control"
+	"github.com/xlbnet/xlb/pkg/engine"
 	"github.com/xlbnet/xlb/pkg/handover"
 	"github.com/xlbnet/xlb/pkg/neigh"
 )
@@ -38,7 +39,7 @@ type stateDoc struct {
 	Build     string                       `json:"build"`
 	ClockBase int64                        `json:"clock_base"` // CLOCK_MONOTONIC ns of conntrack time 0
 	Seed      uint64                       `json:"conntrack_seed"`
-	Engine    engineState                  `json:"engine"`
+	Engine    engine.State                 `json:"engine"`
 	Rules     map[string]uint16            `json:"rule_slots"`
 	Backends  map[string]map[string]uint32 `json:"backend_slots"` // rule → address → slot
 	Runtime   []ruleState                  `json:"rules"`
@@ -95,7 +96,7 @@ const (
 func (d *daemon) stateDocument(stop *storedStop) ([]byte, error) {
 	doc := stateDoc{Stopped: stop,
 		Version: stateVersion, Build: buildID(), ClockBase: d.clock.Base(), Seed: d.seed,
-		Engine: d.engine.handoverState(), Rules: d.reg.rules, Backends: map[string]map[string]uint32{},
+		Engine: d.engine.State(), Rules: d.reg.rules, Backends: map[string]map[string]uint32{},
 		Reloads: [2]uint64{d.reloadsOK.Load(), d.reloadsRejected.Load()},
 	}
 	for rule, m := range d.reg.backends {
@@ -192,7 +193,7 @@ func (d *daemon) restoreState(doc *stateDoc) error {
 
 // cutoverBody is what the predecessor's stopped workers hand over.
 type cutoverBody struct {
-	Free map[int][]uint64 `json:"free"` // queue → free UMEM chunks
+	Free engine.FreeFrames `json:"free"` // queue → free UMEM chunks
 }
 
 // handOver starts a successor and hands everything to it (control
@@ -226,7 +227,7 @@ func (d *daemon) handOver(req control.RestartRequest) (*control.RestartResult, e
 	} else {
 		reason = fmt.Sprintf("the successor reads state versions %v, this daemon writes %d", hello.States, stateVersion)
 	}
-	files := d.engine.handoverFiles()
+	files := d.engine.Files()
 	for _, l := range []struct {
 		name string
 		ln   net.Listener
@@ -250,17 +251,17 @@ func (d *daemon) handOver(req control.RestartRequest) (*control.RestartResult, e
 		return fail(err)
 	}
 	begin := time.Now()
-	free := d.engine.quiesce()
+	free := d.engine.Quiesce()
 	if err := p.Cutover(cutoverBody{Free: free}); err != nil {
 		if handover.IsRefused(err) {
-			d.engine.resume()
+			d.engine.Resume()
 			return fail(err)
 		}
 		// The successor may have started driving the rings: it is killed
 		// and this daemon serves again on new sockets.
 		p.Abandon()
 		d.log.Error("hand-over: the successor vanished after the cut-over; rebuilding the sockets", "err", err)
-		if rerr := d.engine.rebuild(); rerr != nil {
+		if rerr := d.engine.Rebuild(); rerr != nil {
 			d.log.Error("rebuild after a failed hand-over; stopping", "err", rerr)
 			d.exit = exitStop
 			return nil, control.Errorf(500, "restart: %v; rebuilding the sockets failed too: %v", err, rerr)

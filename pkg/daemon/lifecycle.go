@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 
 	"github.com/xlbnet/xlb/pkg/control"
-	"github.com/xlbnet/xlb/ring/xsk"
 )
 
 // Restart hands the daemon's work to a successor (POST /v1/restart). It
@@ -37,8 +36,7 @@ func (o *ops) Stop(ctx context.Context, _ control.StopRequest) (*control.StopRes
 	if err != nil {
 		return nil, control.Errorf(500, "stop: %v", err)
 	}
-	dir, _ := xsk.PinDir(d.cfg.PinDir, d.cfg.Interface)
-	return &control.StopResult{Detached: true, PinDir: dir}, nil
+	return &control.StopResult{Detached: true, PinDir: d.engine.PinDir()}, nil
 }
 
 // restartOnSignal is SIGUSR2: a restart into the same executable with the

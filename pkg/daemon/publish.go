@@ -8,7 +8,7 @@ import (
 	"github.com/xlbnet/xlb/failover"
 	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/dataplane"
-	"github.com/xlbnet/xlb/ring/xsk"
+	"github.com/xlbnet/xlb/pkg/engine"
 )
 
 // publishedStatus is what the daemon publishes about itself after each change.
@@ -56,7 +56,7 @@ type removedBackend struct {
 func (d *daemon) publish() error {
 	now := time.Now()
 	rules := make([]dataplane.Rule, 0, len(d.cfg.Rules))
-	var vips []xsk.VIP
+	var vips []engine.VIP
 	var statuses []ruleStatus
 	keep := map[string]bool{}
 	for i := range d.view.Rules {

@@ -47,7 +47,7 @@ func (d *daemon) takeSample() *sample {
 		s.queueTX[q.Queue] = q.Counters.TXPackets.Load()
 		s.queueDrops[q.Queue], _ = dropsOf(q.Counters)
 	}
-	bstats := e.backendStats()
+	bstats := e.BackendStats()
 	snap := e.Snapshot()
 	if bstats == nil || snap == nil {
 		return s

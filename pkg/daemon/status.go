@@ -9,6 +9,7 @@ import (
 	"github.com/xlbnet/xlb/pkg/buildinfo"
 	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/dataplane"
+	"github.com/xlbnet/xlb/pkg/engine"
 )
 
 // Status implements control.API.
@@ -53,9 +54,9 @@ func (o *ops) Status(ctx context.Context) (*control.Status, error) {
 		out.Counters.RXPerSec = rates.of(func(s *sample) uint64 { return s.rx })
 		out.Warnings = append(out.Warnings, idleQueueWarnings(out.QueueStats, out.Counters.RXPerSec, st.XDPMode, rates)...)
 		ap := o.d.arenaPages() // arena_pages.go
-		out.Arenas, out.ShmemTHP = ap.stats, ap.mode
-		if ap.err != nil {
-			out.Warnings = append(out.Warnings, ap.err.Error())
+		out.Arenas, out.ShmemTHP = arenaStats(ap), ap.Mode
+		if ap.Err != nil {
+			out.Warnings = append(out.Warnings, ap.Err.Error())
 		}
 	}
 	var tiers []control.RuleEvent
@@ -76,7 +77,7 @@ func (o *ops) Status(ctx context.Context) (*control.Status, error) {
 
 // queueStat is one queue's row of status: packets, rates, drops, and the
 // kernel's statistics of its socket.
-func queueStat(q *queueStats, rates rateWindow) control.QueueStat {
+func queueStat(q *engine.QueueStats, rates rateWindow) control.QueueStat {
 	c, qid := q.Counters, q.Queue
 	drops, passes := dropsOf(c)
 	k := q.Kernel

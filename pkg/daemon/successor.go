@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/xlbnet/xlb/pkg/config"
+	"github.com/xlbnet/xlb/pkg/engine"
 	"github.com/xlbnet/xlb/pkg/handover"
 	"github.com/xlbnet/xlb/pkg/health"
 	"github.com/xlbnet/xlb/pkg/neigh"
@@ -43,20 +44,20 @@ func runSuccessor(ctx context.Context, opts Options, s *handover.Successor) erro
 		return fmt.Errorf("hand-over: gave up before the cut-over: %w", err)
 	}
 	if err := s.Ready(notes...); err != nil {
-		d.engine.release()
+		d.engine.Release()
 		return fmt.Errorf("hand-over: %w", err)
 	}
 	var body cutoverBody
 	if err := s.WaitCutover(&body); err != nil {
-		d.engine.release()
+		d.engine.Release()
 		return fmt.Errorf("hand-over: %w", err)
 	}
-	if err := d.engine.takeOver(body.Free); err != nil {
+	if err := d.engine.TakeOver(body.Free); err != nil {
 		s.Failed(err.Error())
-		d.engine.release()
+		d.engine.Release()
 		return fmt.Errorf("hand-over: cut-over: %w", err)
 	}
-	d.engine.begin()
+	d.engine.Begin()
 	if err := s.Done(); err != nil {
 		d.log.Warn("hand-over: tell the predecessor it is done", "err", err)
 	}
@@ -94,13 +95,13 @@ func prepareSuccessor(opts Options, offer *handover.Offer) (_ *daemon, notes []s
 		return nil, nil, err
 	}
 	cfg := d.engineConfig()
-	d.engine, err = adoptEngine(cfg, doc.Engine, offer.Take, &notes)
+	d.engine, notes, err = engine.Adopt(cfg, doc.Engine, offer.Take)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer func() {
 		if err != nil {
-			d.engine.release()
+			d.engine.Release()
 			if d.checker != nil {
 				d.checker.Stop()
 			}

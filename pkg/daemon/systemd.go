@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xlbnet/xlb/pkg/engine"
 	"github.com/xlbnet/xlb/pkg/sdnotify"
 )
 
@@ -44,7 +44,7 @@ const stateFile = "state"
 // storedStop is the part of the state document written at a stop into
 // the fd store: what the stopped workers handed over.
 type storedStop struct {
-	Free map[int][]uint64 `json:"free"`
+	Free engine.FreeFrames `json:"free"`
 }
 
 // fromStore is what systemd passed this process from its fd store.
@@ -134,10 +134,8 @@ func (d *daemon) storeArenas() {
 	if !underSystemd() {
 		return
 	}
-	for _, f := range d.engine.handoverFiles() {
-		if strings.HasPrefix(f.Name, "ct-") {
-			d.storeFD(f.Name, f.FD)
-		}
+	for _, f := range d.engine.ArenaFiles() {
+		d.storeFD(f.Name, f.FD)
 	}
 }
 
@@ -153,7 +151,7 @@ func (d *daemon) storeFD(name string, fd int) {
 // storeState replaces the state document in the fd store, with stop
 // (the stopped workers' hand-over) when the daemon stops for a restart.
 func (d *daemon) storeState(stop *storedStop) {
-	if !underSystemd() || d.engine.holdVIPs {
+	if !underSystemd() || d.engine.Preparing() {
 		return // a successor preparing: its predecessor's document stands
 	}
 	doc, err := d.stateDocument(stop)
@@ -174,11 +172,9 @@ func (d *daemon) storeState(stop *storedStop) {
 // batches and store the sockets, their UMEM and the document with the
 // free frame lists, so the next start takes the rings over.
 func (d *daemon) storeForRestart() {
-	free := d.engine.quiesce()
-	for _, f := range d.engine.handoverFiles() {
-		if strings.HasPrefix(f.Name, "xsk-") || strings.HasPrefix(f.Name, "umem-") {
-			d.storeFD(f.Name, f.FD)
-		}
+	free := d.engine.Quiesce()
+	for _, f := range d.engine.SocketFiles() {
+		d.storeFD(f.Name, f.FD)
 	}
 	d.storeState(&storedStop{Free: free})
 	d.log.Info("stopped for a restart: sockets, arenas and state in systemd's fd store; nothing detached")
@@ -189,11 +185,7 @@ func (d *daemon) clearStore() {
 	if !underSystemd() {
 		return
 	}
-	names := []string{stateFile, sessionsFile, fragmentsFile}
-	for _, q := range d.engine.Queues() {
-		names = append(names, xskFile(q), umemFile(q), ctFile(q))
-	}
-	for _, n := range names {
+	for _, n := range append([]string{stateFile}, d.engine.FileNames()...) {
 		if _, err := sdnotify.Remove(n); err != nil {
 			d.log.Warn("fd store", "name", n, "err", err)
 		}
@@ -220,7 +212,7 @@ func sealedMemfd(name string, b []byte) (int, error) {
 // startFromStore starts the data plane from what systemd's fd store
 // passed: after a stop for a restart, the sockets and rings as they were
 // (a warm start); after a crash, the arenas and the state (the engine is
-// then started by startEngine with them). It restores the control
+// then started by engine.Start with them). It restores the control
 // plane's state from the document. Without a store it does nothing.
 func (d *daemon) startFromStore() error {
 	doc := d.storeDoc()
@@ -239,11 +231,10 @@ func (d *daemon) startFromStore() error {
 		return nil
 	}
 	if doc.Stopped != nil {
-		var notes []string
-		e, err := adoptEngine(d.engineConfig(), doc.Engine, d.store.take, &notes)
+		e, notes, err := engine.Adopt(d.engineConfig(), doc.Engine, d.store.take)
 		if err == nil {
-			if err = e.takeOver(doc.Stopped.Free); err != nil {
-				e.release()
+			if err = e.TakeOver(doc.Stopped.Free); err != nil {
+				e.Release()
 			}
 		}
 		if err != nil {
@@ -257,7 +248,7 @@ func (d *daemon) startFromStore() error {
 		for _, n := range notes {
 			d.log.Warn("fd store", "note", n)
 		}
-		e.begin()
+		e.Begin()
 		d.engine = e
 		d.removeStoredSockets(doc)
 		d.log.Info("started from systemd's fd store: the stopped daemon's sockets, rings and tables taken over", "queues", e.Queues())
@@ -282,14 +273,12 @@ func (d *daemon) storeDoc() *stateDoc {
 // removeStoredSockets takes the sockets and UMEM memfds out of systemd's
 // store and closes this process's copies not in use.
 func (d *daemon) removeStoredSockets(doc *stateDoc) {
-	for _, q := range doc.Engine.Queues {
-		for _, name := range []string{xskFile(q.ID), umemFile(q.ID)} {
-			if fd, ok := d.store.take(name); ok {
-				unix.Close(fd)
-			}
-			if _, err := sdnotify.Remove(name); err != nil {
-				d.log.Warn("fd store", "name", name, "err", err)
-			}
+	for _, name := range doc.Engine.SocketFileNames() {
+		if fd, ok := d.store.take(name); ok {
+			unix.Close(fd)
+		}
+		if _, err := sdnotify.Remove(name); err != nil {
+			d.log.Warn("fd store", "name", name, "err", err)
 		}
 	}
 }

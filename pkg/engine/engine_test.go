@@ -1,4 +1,4 @@
-package daemon
+package engine
 
 import (
 	"strings"
@@ -12,7 +12,7 @@ import (
 // TestServedQueues: "all" is the interface's active receive queues, not
 // the allocated ones (a plain veth allocates one per CPU and uses one), and
 // a list beyond them is refused before anything is attached, naming the
-// problem (issue 12 item 2).
+// problem.
 func TestServedQueues(t *testing.T) {
 	ns := testutil.NewNetNS(t, "dq")
 	err := ns.Do(func() error {

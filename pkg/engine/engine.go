@@ -1,10 +1,11 @@
-package daemon
+package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -15,44 +16,76 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/xlbnet/xlb/conntrack"
+	"github.com/xlbnet/xlb/pkg/capture"
 	"github.com/xlbnet/xlb/pkg/dataplane"
 	"github.com/xlbnet/xlb/pkg/ethtool"
 	"github.com/xlbnet/xlb/ring"
 	"github.com/xlbnet/xlb/ring/xsk"
 )
 
-// engineConfig configures the data plane of one appliance.
-type engineConfig struct {
+// AttachMode is how the XDP program attaches to the interface (the
+// program's own type: a configuration value passes through unchanged).
+type AttachMode = xsk.AttachMode
+
+// The attach modes.
+const (
+	AttachAuto    = xsk.AttachAuto    // native, else generic
+	AttachNative  = xsk.AttachNative  // the driver's mode, or fail
+	AttachGeneric = xsk.AttachGeneric // the kernel's SKB mode
+)
+
+// BindMode is how the AF_XDP sockets bind (the socket layer's own type).
+type BindMode = ring.BindMode
+
+// The bind modes.
+const (
+	BindAuto     = ring.BindAuto     // zero-copy, else copy
+	BindZeroCopy = ring.BindZeroCopy // zero-copy, or fail
+	BindCopy     = ring.BindCopy     // copy mode
+)
+
+// VIP is one entry of the set of packets the XDP program hands to the
+// workers: those to Addr with IP protocol Proto and destination port
+// Port. Proto 0 is every protocol (an L3_DEFAULT rule), Port 0 every port.
+type VIP struct {
+	Addr  netip.Addr
+	Proto uint8
+	Port  uint16
+}
+
+// Config configures the engine of one appliance.
+type Config struct {
 	Interface string
-	// Queues lists the receive queues to serve; empty means every RX
-	// queue of the interface.
+	// Queues lists the receive queues to serve; empty means every active
+	// RX queue of the interface.
 	Queues     []int
-	XDPMode    xsk.AttachMode
-	Bind       ring.BindMode
+	XDPMode    AttachMode
+	Bind       BindMode
 	MaxEntries int // conntrack entries for the whole appliance, split over queues
-	// SharedEntries sizes the PER_SESSION session table and the fragment
-	// table (each); 0 = MaxEntries/4 and MaxEntries/16.
+	// SessionEntries and FragmentEntries size the PER_SESSION session
+	// table and the fragment table; 0 = MaxEntries/4 and MaxEntries/16.
 	SessionEntries, FragmentEntries int
 	Seed                            uint64 // conntrack bucket seed (random per appliance)
 	Clock                           conntrack.Clock
 	Log                             *slog.Logger
 	// PinDir is the pin root (config pin_dir): the program's link and
 	// maps are pinned in PinDir/<interface> (xsk.PinDir) and outlive the
-	// daemon. "" loads an unpinned program, detached when the daemon ends.
+	// process. "" loads an unpinned program, detached when the engine ends.
 	PinDir string
 	// ClockBase is the CLOCK_MONOTONIC value of Clock's zero, recorded in
 	// the conntrack arenas' headers.
 	ClockBase int64
 	// Arenas, when set, offers conntrack arenas a previous process left
-	// (systemd's fd store after a crash): adopted, recounted and scrubbed
-	// with Keep (entries naming unknown slots go) before a worker runs.
-	Arenas func(name string) (int, bool)
+	// (systemd's fd store after a crash) by file name (ArenaFileNames):
+	// adopted, recounted and scrubbed with Keep (entries naming unknown
+	// slots go) before a worker runs.
+	Arenas func(name string) (fd int, ok bool)
 	Keep   func(rule uint16, backend uint32) bool
 	// Flood defences of every queue's table (conntrack/limit.go).
 	NewEntriesPerSecond, NewEntriesBurst int
 	UnconfirmedIdle                      time.Duration
 	// WorkerNice is the workers' nice value (config worker_nice); 0
-	// leaves them at the daemon's.
+	// leaves them at the process's.
 	WorkerNice int
 }
 
@@ -65,13 +98,15 @@ type queue struct {
 	adopted bool // table handed over by a predecessor, to Resume at the cut-over
 }
 
-// engine is the data plane: the XDP program attached to the interface,
+// Engine is the data plane: the XDP program attached to the interface,
 // one AF_XDP socket and one worker goroutine per queue (each locked to its
 // OS thread), the conntrack tables, and the snapshot the workers read.
-type engine struct {
-	cfg      engineConfig
+// Its methods are for one goroutine (the daemon's control goroutine),
+// except those that say they are safe from any.
+type Engine struct {
+	cfg      Config
 	prog     *xsk.Program
-	mode     xsk.AttachMode
+	mode     AttachMode
 	ifindex  int
 	queues   []*queue
 	snapshot atomic.Pointer[dataplane.Snapshot]
@@ -83,16 +118,18 @@ type engine struct {
 	wg     sync.WaitGroup
 	closed bool
 
-	// A successor prepares with the VIP set of its snapshot held back
-	// until its workers run (engine_handover.go).
+	// An adopted engine prepares with the VIP set of its snapshot held
+	// back until its workers run (Begin).
 	holdVIPs bool
-	heldVIPs []xsk.VIP
+	heldVIPs []VIP
+
+	pages arenaPagesCache // arenas.go
 }
 
-// startEngine loads and attaches the XDP program, opens a socket per queue
-// and starts the workers. Until Publish, workers drop VIP traffic
-// (no-rule) and the program redirects nothing (its VIP set is empty).
-func startEngine(cfg engineConfig) (_ *engine, err error) {
+// Start loads and attaches the XDP program, opens a socket per queue and
+// starts the workers. Until Publish, workers drop VIP traffic (no-rule)
+// and the program redirects nothing (its VIP set is empty).
+func Start(cfg Config) (_ *Engine, err error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
@@ -103,7 +140,7 @@ func startEngine(cfg engineConfig) (_ *engine, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("interface %s: %w", cfg.Interface, err)
 	}
-	e := &engine{cfg: cfg, ifindex: l.Attrs().Index}
+	e := &Engine{cfg: cfg, ifindex: l.Attrs().Index}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -167,6 +204,7 @@ func startEngine(cfg engineConfig) (_ *engine, err error) {
 		cfg.Log.Info("queue bound", bound...)
 	}
 	e.startWorkers()
+	e.logArenaPages()
 	return e, nil
 }
 
@@ -208,9 +246,9 @@ func nativeHint(mtu int) string {
 }
 
 // openProgram loads the XDP program: over the pins of the interface when
-// the engine pins, reusing a pinned link and maps a previous daemon left
+// the engine pins, reusing a pinned link and maps a previous process left
 // (after a crash: the program kept dropping VIP packets meanwhile).
-func (e *engine) openProgram() (*xsk.Program, error) {
+func (e *Engine) openProgram() (*xsk.Program, error) {
 	if e.cfg.PinDir == "" {
 		return xsk.Load()
 	}
@@ -230,7 +268,7 @@ func (e *engine) openProgram() (*xsk.Program, error) {
 // newWorker (re)creates q's worker over its socket and tables, and gives
 // the table its flood defences (before its worker runs: they are the
 // worker's).
-func (e *engine) newWorker(q *queue) {
+func (e *Engine) newWorker(q *queue) {
 	q.table.SetNewEntryLimit(e.cfg.NewEntriesPerSecond, e.cfg.NewEntriesBurst)
 	if e.cfg.UnconfirmedIdle > 0 {
 		q.table.SetUnconfirmedIdle(conntrack.TicksOf(e.cfg.UnconfirmedIdle))
@@ -242,7 +280,7 @@ func (e *engine) newWorker(q *queue) {
 
 // startWorkers starts one goroutine per queue, each locked to its OS
 // thread and pinned to a CPU.
-func (e *engine) startWorkers() {
+func (e *Engine) startWorkers() {
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	cpus := runtime.NumCPU()
@@ -259,7 +297,7 @@ func (e *engine) startWorkers() {
 			if err := unix.SchedSetaffinity(0, &set); err != nil {
 				e.cfg.Log.Warn("pin worker to cpu", "queue", q.id, "err", err)
 			}
-			// worker_nice (doc.go "Worker priority"): on a machine shared
+			// WorkerNice (doc.go "Worker priority"): on a machine shared
 			// with other work a negative value keeps a worker from waiting
 			// behind it for its CPU (a stall longer than the RX ring's
 			// depth loses packets); on a dedicated appliance 0 is cheaper.
@@ -274,7 +312,7 @@ func (e *engine) startWorkers() {
 }
 
 // stopWorkers stops every worker at its next batch boundary and waits.
-func (e *engine) stopWorkers() {
+func (e *Engine) stopWorkers() {
 	if e.cancel != nil {
 		e.cancel()
 		e.cancel = nil
@@ -283,13 +321,13 @@ func (e *engine) stopWorkers() {
 }
 
 // Mode is the XDP attach mode the interface got.
-func (e *engine) Mode() xsk.AttachMode { return e.mode }
+func (e *Engine) Mode() AttachMode { return e.mode }
 
 // ZeroCopy reports whether the sockets are in zero-copy mode.
-func (e *engine) ZeroCopy() bool { return e.zeroCopy }
+func (e *Engine) ZeroCopy() bool { return e.zeroCopy }
 
-// Queues returns the served queue ids.
-func (e *engine) Queues() []int {
+// Queues returns the served queue ids, in the order of Stats.
+func (e *Engine) Queues() []int {
 	ids := make([]int, len(e.queues))
 	for i, q := range e.queues {
 		ids[i] = q.id
@@ -299,24 +337,47 @@ func (e *engine) Queues() []int {
 
 // Publish makes s the snapshot every worker reads from its next batch on,
 // and makes the XDP program redirect exactly vips. The program learns new
-// VIPs before the workers could need them and forgets old ones after.
-func (e *engine) Publish(s *dataplane.Snapshot, vips []xsk.VIP) error {
+// VIPs before the workers could need them and forgets old ones after. An
+// adopted engine holds the VIP set back until Begin: its predecessor's
+// set is in force meanwhile.
+func (e *Engine) Publish(s *dataplane.Snapshot, vips []VIP) error {
 	e.snapshot.Store(s)
 	if e.holdVIPs {
 		e.heldVIPs = vips
 		return nil
 	}
-	if err := e.prog.ReplaceVIPs(vips); err != nil {
+	return e.replaceVIPs(vips)
+}
+
+func (e *Engine) replaceVIPs(vips []VIP) error {
+	set := make([]xsk.VIP, len(vips))
+	for i, v := range vips {
+		set[i] = xsk.VIP(v)
+	}
+	if err := e.prog.ReplaceVIPs(set); err != nil {
 		return fmt.Errorf("publish vip set: %w", err)
 	}
 	return nil
 }
 
-// Snapshot returns the snapshot the workers read.
-func (e *engine) Snapshot() *dataplane.Snapshot { return e.snapshot.Load() }
+// Snapshot returns the snapshot the workers read: nil before the first
+// Publish, and for a nil engine (one that has not started). Safe from any
+// goroutine.
+func (e *Engine) Snapshot() *dataplane.Snapshot {
+	if e == nil {
+		return nil
+	}
+	return e.snapshot.Load()
+}
 
-// queueStats is what engine.Stats reports per queue.
-type queueStats struct {
+// Preparing reports whether the engine was adopted and has not begun:
+// its predecessor still serves, with its own VIP set.
+func (e *Engine) Preparing() bool { return e.holdVIPs }
+
+// QueueStats is what Stats reports per queue: the worker's counters, read
+// with atomic loads, the handle of its conntrack table (its requests are
+// served by the worker between batches) and the kernel's socket counters.
+type QueueStats struct {
 	Queue     int
 	Counters  *dataplane.Counters
 	Backends  *dataplane.BackendStats // packets per rule and backend slot
@@ -325,22 +386,48 @@ type queueStats struct {
 }
 
 // Stats returns per-queue counters; safe from any goroutine.
-func (e *engine) Stats() []queueStats {
-	out := make([]queueStats, len(e.queues))
+func (e *Engine) Stats() []QueueStats {
+	out := make([]QueueStats, len(e.queues))
 	for i, q := range e.queues {
 		ks, _ := q.sock.Stats()
-		out[i] = queueStats{Queue: q.id, Counters: &q.worker.Counters, Backends: &q.worker.Backends, Conntrack: q.table.Control(), Kernel: ks}
+		out[i] = QueueStats{Queue: q.id, Counters: &q.worker.Counters, Backends: &q.worker.Backends, Conntrack: q.table.Control(), Kernel: ks}
 	}
 	return out
 }
 
-// Shared returns the shared session and fragment tables.
-func (e *engine) Shared() (sessions, fragments *conntrack.Shared) { return e.sessions, e.frags }
+// BackendStats returns every worker's per-backend packet counters; safe
+// from any goroutine.
+func (e *Engine) BackendStats() []*dataplane.BackendStats {
+	var out []*dataplane.BackendStats
+	for _, q := range e.Stats() {
+		if q.Backends != nil {
+			out = append(out, q.Backends)
+		}
+	}
+	return out
+}
+
+// Shared returns the shared session and fragment tables (built for
+// concurrent readers: safe from any goroutine).
+func (e *Engine) Shared() (sessions, fragments *conntrack.Shared) { return e.sessions, e.frags }
+
+// SetCapture gives worker i session s's tap i, in the order of Queues;
+// nil takes every tap back. Safe from any goroutine: a worker picks its
+// tap up at its next batch.
+func (e *Engine) SetCapture(s *capture.Session) {
+	for i, q := range e.queues {
+		var tap *capture.Tap
+		if s != nil {
+			tap = s.Tap(i)
+		}
+		q.worker.SetCapture(tap)
+	}
+}
 
 // Close stops the workers, detaches the program, removes its pins and
 // closes the sockets and arenas: the end of the appliance (xlb stop).
 // Closing a closed engine does nothing.
-func (e *engine) Close() error {
+func (e *Engine) Close() error {
 	if e.closed {
 		return nil
 	}
@@ -358,7 +445,7 @@ func (e *engine) Close() error {
 
 // closeQueues closes the sockets and every conntrack arena (this
 // process's mappings and fds; a successor's copies live on).
-func (e *engine) closeQueues() error {
+func (e *Engine) closeQueues() error {
 	var errs []error
 	for _, q := range e.queues {
 		if q.sock != nil {
@@ -376,32 +463,20 @@ func (e *engine) closeQueues() error {
 	return errors.Join(errs...)
 }
 
-// backendStats returns every worker's per-backend packet counters.
-func (e *engine) backendStats() []*dataplane.BackendStats {
-	var out []*dataplane.BackendStats
-	for _, q := range e.Stats() {
-		if q.Backends != nil {
-			out = append(out, q.Backends)
-		}
-	}
-	return out
+// PinDir is the directory of the program's pins: the pin root and the
+// interface, as named in the interface's network namespace (xsk.PinDir).
+func (e *Engine) PinDir() string {
+	dir, _ := xsk.PinDir(e.cfg.PinDir, e.cfg.Interface)
+	return dir
 }
 
-// snapshotOrNil is Snapshot for an engine that may not have started.
-func (e *engine) snapshotOrNil() *dataplane.Snapshot {
-	if e == nil {
-		return nil
-	}
-	return e.Snapshot()
-}
-
-// linkGone returns an error when the interface the engine attached to no
+// LinkGone returns an error when the interface the engine attached to no
 // longer exists (deleted, its namespace gone, or replaced by another link
 // of the same name, which has another index). Its sockets then receive
 // nothing again: the daemon stops with the error (exit status 1) instead
 // of serving nothing unnoticed, and its service manager's restart (or the
 // operator) starts it on the interface as it is now.
-func (e *engine) linkGone() error {
+func (e *Engine) LinkGone() error {
 	_, err := netlink.LinkByIndex(e.ifindex)
 	var notFound netlink.LinkNotFoundError
 	if errors.As(err, &notFound) || errors.Is(err, unix.ENODEV) {

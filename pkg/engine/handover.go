@@ -1,8 +1,9 @@
-package daemon
+package engine
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -15,23 +16,30 @@ import (
 	"github.com/xlbnet/xlb/ring"
 )
 
-// The data plane's side of a hand-over (handover.go has the daemon's).
-// What crosses: per queue the AF_XDP socket, its UMEM memfd and its
-// conntrack arena; the two shared arenas; the BPF objects through their
-// pins. What stays: nothing, except this process's mappings and fds,
-// which it closes without detaching.
+// The engine's side of a hand-over (a successor of xlb restart or
+// upgrade, or the next start under systemd, takes it over). What crosses:
+// per queue the AF_XDP socket, its UMEM memfd and its conntrack arena;
+// the two shared arenas; the BPF objects through their pins; the free
+// frame lists of the stopped workers. What stays: nothing, except this
+// process's mappings and fds, which it closes without detaching.
 
-// engineState is the data plane's part of the state document.
-type engineState struct {
+// State is the engine's part of the daemon's state document: what a
+// successor checks its configuration against and opens the sockets with.
+type State struct {
 	Interface string       `json:"interface"`
 	Ifindex   int          `json:"ifindex"`
-	Queues    []queueState `json:"queues"`
+	Queues    []QueueState `json:"queues"`
 }
 
-type queueState struct {
+// QueueState is one served queue in State.
+type QueueState struct {
 	ID   int          `json:"id"`
 	Ring ring.Options `json:"ring"`
 }
+
+// FreeFrames are the stopped workers' free UMEM frames, by queue id:
+// what a successor's workers start from (Quiesce, TakeOver).
+type FreeFrames = map[int][]uint64
 
 // Names of the files handed over.
 func xskFile(q int) string  { return fmt.Sprintf("xsk-q%d", q) }
@@ -43,17 +51,18 @@ const (
 	fragmentsFile = "ct-fragments"
 )
 
-// handoverState describes the engine for the successor.
-func (e *engine) handoverState() engineState {
-	st := engineState{Interface: e.cfg.Interface, Ifindex: e.ifindex}
+// State describes the engine for a successor.
+func (e *Engine) State() State {
+	st := State{Interface: e.cfg.Interface, Ifindex: e.ifindex}
 	for _, q := range e.queues {
-		st.Queues = append(st.Queues, queueState{ID: q.id, Ring: q.sock.Options()})
+		st.Queues = append(st.Queues, QueueState{ID: q.id, Ring: q.sock.Options()})
 	}
 	return st
 }
 
-// handoverFiles lists the fds to hand over (they stay this engine's).
-func (e *engine) handoverFiles() []handover.File {
+// Files lists every fd a successor takes over, named (they stay this
+// engine's): SocketFiles and ArenaFiles.
+func (e *Engine) Files() []handover.File {
 	var fs []handover.File
 	for _, q := range e.queues {
 		fs = append(fs,
@@ -66,12 +75,45 @@ func (e *engine) handoverFiles() []handover.File {
 		handover.File{Name: fragmentsFile, FD: e.frags.Arena().FD()})
 }
 
-// quiesce stops every worker at a batch boundary, marks the tables
-// stopped, and returns each queue's free frames: what the successor's
-// workers start from.
-func (e *engine) quiesce() map[int][]uint64 {
+// ArenaFiles lists the conntrack arenas' fds (what a start after a crash
+// can keep: Config.Arenas offers them back by these names).
+func (e *Engine) ArenaFiles() []handover.File {
+	return slices.DeleteFunc(e.Files(), func(f handover.File) bool { return !isArenaFile(f.Name) })
+}
+
+// SocketFiles lists the sockets' and their UMEMs' fds (what only stopped
+// workers can hand over: their rings are in a known state).
+func (e *Engine) SocketFiles() []handover.File {
+	return slices.DeleteFunc(e.Files(), func(f handover.File) bool { return isArenaFile(f.Name) })
+}
+
+func isArenaFile(name string) bool { return len(name) > 3 && name[:3] == "ct-" }
+
+// FileNames names every file Files lists.
+func (e *Engine) FileNames() []string {
+	names := []string{sessionsFile, fragmentsFile}
+	for _, q := range e.queues {
+		names = append(names, xskFile(q.id), umemFile(q.id), ctFile(q.id))
+	}
+	return names
+}
+
+// SocketFileNames names the socket and UMEM files of the queues st
+// describes (SocketFiles of the engine that wrote it).
+func (st State) SocketFileNames() []string {
+	var names []string
+	for _, q := range st.Queues {
+		names = append(names, xskFile(q.ID), umemFile(q.ID))
+	}
+	return names
+}
+
+// Quiesce stops every worker at a batch boundary, marks the tables
+// stopped, and returns each queue's free frames: what a successor's
+// workers start from. Resume undoes it.
+func (e *Engine) Quiesce() FreeFrames {
 	e.stopWorkers()
-	free := map[int][]uint64{}
+	free := FreeFrames{}
 	for _, q := range e.queues {
 		free[q.id] = q.sock.Rings().Frames.FreeList()
 		q.table.MarkStopped()
@@ -79,20 +121,21 @@ func (e *engine) quiesce() map[int][]uint64 {
 	return free
 }
 
-// resume restarts the workers after a quiesce whose successor gave up
+// Resume restarts the workers after a Quiesce whose successor gave up
 // before touching anything: rings, frames and tables are as they were.
-func (e *engine) resume() {
+func (e *Engine) Resume() {
 	for _, q := range e.queues {
 		q.table.Resume()
 	}
 	e.startWorkers()
 }
 
-// release closes this process's fds and mappings and leaves the program
+// Release closes this process's fds and mappings and leaves the program
 // attached and pinned, the sockets bound and the arenas alive in whoever
-// else holds them (a successor). Also the clean-up of a successor that
-// gave up: it never swapped its program in, so it detaches nothing.
-func (e *engine) release() error {
+// else holds them (a successor, systemd's fd store). Also the clean-up of
+// an adopted engine that gave up: it never swapped its program in, so it
+// detaches nothing. Releasing a closed engine does nothing.
+func (e *Engine) Release() error {
 	if e.closed {
 		return nil
 	}
@@ -105,13 +148,13 @@ func (e *engine) release() error {
 	return errors.Join(append(errs, e.closeQueues())...)
 }
 
-// rebuild gives the queues new sockets after a successor died after the
+// Rebuild gives the queues new sockets after a successor died after the
 // cut-over: it may have moved frames, so the old rings cannot be trusted,
 // and it may have swapped its own program in, so the program is opened
 // again from the pins. The conntrack tables are kept (recounted). VIP
 // packets of a queue between its old socket's close and the new one's
 // registration are dropped by the program.
-func (e *engine) rebuild() error {
+func (e *Engine) Rebuild() error {
 	e.stopWorkers()
 	if err := e.prog.Release(); err != nil {
 		e.cfg.Log.Warn("rebuild: release program", "err", err)
@@ -146,19 +189,20 @@ func (e *engine) rebuild() error {
 	return nil
 }
 
-// adoptEngine maps what a predecessor handed over (files taken from
-// offer) without disturbing it: its workers keep running until the
-// cut-over (takeOver). Tables whose arenas this build cannot read start
-// empty, with a note saying why; notes go to the log and to `xlb
-// restart`'s answer. On error everything taken is closed, nothing in
-// force is changed.
-func adoptEngine(cfg engineConfig, st engineState, takeFile func(string) (int, bool), notes *[]string) (_ *engine, err error) {
+// Adopt maps what a predecessor handed over (st, and the files take
+// gives by name) without disturbing it: its workers keep running until
+// the cut-over (TakeOver), and the VIP set Publish is given is held back
+// until Begin. Tables whose arenas this build cannot read start empty,
+// with a note saying why; the notes go to the log and to `xlb restart`'s
+// answer. On error everything taken is closed and nothing in force is
+// changed.
+func Adopt(cfg Config, st State, take func(name string) (fd int, ok bool)) (_ *Engine, notes []string, err error) {
 	l, err := netlink.LinkByName(cfg.Interface)
 	if err != nil {
-		return nil, fmt.Errorf("interface %s: %w", cfg.Interface, err)
+		return nil, nil, fmt.Errorf("interface %s: %w", cfg.Interface, err)
 	}
 	if cfg.Interface != st.Interface || l.Attrs().Index != st.Ifindex {
-		return nil, fmt.Errorf("the running daemon serves %s (ifindex %d), this configuration %s (ifindex %d): an interface change needs xlb stop, then xlb run",
+		return nil, nil, fmt.Errorf("the running daemon serves %s (ifindex %d), this configuration %s (ifindex %d): an interface change needs xlb stop, then xlb run",
 			st.Interface, st.Ifindex, cfg.Interface, l.Attrs().Index)
 	}
 	var ids []int
@@ -166,16 +210,23 @@ func adoptEngine(cfg engineConfig, st engineState, takeFile func(string) (int, b
 		ids = append(ids, q.ID)
 	}
 	if want := cfg.Queues; len(want) > 0 && !slices.Equal(want, ids) {
-		return nil, fmt.Errorf("the running daemon serves queues %v, this configuration %v: a queue change needs xlb stop, then xlb run", ids, want)
+		return nil, nil, fmt.Errorf("the running daemon serves queues %v, this configuration %v: a queue change needs xlb stop, then xlb run", ids, want)
 	}
-	e := &engine{cfg: cfg, ifindex: st.Ifindex, holdVIPs: true}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = conntrack.NewSystemClock()
+	}
+	e := &Engine{cfg: cfg, ifindex: st.Ifindex, holdVIPs: true}
 	defer func() {
 		if err != nil {
-			e.release()
+			e.Release()
+			notes = nil
 		}
 	}()
-	take := func(name string) (int, error) {
-		fd, ok := takeFile(name)
+	takeFD := func(name string) (int, error) {
+		fd, ok := take(name)
 		if !ok {
 			return -1, fmt.Errorf("the running daemon handed over no %s", name)
 		}
@@ -183,76 +234,77 @@ func adoptEngine(cfg engineConfig, st engineState, takeFile func(string) (int, b
 	}
 	shared := conntrack.ArenaInfo{ClockBase: cfg.ClockBase, Ifindex: e.ifindex}
 	adoptShared := func(name string, entries int, seed uint64) (*conntrack.Shared, error) {
-		fd, err := take(name)
+		fd, err := takeFD(name)
 		if err != nil {
 			return nil, err
 		}
 		s, err := conntrack.AdoptShared(fd)
 		if errors.Is(err, conntrack.ErrArenaLayout) {
-			*notes = append(*notes, fmt.Sprintf("%s starts empty: %v", name, err))
+			notes = append(notes, fmt.Sprintf("%s starts empty: %v", name, err))
 			return conntrack.NewSharedInArena(entries, seed, shared)
 		}
 		return s, err
 	}
 	if e.sessions, err = adoptShared(sessionsFile, max(cfg.MaxEntries/4, 1024), cfg.Seed^0x5e55); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if e.frags, err = adoptShared(fragmentsFile, max(cfg.MaxEntries/16, 1024), cfg.Seed^0xf4a6); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if e.prog, err = e.openProgram(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if r := e.prog.Reused(); !r.Link {
-		return nil, fmt.Errorf("the running daemon's xdp program is not pinned for %s (%s)", cfg.Interface, r.Reason)
+		return nil, nil, fmt.Errorf("the running daemon's xdp program is not pinned for %s (%s)", cfg.Interface, r.Reason)
 	} else if r.Reason != "" {
-		*notes = append(*notes, "xdp maps: "+r.Reason)
+		notes = append(notes, "xdp maps: "+r.Reason)
 	}
 	for _, qs := range st.Queues {
 		q := &queue{id: qs.ID}
 		e.queues = append(e.queues, q)
-		xfd, err := take(xskFile(q.id))
+		xfd, err := takeFD(xskFile(q.id))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		ufd, err := take(umemFile(q.id))
+		ufd, err := takeFD(umemFile(q.id))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if q.sock, err = ring.Adopt(xfd, ufd, qs.Ring); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		cfd, err := take(ctFile(q.id))
+		cfd, err := takeFD(ctFile(q.id))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		q.table, err = conntrack.AdoptTable(cfd)
 		if errors.Is(err, conntrack.ErrArenaLayout) {
-			*notes = append(*notes, fmt.Sprintf("queue %d conntrack starts empty: %v", q.id, err))
+			notes = append(notes, fmt.Sprintf("queue %d conntrack starts empty: %v", q.id, err))
 			per := cfg.MaxEntries / len(st.Queues)
 			q.table, err = conntrack.NewInArena(per, cfg.Seed+uint64(q.id), conntrack.ArenaInfo{ClockBase: cfg.ClockBase, Ifindex: e.ifindex, Queue: q.id})
 		} else if err == nil {
 			q.adopted = true
 		}
 		if err != nil {
-			return nil, fmt.Errorf("queue %d: %w", q.id, err)
+			return nil, nil, fmt.Errorf("queue %d: %w", q.id, err)
 		}
 		e.newWorker(q)
 		// New maps (another layout) need the sockets; shared ones have them.
 		if !e.prog.Reused().Maps {
 			if err := e.prog.Register(q.id, q.sock.FD()); err != nil {
-				return nil, fmt.Errorf("queue %d: %w", q.id, err)
+				return nil, nil, fmt.Errorf("queue %d: %w", q.id, err)
 			}
 		}
 	}
-	return e, nil
+	return e, notes, nil
 }
 
-// takeOver is the cut-over of an adopted engine: the predecessor's
+// TakeOver is the cut-over of an adopted engine: the predecessor's
 // workers have stopped and free holds their free frames. It changes
 // nothing until the program swap, its last step: an error leaves the
-// predecessor able to resume. After it succeeds, begin starts the workers.
-func (e *engine) takeOver(free map[int][]uint64) error {
+// predecessor able to resume (the caller then Releases this engine).
+// After it succeeds, Begin starts the workers.
+func (e *Engine) TakeOver(free FreeFrames) error {
 	for _, q := range e.queues {
 		if err := q.sock.TakeOver(free[q.id]); err != nil {
 			return err
@@ -263,11 +315,10 @@ func (e *engine) takeOver(free map[int][]uint64) error {
 	return err
 }
 
-// begin runs an engine taken over: tables resumed, no-socket drops set,
+// Begin runs an engine taken over: tables resumed, no-socket drops set,
 // workers started, the held VIP set published. Errors are logged: the
 // engine serves whatever happens here.
-func (e *engine) begin() {
-
+func (e *Engine) Begin() {
 	for _, q := range e.queues {
 		if q.adopted && !q.table.Resume() {
 			e.cfg.Log.Warn("queue's conntrack arena was not stopped cleanly: recounted", "queue", q.id)
@@ -280,7 +331,7 @@ func (e *engine) begin() {
 	e.startWorkers()
 	e.logArenaPages()
 	e.holdVIPs = false
-	if err := e.prog.ReplaceVIPs(e.heldVIPs); err != nil {
+	if err := e.replaceVIPs(e.heldVIPs); err != nil {
 		e.cfg.Log.Error("publish vip set after the hand-over", "err", err)
 	}
 }
@@ -288,7 +339,7 @@ func (e *engine) begin() {
 // queueTable is queue id's conntrack table: a previous process's arena
 // when cfg.Arenas offers one this build can read (recounted and scrubbed:
 // that process may have died mid-batch), else a new one.
-func (e *engine) queueTable(id, entries int) (*conntrack.Table, error) {
+func (e *Engine) queueTable(id, entries int) (*conntrack.Table, error) {
 	info := conntrack.ArenaInfo{ClockBase: e.cfg.ClockBase, Ifindex: e.ifindex, Queue: id}
 	if e.cfg.Arenas != nil {
 		if fd, ok := e.cfg.Arenas(ctFile(id)); ok {
@@ -309,7 +360,7 @@ func (e *engine) queueTable(id, entries int) (*conntrack.Table, error) {
 }
 
 // sharedTable is queueTable's counterpart for the shared tables.
-func (e *engine) sharedTable(name string, entries int, seed uint64, info conntrack.ArenaInfo) (*conntrack.Shared, error) {
+func (e *Engine) sharedTable(name string, entries int, seed uint64, info conntrack.ArenaInfo) (*conntrack.Shared, error) {
 	if e.cfg.Arenas != nil {
 		if fd, ok := e.cfg.Arenas(name); ok {
 			s, err := conntrack.AdoptShared(fd)
