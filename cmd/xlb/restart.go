@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/BurntSushi/toml"
 	"github.com/urfave/cli/v2"
 
 	"github.com/xlbnet/xlb/pkg/config"
@@ -129,25 +128,12 @@ func stopCommand() *cli.Command {
 	}
 }
 
-// pinDirOf reads interface and pin_dir from the configuration file (only
-// those keys: a configuration being edited does not stop `xlb stop`).
+// pinDirOf is the pins' directory of the configuration at path, in this
+// network namespace.
 func pinDirOf(path string) (string, error) {
-	data, err := os.ReadFile(path)
+	root, ifname, err := config.PinRoot(path)
 	if err != nil {
 		return "", err
 	}
-	var v struct {
-		Interface string `toml:"interface"`
-		PinDir    string `toml:"pin_dir"`
-	}
-	if _, err := toml.Decode(string(data), &v); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	if v.Interface == "" {
-		return "", fmt.Errorf("%s: no interface", path)
-	}
-	if v.PinDir == "" {
-		v.PinDir = config.DefaultPinDir
-	}
-	return xsk.PinDir(v.PinDir, v.Interface)
+	return xsk.PinDir(root, ifname)
 }

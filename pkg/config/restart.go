@@ -1,8 +1,12 @@
 package config
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/BurntSushi/toml"
 )
 
 // DefaultPinDir is where the XDP program's link and maps are pinned, a
@@ -21,6 +25,32 @@ func readPinDir(t *table, cfg *Config) {
 		return
 	}
 	cfg.PinDir = filepath.Clean(s)
+}
+
+// PinRoot returns the pin root (pin_dir, DefaultPinDir when unset) and the
+// interface the configuration at path names; ring/xsk.PinDir turns them
+// into the pins' directory. It reads only those two keys, so that a
+// configuration being edited does not keep `xlb stop` from removing what a
+// crashed daemon left.
+func PinRoot(path string) (root, ifname string, err error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", "", err
+	}
+	var v struct {
+		Interface string `toml:"interface"`
+		PinDir    string `toml:"pin_dir"`
+	}
+	if _, err := toml.Decode(string(data), &v); err != nil {
+		return "", "", fmt.Errorf("%s: %w", path, err)
+	}
+	if v.Interface == "" {
+		return "", "", fmt.Errorf("%s: no interface", path)
+	}
+	if v.PinDir == "" {
+		v.PinDir = DefaultPinDir
+	}
+	return v.PinDir, v.Interface, nil
 }
 
 // MaxBGPGracefulRestart is the largest restart time BGP carries (12 bits

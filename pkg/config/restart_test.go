@@ -1,7 +1,11 @@
 package config
 
 import (
+	"errors"
+	"io/fs"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -42,5 +46,42 @@ func TestFloodLimits(t *testing.T) {
 				t.Errorf("conntrack = %+v, want %+v", cfg.Conntrack, tc.want)
 			}
 		})
+	}
+}
+
+// TestPinRoot: `xlb stop` finds the pins of a configuration by its
+// interface and pin_dir alone, even while the rest of it is invalid.
+func TestPinRoot(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		text        string
+		root, ifn   string
+		errorSaying string
+	}{
+		{"pin_dir given", lines(`interface = "eth1"`, `pin_dir = "/sys/fs/bpf/other"`), "/sys/fs/bpf/other", "eth1", ""},
+		{"default pin_dir", mainOK, DefaultPinDir, "eth0", ""},
+		{"the rest invalid", lines(`interface = "eth2"`, `hash_seed = 7`, `no_such_key = true`, `[conntrack]`, `max_entries = -1`), DefaultPinDir, "eth2", ""},
+		{"no interface", lines(`pin_dir = "/sys/fs/bpf/other"`), "", "", "xlb.toml: no interface"},
+		{"not TOML", lines(`interface = "eth0`), "", "", "xlb.toml: toml: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeConfig(t, map[string]string{"xlb.toml": tc.text})
+			root, ifn, err := PinRoot(path)
+			if tc.errorSaying != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.errorSaying) {
+					t.Fatalf("error %v, want one saying %q", err, tc.errorSaying)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if root != tc.root || ifn != tc.ifn {
+				t.Errorf("PinRoot = %q, %q; want %q, %q", root, ifn, tc.root, tc.ifn)
+			}
+		})
+	}
+	if _, _, err := PinRoot(filepath.Join(t.TempDir(), "missing.toml")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %v, want a not-exist error", err)
 	}
 }
