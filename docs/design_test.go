@@ -202,17 +202,12 @@ func TestCitationsResolve(t *testing.T) {
 	}
 }
 
-// pending is a directory whose comments are rewritten after the move of
-// the engine out of the daemon lands (an empty string would match every
-// path, so it names the directory exactly). It goes with that change.
-const pending = "pkg/daemon/"
-
 // TestNoTrackerReferences: code and documents say what they mean, or point
 // into the design document; a clone has no issue tracker and no starting
 // brief to look things up in.
 func TestNoTrackerReferences(t *testing.T) {
 	textFiles(t, func(rel string, data []byte) {
-		if rel == "LICENSE" || strings.HasPrefix(rel, pending) {
+		if rel == "LICENSE" {
 			return
 		}
 		for _, re := range []*regexp.Regexp{trackerRef, briefRef} {

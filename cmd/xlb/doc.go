@@ -8,6 +8,8 @@
 //	app.go       the command tree (newApp), usage errors (exit status 2),
 //	             xlb --version (pkg/buildinfo)
 //	run.go       xlb run (the daemon: pkg/daemon.Run) and its log flags
+//	pprof.go     XLB_PPROF_LISTEN: Go's profiles of xlb run, for measuring
+//	             (bench/scale), never needed to operate it
 //	validate.go  xlb validate, and --config shared by every command
 //	ctl.go       the commands that talk to a running daemon over its control
 //	             socket (status, backend, reload, conntrack, lookup): flags,

@@ -155,7 +155,7 @@
 //     warning.
 //   - [bgp]: absent means BGP == nil and nothing is announced. Defaults
 //     hold_time 3s (keepalive a third, at least 1 s), withdraw_delay 2s,
-//     med 0, port 179, as the example. Hold times are whole
+//     med 0, port 179 (the fleet guide's example). Hold times are whole
 //     seconds, 3..3600 (0, "no keepalives", is not offered: a dead
 //     appliance would never be noticed). AS numbers are integers (asplain)
 //     1..4294967294 without AS_TRANS 23456 and the reserved 65535.

@@ -43,7 +43,7 @@ func controlDaemon(t *testing.T, rules map[string]string) *daemon {
 
 // TestChangeUnknownBackend: undrain and reset of a backend the rule does
 // not have are refused (400, exit 1 in the CLI) instead of answering
-// "was not drained" (issue 12 item 9).
+// "was not drained" (docs/design.md#command-line: one exit-status rule).
 func TestChangeUnknownBackend(t *testing.T) {
 	d := controlDaemon(t, map[string]string{"web": webRule("", "[[group]]\nname = \"a\"\nbackends = [\"10.0.0.1\"]\n")})
 	o := &ops{d: d}
@@ -67,7 +67,8 @@ func TestChangeUnknownBackend(t *testing.T) {
 }
 
 // TestRestartOnly: a reload names every key it cannot apply while running
-// and refuses them (issue 12 item 3); the live ones are not named.
+// and refuses them (docs/design.md#validation-and-reload); the live ones
+// are not named.
 func TestRestartOnly(t *testing.T) {
 	base, _ := writeConfig(t, map[string]string{"web": webRule("", "[[group]]\nname = \"a\"\nbackends = [\"10.0.0.1\"]\n")})
 	n := *base
@@ -84,7 +85,8 @@ func TestRestartOnly(t *testing.T) {
 }
 
 // TestGuardReload: without force, a reload that leaves no rule, or newly
-// leaves a rule with only drained backends, is refused (issue 12 item 12).
+// leaves a rule with only drained backends, is refused
+// (docs/design.md#validation-and-reload).
 func TestGuardReload(t *testing.T) {
 	view := func(rules ...[]bool) *config.View {
 		v := &config.View{}
@@ -122,8 +124,8 @@ func TestGuardReload(t *testing.T) {
 }
 
 // TestRevivedOverrides: an override kept while its backend was out of the
-// configuration is named when a reload brings the backend back (issue 12
-// item 16).
+// configuration is named when a reload brings the backend back
+// (docs/design.md#the-state-overlay).
 func TestRevivedOverrides(t *testing.T) {
 	at := time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)
 	b := func(addr string, drained bool) config.BackendView {
@@ -144,7 +146,7 @@ func TestRevivedOverrides(t *testing.T) {
 }
 
 // TestHealthLogLevels: a backend turning UNHEALTHY is logged at WARN, one
-// turning HEALTHY at INFO (issue 12 item 20).
+// turning HEALTHY at INFO (docs/design.md#observability).
 func TestHealthLogLevels(t *testing.T) {
 	var buf strings.Builder
 	d := &daemon{log: slog.New(slog.NewTextHandler(&buf, nil)), probes: map[probeKey]probe{}, pendingProbes: map[probeKey]probe{}}

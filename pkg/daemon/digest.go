@@ -18,7 +18,8 @@ import (
 // and the eligible set it was built from (names and weights), and each
 // zonal table with its client prefix. Two appliances with the same
 // configuration, seed and health view print the same digest, so the
-// routers may move a flow between them (DESIGN §1).
+// routers may move a flow between them (docs/design.md#rules-of-the-path:
+// tables are pure functions of their inputs).
 //
 // Backends are named by their fleet-wide identity (the address), never by
 // the appliance-local slot stored in the table: slots depend on the

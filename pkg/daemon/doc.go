@@ -158,8 +158,8 @@
 //     (an upgrade; a restart of the same build keeps the running one, tags
 //     equal), resumes the tables, starts its workers and says DONE; this
 //     daemon answers the request and exits, detaching nothing. The pause
-//     (measured: 10-30 ms here, up to 100 ms on a starved machine) is
-//     buffered by the RX rings: 2048 slots, 100 ms at 20 kpps per queue.
+//     (milliseconds; bench/README.md §5 has the figures) is buffered by
+//     the RX rings: 2048 slots, 100 ms at 20 kpps per queue.
 //     A successor that fails right after the cut-over, before touching the
 //     rings, says so and this daemon resumes its workers; one that dies or
 //     goes silent there is killed and this daemon opens new sockets
@@ -188,9 +188,8 @@
 //     restart) stops the workers between two batches and adds the
 //     sockets, their UMEM and the free frame lists: the next start takes
 //     the rings over (it loses what arrives beyond 2048 packets per queue
-//     while no process reads: measured 375-430 ms from SIGTERM to the new
-//     READY=1 on this machine, a few thousand packets at 20 kpps per
-//     queue). `xlb restart` under systemd: the successor sends MAINPID=
+//     while no process reads: a few hundred milliseconds from SIGTERM to
+//     the new READY=1, bench/README.md §5). `xlb restart` under systemd: the successor sends MAINPID=
 //     before its predecessor exits. SIGTERM under systemd withdraws BGP
 //     routes as before (systemctl stop and restart look the same to the
 //     daemon); `xlb restart` is the path that keeps them. Tested against a
@@ -202,25 +201,24 @@
 //     With no daemon, `xlb stop` removes the pins itself. Under systemd
 //     SIGTERM is the restart path above instead; xlb stop also empties the
 //     fd store.
-//   - BGP (issue 11 item 4): a hand-over must not withdraw, or the routers
+//   - BGP (docs/design.md#bgp-across-a-hand-over): a hand-over must not withdraw, or the routers
 //     would move flows to appliances without this conntrack table. The
 //     predecessor Detaches its speaker right after the cut-over (no
 //     withdraw, no NOTIFICATION); the successor, whose rules arrive warm
 //     with their verdicts, starts its speaker with the same identity as
 //     soon as it serves and announces at once. With [bgp] graceful_restart
-//     (RFC 4724) the routers keep the routes, stale, meanwhile (measured:
-//     the successor's session is up 1.6 s after the cut-over, the route
-//     never left the router: TestEndToEndRestartBGP). Graceful restart is
+//     (RFC 4724) the routers keep the routes, stale, meanwhile
+//     (TestEndToEndRestartBGP: the route never leaves the router). Graceful restart is
 //     off by default because it has a price after a crash: the routes stay
 //     up to graceful_restart while the pinned program drops the VIP
 //     packets, where without it they go as soon as the sessions drop
-//     (issue 10's fleet detects a killed appliance in well under a
-//     second). Without it a hand-over costs the routes from the cut-over
+//     (a fleet detects a killed appliance in well under a second:
+//     deploy/fleet.md). Without it a hand-over costs the routes from the cut-over
 //     until the successor announces (about 2 s). The way with neither
 //     price — a speaker process of its own that outlives the daemon and
 //     withdraws when the daemon dies without handing over — is not built.
 //
-// Decisions where the issue is silent: BPF objects travel through their
+// Decisions where the design is silent: BPF objects travel through their
 // pins, not over the socket (the pins serve a crash too); the successor
 // serves the control and metrics sockets from the inherited listeners
 // only after the cut-over (the listening socket never closes, so no
@@ -268,7 +266,7 @@
 // failed atomic write) and the request fails; nothing is published. A
 // change that changes nothing (draining a drained backend) is not saved.
 //
-// Decisions where DESIGN is silent:
+// Decisions where the design is silent:
 //   - One daemon per interface and socket (exclusive.go): a fresh start
 //     refuses an interface whose XDP program a live process holds
 //     (/proc/*/fdinfo, as bpftool finds pids), naming it: "eth0 already
@@ -356,13 +354,14 @@
 // of every checked backend in the published snapshot, or the warm-up
 // deadline) and at least one of them has tier PRIMARY, FAILOVER or
 // PRIMARY_FALLBACK with a non-empty eligible set, and the appliance is not
-// drained; otherwise it is withdrawn. Decisions where the issue was silent:
+// drained; otherwise it is withdrawn. Decisions where the design is silent:
 //   - LAST_RESORT withdraws like EMPTY: the appliance sees no backend
 //     passing its checks, so appliances that see one should take the
 //     traffic; when none does, the VIP leaves the routers (vc5 and
 //     ExaBGP's withdraw-on-down do the same).
 //   - Warm is latched per rule: a backend added to a warm rule by a reload
-//     does not withdraw a serving VIP. The start-up herd (issue 12 item 1)
+//     does not withdraw a serving VIP. The start-up herd
+//     (docs/design.md#health-checks)
 //     can hold a rule on its start-up set with the same ruleRuntime.warm.
 //   - Shutdown order (SIGTERM, context end): withdraw every VIP, sleep
 //     withdraw_delay while the data plane keeps forwarding (the control

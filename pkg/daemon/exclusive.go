@@ -13,7 +13,8 @@ import (
 	"github.com/xlbnet/xlb/pkg/control"
 )
 
-// One daemon per interface and per control socket (issue 12 item 14).
+// One daemon per interface and per control socket
+// (docs/design.md#command-line).
 //
 // claim runs when a daemon starts fresh (not as the successor of a
 // hand-over, which takes over its predecessor's program and socket on

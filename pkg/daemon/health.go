@@ -114,7 +114,8 @@ const minHealthPublish = 250 * time.Millisecond
 
 // applyHealth sets the health of one backend: the prober's verdict (NONE:
 // always healthy), or UNKNOWN while its next hop is unresolved, because a
-// backend whose MAC is unknown cannot receive anything (DESIGN §2 neigh).
+// backend whose MAC is unknown cannot receive anything
+// (docs/design.md#health-checks).
 // Until its rule is warm (warm false) verdicts are held back: every
 // checked backend is UNKNOWN, as at start (warmup.go, the start-up herd).
 func (d *daemon) applyHealth(r *config.Rule, addr netip.Addr, fb *failover.Backend, warm bool) {

@@ -126,7 +126,7 @@ func TestExplainWords(t *testing.T) {
 		t.Errorf("syn: %+v", res)
 	}
 	// A port no rule serves: the XDP program passes it to the kernel
-	// (issue 12 item 10: lookup said DROP).
+	// (lookup once said DROP; docs/design.md#rules-and-vips).
 	m.DstPort = 81
 	x = snap.Explain(m, 0, miss)
 	if res = explainLookup(snap, nil, "web", m, &x); res.Verdict != "PASS" || !strings.Contains(res.Why, "does not match rule web, nor any other: the XDP program passes it") {

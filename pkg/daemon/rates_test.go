@@ -11,8 +11,9 @@ import (
 
 // TestEstimatorFixedWindow: a rate is the difference of the two latest
 // samples over their distance, so it is 0 one window after traffic
-// stopped, however long ago the previous request was (issue 12 item 5:
-// "459/s twenty seconds after traffic stopped").
+// stopped, however long ago the previous request was (an estimator that
+// waited for requests once said "459/s twenty seconds after traffic
+// stopped").
 func TestEstimatorFixedWindow(t *testing.T) {
 	t0 := time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)
 	var at time.Time
@@ -79,7 +80,7 @@ func TestEstimatorNoWait(t *testing.T) {
 
 // TestIdleQueueWarnings: a bound queue that received nothing over a whole
 // window while the appliance was under load is named, with the likely
-// cause for the XDP mode (issue 12 item 11); no warning without load, with
+// cause for the XDP mode (docs/design.md#observability); no warning without load, with
 // one queue, or before the first window ended.
 func TestIdleQueueWarnings(t *testing.T) {
 	t0 := time.Now()

@@ -9,7 +9,8 @@ import (
 // use: one per rule name, and one per backend address within a rule. A
 // slot is never reused during the life of the process, so an entry can
 // never name a different rule or backend than the one it was made for
-// (DESIGN §3: slots must outlive every entry that may name them). Slots
+// (docs/design.md#draining-on-removal: slots must outlive every entry that
+// may name them). Slots
 // cost a few bytes each; a process would need 65536 distinct rule names
 // to run out.
 type registry struct {

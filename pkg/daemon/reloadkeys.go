@@ -13,8 +13,9 @@ import (
 	"github.com/xlbnet/xlb/pkg/metrics"
 )
 
-// What a reload does with each key of xlb.toml (issue 12 item 3: it
-// silently ignored metrics_listen and conntrack.max_entries):
+// What a reload does with each key of xlb.toml
+// (docs/design.md#validation-and-reload; a reload once silently ignored
+// metrics_listen and conntrack.max_entries):
 //
 //	live     rules (rules_dir), state_file, hash_seed, maglev_table_size,
 //	         [bgp] peers and attributes (bgp.go), [[bgp.peer]] bfd and
@@ -174,7 +175,8 @@ func guardReload(old, n *config.View, force bool) error {
 
 // revivedOverrides names the CLI overrides a reload applies again: kept in
 // the state file while their backend was out of the configuration (or its
-// rule was), they hold again now that it is back (issue 12 item 16). A
+// rule was), they hold again now that it is back
+// (docs/design.md#the-state-overlay). A
 // drain the operator forgot about must not come back silently.
 func revivedOverrides(old, n *config.View) []string {
 	had := map[string]map[netip.Addr]bool{}

@@ -8,8 +8,7 @@ import (
 	"github.com/xlbnet/xlb/pkg/config"
 )
 
-// TestSimulateRemoveOneOfTen is the acceptance of issue 5: removing one
-// of ten backends moves about 10 % of the flows (the removed backend's)
+// TestSimulateRemoveOneOfTen: removing one of ten backends moves about 10 % of the flows (the removed backend's)
 // and under 1 % of the rest.
 func TestSimulateRemoveOneOfTen(t *testing.T) {
 	cfg, st := writeConfig(t, map[string]string{

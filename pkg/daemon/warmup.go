@@ -30,7 +30,7 @@ import (
 // Users: the BGP announcer (bgp.go) announces a VIP only when every rule of
 // it is warm, so an appliance that (re)starts computes the same tables as
 // its peers before the routers send it traffic. And the start-up herd
-// (issue 12 item 1): until its rule is warm, no backend's verdict enters the
+// (docs/design.md#health-checks): until its rule is warm, no backend's verdict enters the
 // rule's failover input (applyHealth), so the rule stays on its start-up
 // set — every checked backend UNKNOWN, which is LAST_RESORT: all backends
 // (EMPTY with drop_traffic_if_unhealthy) — and switches once, at the
