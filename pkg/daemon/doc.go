@@ -183,15 +183,15 @@
 //     publication) while the daemon serves. After a crash the next start
 //     (Restart=on-failure) keeps them: new sockets (VIP packets dropped by
 //     the program from the crash to the new registration), the tables
-//     recounted and cleared of entries naming slots the carried registry
-//     does not know, and no flow moves. SIGTERM (systemctl stop or
-//     restart) stops the workers between two batches and adds the
-//     sockets, their UMEM and the free frame lists: the next start takes
-//     the rings over (it loses what arrives beyond 2048 packets per queue
-//     while no process reads: a few hundred milliseconds from SIGTERM to
-//     the new READY=1, bench/README.md §5). `xlb restart` under systemd: the successor sends MAINPID=
-//     before its predecessor exits. SIGTERM under systemd withdraws BGP
-//     routes as before (systemctl stop and restart look the same to the
+//     recounted and cleared of entries naming slots the carried registry does
+//     not know, and no flow moves. SIGTERM (systemctl stop or restart) stops
+//     the workers between two batches and adds the sockets, their UMEM and
+//     the free frame lists: the next start takes the rings over (it loses
+//     what arrives beyond 2048 packets per queue while no process reads: a
+//     few hundred milliseconds from SIGTERM to the new READY=1,
+//     bench/README.md §5). `xlb restart` under systemd: the successor sends
+//     MAINPID= before its predecessor exits. SIGTERM under systemd withdraws
+//     BGP routes as before (systemctl stop and restart look the same to the
 //     daemon); `xlb restart` is the path that keeps them. Tested against a
 //     stand-in for systemd's notify socket and fd store
 //     (TestEndToEndSystemd): no real systemd runs as PID 1 in the test
@@ -201,22 +201,22 @@
 //     With no daemon, `xlb stop` removes the pins itself. Under systemd
 //     SIGTERM is the restart path above instead; xlb stop also empties the
 //     fd store.
-//   - BGP (docs/design.md#bgp-across-a-hand-over): a hand-over must not withdraw, or the routers
-//     would move flows to appliances without this conntrack table. The
-//     predecessor Detaches its speaker right after the cut-over (no
-//     withdraw, no NOTIFICATION); the successor, whose rules arrive warm
-//     with their verdicts, starts its speaker with the same identity as
-//     soon as it serves and announces at once. With [bgp] graceful_restart
-//     (RFC 4724) the routers keep the routes, stale, meanwhile
-//     (TestEndToEndRestartBGP: the route never leaves the router). Graceful restart is
-//     off by default because it has a price after a crash: the routes stay
-//     up to graceful_restart while the pinned program drops the VIP
-//     packets, where without it they go as soon as the sessions drop
-//     (a fleet detects a killed appliance in well under a second:
-//     deploy/fleet.md). Without it a hand-over costs the routes from the cut-over
-//     until the successor announces (about 2 s). The way with neither
-//     price — a speaker process of its own that outlives the daemon and
-//     withdraws when the daemon dies without handing over — is not built.
+//   - BGP (docs/design.md#bgp-across-a-hand-over): a hand-over must not
+//     withdraw, or the routers would move flows to appliances without this
+//     conntrack table. The predecessor Detaches its speaker right after the
+//     cut-over (no withdraw, no NOTIFICATION); the successor, whose rules
+//     arrive warm with their verdicts, starts its speaker with the same
+//     identity as soon as it serves and announces at once. With [bgp]
+//     graceful_restart (RFC 4724) the routers keep the routes, stale,
+//     meanwhile (TestEndToEndRestartBGP: the route never leaves the router).
+//     Graceful restart is off by default because it has a price after a
+//     crash: the routes stay up to graceful_restart while the pinned program
+//     drops the VIP packets, where without it they go as soon as the sessions
+//     drop (a fleet detects a killed appliance in well under a second:
+//     deploy/fleet.md). Without it a hand-over costs the routes from the
+//     cut-over until the successor announces (about 2 s). The way with
+//     neither price — a speaker process of its own that outlives the daemon
+//     and withdraws when the daemon dies without handing over — is not built.
 //
 // Decisions where the design is silent: BPF objects travel through their
 // pins, not over the socket (the pins serve a crash too); the successor

@@ -79,9 +79,9 @@ func TestEstimatorNoWait(t *testing.T) {
 }
 
 // TestIdleQueueWarnings: a bound queue that received nothing over a whole
-// window while the appliance was under load is named, with the likely
-// cause for the XDP mode (docs/design.md#observability); no warning without load, with
-// one queue, or before the first window ended.
+// window while the appliance was under load is named, with the likely cause
+// for the XDP mode (docs/design.md#observability); no warning without load,
+// with one queue, or before the first window ended.
 func TestIdleQueueWarnings(t *testing.T) {
 	t0 := time.Now()
 	window := rateWindow{nominal: 2 * time.Second, prev: &sample{at: t0}, cur: &sample{at: t0.Add(2 * time.Second)}}

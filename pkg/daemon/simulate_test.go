@@ -8,8 +8,8 @@ import (
 	"github.com/xlbnet/xlb/pkg/config"
 )
 
-// TestSimulateRemoveOneOfTen: removing one of ten backends moves about 10 % of the flows (the removed backend's)
-// and under 1 % of the rest.
+// TestSimulateRemoveOneOfTen: removing one of ten backends moves about 10 %
+// of the flows (the removed backend's) and under 1 % of the rest.
 func TestSimulateRemoveOneOfTen(t *testing.T) {
 	cfg, st := writeConfig(t, map[string]string{
 		"web": webRule("", "[[group]]\nname = \"a\"\nbackends = "+backendList("192.0.2.", 1, 10)+"\n"),

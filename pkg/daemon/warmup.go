@@ -28,20 +28,20 @@ import (
 // nothing). A rule added by a reload starts cold.
 //
 // Users: the BGP announcer (bgp.go) announces a VIP only when every rule of
-// it is warm, so an appliance that (re)starts computes the same tables as
-// its peers before the routers send it traffic. And the start-up herd
-// (docs/design.md#health-checks): until its rule is warm, no backend's verdict enters the
-// rule's failover input (applyHealth), so the rule stays on its start-up
-// set — every checked backend UNKNOWN, which is LAST_RESORT: all backends
-// (EMPTY with drop_traffic_if_unhealthy) — and switches once, at the
-// publication that makes it warm, to the set all verdicts give. Before,
+// it is warm, so an appliance that (re)starts computes the same tables as its
+// peers before the routers send it traffic. And the start-up herd
+// (docs/design.md#health-checks): until its rule is warm, no backend's
+// verdict enters the rule's failover input (applyHealth), so the rule stays
+// on its start-up set — every checked backend UNKNOWN, which is LAST_RESORT:
+// all backends (EMPTY with drop_traffic_if_unhealthy) — and switches once, at
+// the publication that makes it warm, to the set all verdicts give. Before,
 // the first backend to pass took every new connection until the others
-// passed. As Envoy's cluster warming, but the rule serves meanwhile (a
-// fleet withdraws its VIPs instead, bgp.go). Status says so in the rule's
-// reason. The fallback deadline is warm's: a verdict needs the threshold's
-// probes, so "one interval plus timeout" would cut a healthy_threshold of 2
-// short; a restart carries verdicts and warm (handover.go), so a restarted
-// daemon does not hold its rules again.
+// passed. As Envoy's cluster warming, but the rule serves meanwhile (a fleet
+// withdraws its VIPs instead, bgp.go). Status says so in the rule's reason.
+// The fallback deadline is warm's: a verdict needs the threshold's probes, so
+// "one interval plus timeout" would cut a healthy_threshold of 2 short; a
+// restart carries verdicts and warm (handover.go), so a restarted daemon does
+// not hold its rules again.
 type warmState struct {
 	since   time.Time // the rule's first computation
 	warm    bool

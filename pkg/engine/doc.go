@@ -68,18 +68,18 @@
 //     socket on its queue (between two owners: a crash, a restart) is
 //     dropped by the program, not handed to the kernel: a client then
 //     retransmits instead of getting the kernel's reset.
-//   - Worker priority (Config.WorkerNice, config worker_nice, default 0):
-//     a worker at a negative nice value never waits behind other work for
-//     its CPU (a stall longer than the RX ring's depth loses packets, a
-//     hand-over's pause included), but the kernel's work for its queue
-//     (NAPI, the copies, TX completions) runs on the same CPU, and a
-//     worker at -10 takes that CPU's share from ksoftirqd and then does
-//     the pending softirq work in its own context, at a higher cost
-//     (bench/README.md, "The workers' nice value": 0.83-0.88 of the CPU
-//     per packet at 0). A dedicated appliance has nothing for a worker to
-//     wait behind, so 0 is the default; a machine shared with other work
-//     (the lab tests: pkg/lab writes -10) sets a negative value. Without
-//     CAP_SYS_NICE the engine warns and runs on at the process's priority.
+//   - Worker priority (Config.WorkerNice, config worker_nice, default 0): a
+//     worker at a negative nice value never waits behind other work for its
+//     CPU (a stall longer than the RX ring's depth loses packets, a
+//     hand-over's pause included), but the kernel's work for its queue (NAPI,
+//     the copies, TX completions) runs on the same CPU, and a worker at -10
+//     takes that CPU's share from ksoftirqd and then does the pending softirq
+//     work in its own context, at a higher cost (bench/README.md, "The
+//     workers' nice value", measured it). A dedicated appliance has nothing
+//     for a worker to wait behind, so 0 is the default; a machine shared with
+//     other work (the lab tests: pkg/lab writes -10) sets a negative value.
+//     Without CAP_SYS_NICE the engine warns and runs on at the process's
+//     priority.
 //   - Nothing a flow depends on belongs to one process: the program's
 //     link and maps are pinned (Config.PinDir, ring/xsk), the UMEM and the
 //     arenas are memfds (ring, conntrack), and the arenas record the
