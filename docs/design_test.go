@@ -322,6 +322,9 @@ func packages(t *testing.T) map[string][]string {
 			if path != top && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata") {
 				return filepath.SkipDir
 			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != top {
+				return filepath.SkipDir // a nested module is not one of ours
+			}
 			return nil
 		}
 		if !strings.HasSuffix(name, ".go") {
