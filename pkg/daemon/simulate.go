@@ -236,11 +236,7 @@ func simulateRule(cfg *config.Config, rv *config.RuleView, opts SimOptions) (Sim
 		if err != nil {
 			return nil, "", err
 		}
-		members := make([]hash.Backend, 0, len(s.Eligible))
-		for _, m := range s.Eligible {
-			members = append(members, hash.Backend{Name: m.Name, ID: m.ID, Weight: m.Weight})
-		}
-		t, err := hash.Build(members, uint32(cfg.MaglevTableSize), cfg.HashSeed)
+		t, err := hash.Build(failover.MaglevBackends(s.Eligible), uint32(cfg.MaglevTableSize), cfg.HashSeed)
 		return t, s.Tier.String(), err
 	}
 	tb, tierB, err := build(&before)
