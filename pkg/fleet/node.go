@@ -121,7 +121,8 @@ const (
 	// rebuildEvery is how often the presence filter is rebuilt from the
 	// live entries.
 	rebuildEvery = 30 * time.Second
-	inQueue      = 512
+	inQueue      = 2048
+	rcvBuf       = 8 << 20
 )
 
 // New binds the node's socket (SO_REUSEPORT, so a successor of xlb
@@ -168,7 +169,14 @@ func New(o Options) (*Node, error) {
 	n.rate = tokens{rate: float64(o.SendRate), burst: float64(o.SendRate) / 4}
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
-		err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
+		err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+			// Room for a burst (a table change, a full sync) while the loop
+			// is busy: FORCE needs CAP_NET_ADMIN, which the daemon has.
+			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvBuf) != nil {
+				unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, rcvBuf)
+			}
+		})
 		if err != nil {
 			return err
 		}

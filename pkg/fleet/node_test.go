@@ -55,7 +55,7 @@ func rule(t testing.TB, name string, port int, order []string) dataplane.Rule {
 }
 
 type testNode struct {
-	t     *testing.T
+	t     testing.TB
 	n     *Node
 	addr  netip.Addr
 	table *conntrack.Shared
@@ -68,7 +68,7 @@ type testNode struct {
 }
 
 // freePort returns a UDP port free on loopback.
-func freePort(t *testing.T) uint16 {
+func freePort(t testing.TB) uint16 {
 	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ type nodeOpt func(*Options)
 
 // testWriter logs a node's lines through t.
 type testWriter struct {
-	t    *testing.T
+	t    testing.TB
 	addr netip.Addr
 }
 
@@ -91,7 +91,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // startNode runs a node at 127.0.0.<me> with peers 127.0.0.<peers>.
-func startNode(t *testing.T, port uint16, me int, peers []int, snap *dataplane.Snapshot, opts ...nodeOpt) *testNode {
+func startNode(t testing.TB, port uint16, me int, peers []int, snap *dataplane.Snapshot, opts ...nodeOpt) *testNode {
 	t.Helper()
 	table, _ := conntrack.NewShared(1<<12, uint64(me))
 	sess, _ := conntrack.NewShared(1<<10, uint64(me)+100)
@@ -108,6 +108,7 @@ func startNode(t *testing.T, port uint16, me int, peers []int, snap *dataplane.S
 	for _, f := range opts {
 		f(&o)
 	}
+	tn.out, tn.table = o.Outboxes[0], o.Table
 	n, err := New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +177,7 @@ func (tn *testNode) status() Status {
 }
 
 // eventually polls cond for up to d.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
