@@ -30,6 +30,7 @@
 //	view.go      View: the overlay applied to a Config, with each value's source
 //	bgp.go       [bgp] and [[bgp.peer]]: the BGP type, its reader and checks
 //	bfd.go       [bgp.bfd]: the BFD timers of the peers with bfd = true
+//	fleet.go     [fleet]: flow-state sharing's peers, port, key file, limits
 //	appliance_state.go  the appliance drain in the overlay ([appliance] in state_file)
 //	host.go      CheckHost: what a configuration needs from this machine
 //	salvage.go   what reads from an xlb.toml that does not parse (ControlSocket)

@@ -45,6 +45,7 @@ func Load(path string) (*Config, []Warning, error) {
 	l.readRules()
 	l.crossCheck()
 	l.checkBGP()
+	l.checkFleet()
 
 	ws, err := is.result()
 	if err != nil {
@@ -156,6 +157,7 @@ func readMain(t *table, cfg *Config) {
 	readFloodLimits(ct, &cfg.Conntrack)
 	ct.done()
 	readBGP(t, cfg)
+	readFleet(t, cfg)
 	t.done()
 }
 

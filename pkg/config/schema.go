@@ -33,6 +33,8 @@ type Config struct {
 	WorkerNice int
 	Conntrack  Conntrack
 	BGP        *BGP // [bgp] (bgp.go); nil when absent: nothing is announced
+	// Fleet is [fleet] (fleet.go); nil when absent: no flow state is shared.
+	Fleet *Fleet
 
 	Rules []Rule // sorted by file name
 }

@@ -1,19 +1,16 @@
 package fleet
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	gohash "hash"
-	"os"
-	"strings"
 )
 
-// MinKeyLen is the shortest key accepted, in bytes (characters of the key
-// file's line): 32 random bytes in base64 are 44.
+// MinKeyLen is the shortest key accepted, in bytes (the configuration
+// reads the key file: config.ReadFleetKeys).
 const MinKeyLen = 32
 
 // Keyring holds the fleet keys: the first signs every datagram, each one
@@ -48,34 +45,6 @@ func NewKeyring(keys ...[]byte) (*Keyring, error) {
 func (k *Keyring) Clone() *Keyring {
 	c, _ := NewKeyring(k.keys...)
 	return c
-}
-
-// LoadKeyFile reads a key file: one key per line (leading and trailing
-// blanks removed, empty lines and lines starting with # skipped), the
-// first signing. The key is the line's bytes, not a decoding of them.
-func LoadKeyFile(path string) (*Keyring, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var keys [][]byte
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	line := 0
-	for sc.Scan() {
-		line++
-		s := strings.TrimSpace(sc.Text())
-		if s == "" || strings.HasPrefix(s, "#") {
-			continue
-		}
-		if len(s) < MinKeyLen {
-			return nil, fmt.Errorf("%s:%d: key is %d bytes, want at least %d (e.g. head -c 32 /dev/urandom | base64)", path, line, len(s), MinKeyLen)
-		}
-		keys = append(keys, []byte(s))
-	}
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("%s: no key (one per line, at least %d bytes)", path, MinKeyLen)
-	}
-	return NewKeyring(keys...)
 }
 
 // tag computes the tag of msg under key i into the keyring's buffer.

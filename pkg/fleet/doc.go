@@ -102,9 +102,9 @@
 // receiver, the sender's and receiver's fleet addresses), the body, and a
 // 16-byte tag, HMAC-SHA256 over header and body under the fleet key cut
 // to 128 bits (stdlib crypto; the key file's first line signs, every line
-// verifies, for rotation). Three types: HELLO every Heartbeat (a challenge,
-// the echo of the peer's challenge, a sync request, the count of owned
-// exceptions), RECORDS (up to 41 IPv4 records of 32 bytes, 68 for IPv6),
+// verifies, for rotation: config.ReadFleetKeys). Three types: HELLO every
+// Heartbeat (a challenge, the echo of the peer's challenge, a sync
+// request, the count of owned exceptions), RECORDS (up to 41 IPv4 records of 32 bytes, 68 for IPv6),
 // SYNC_END. A record is flags, tuple kind, protocol, rule id, time to live
 // in milliseconds, the flow's addresses and ports and the backend's
 // address.
