@@ -78,15 +78,24 @@ func Delta(old, new *MaglevTable) (Diff, error) {
 		rows = append(rows, r)
 	}
 
+	// The slots hold IDs, unique within a table: map them to rows.
+	rowOf := func(t *MaglevTable, row []int) func(s uint32) int {
+		byID := make(map[uint32]int, len(t.backends))
+		for i, b := range t.backends {
+			byID[b.ID] = row[i]
+		}
+		return func(s uint32) int {
+			id, ok := t.SlotID(s)
+			if !ok {
+				return -1
+			}
+			return byID[id]
+		}
+	}
+	oldOf, newOf := rowOf(old, oldRow), rowOf(new, newRow)
 	d := Diff{Size: old.m}
 	for s := range old.m {
-		ro, rn := -1, -1
-		if old.owner != nil {
-			ro = oldRow[old.owner[s]]
-		}
-		if new.owner != nil {
-			rn = newRow[new.owner[s]]
-		}
+		ro, rn := oldOf(s), newOf(s)
 		if ro == rn {
 			continue
 		}

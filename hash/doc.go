@@ -86,6 +86,36 @@
 // tables usually index with the low bits of the same hash, so the two stay
 // uncorrelated.)
 //
+// # Memory: slot width, size, sharing
+//
+// A slot holds the backend's ID in the fewest bytes that hold the largest
+// ID of the set: one byte up to ID 255, two up to 65535, else four. The
+// caller's IDs are small (rule-scoped backend slots), so a table costs
+// about one byte per slot; Lookup reads every width with one unaligned
+// 4-byte load and a mask (the slot array has 3 bytes of padding), so the
+// width costs the packet path nothing. Only the slots are kept: the
+// owner of a slot, for Delta and the counts, is found from its ID.
+//
+// TableSizeFor(n) is the size for a set of n backends when the operator
+// did not fix one: the first of 1031, 2053, 4099, 8209, 16411, 32771,
+// 65537, … 8388617 (the smallest prime at or above each power of two from
+// 2¹⁰ to 2²³), then 16777213 (the largest prime below 2²⁴), that gives at
+// least SlotsPerBackend = 100 slots per backend. The caller counts the
+// backends its configuration lists, not the healthy ones, so every
+// appliance with the same configuration computes the same size. A size
+// change places every new flow anew, so the ladder changes the size only
+// when the count crosses a power of two (× 100), not with each backend.
+// 100 backends get 16411 slots: 16 KiB with one-byte IDs.
+//
+// Tables interns tables by content: Tables.Build returns a live table
+// built from the same (Name, ID, Weight) set, size and seed, instead of
+// building another. Rules with identical backend sets and weights share a
+// table, and a rule recomputed without a change gets its table back
+// without the build's cost. Tables holds them weakly, so memory follows
+// what the published snapshots reference. A build's working memory
+// (about 20 bytes per slot) comes from a pool, so many builds in a row
+// do not raise the garbage collector's heap target.
+//
 // Delta(old, new) compares two tables of one size slot by slot, by Name:
 // slots changed, slots moved away from backends still present
 // (SurvivorMoved), and per backend the slots before and after, lost and
@@ -108,7 +138,8 @@
 //   - Owners in Delta are compared by Name, never by ID, so renumbering IDs
 //     moves nothing.
 //   - M must be a prime in [2, MaxTableSize = 2²⁴]; Build does not enforce
-//     "M ≥ 100 × backends" (the config does). Backends beyond M, or with
-//     tiny weights, may get no slot.
-//   - Names must be non-empty and unique; Build says which one is wrong.
+//     "M ≥ 100 × backends" (the config does, or TableSizeFor). Backends
+//     beyond M, or with tiny weights, may get no slot.
+//   - Names must be non-empty and unique, and so must IDs (a slot names
+//     its owner by ID); Build says which one is wrong.
 package hash

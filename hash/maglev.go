@@ -2,15 +2,19 @@ package hash
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
+	"sync"
+	"unsafe"
 
 	"github.com/xlbnet/xlb/pkg/prefetch"
 )
 
-// MaxTableSize bounds the Maglev table size M (4 bytes per slot twice).
+// MaxTableSize bounds the Maglev table size M (up to 4 bytes per slot).
 const MaxTableSize = 1 << 24
 
 // Backend is one member of a Maglev table's backend set.
@@ -20,6 +24,9 @@ type Backend struct {
 	// every appliance given the same names builds the same table.
 	Name string
 	// ID is the caller's value, stored in the slots and returned by Lookup.
+	// IDs must be unique within a table. The slots are as wide as the
+	// largest ID needs (one, two or four bytes), so small IDs keep the
+	// table small.
 	ID uint32
 	// Weight sets the backend's share of slots: weight / Σ weights.
 	Weight uint32
@@ -28,9 +35,16 @@ type Backend struct {
 // MaglevTable is a built Maglev lookup table. It is immutable and safe for
 // concurrent use; Lookup is the packet-path call.
 type MaglevTable struct {
-	m        uint32    // table size, prime; kept even when there are no backends
-	ids      []uint32  // slot → Backend.ID; nil when the table has no backends
-	owner    []uint32  // slot → index into backends (for Delta and counts)
+	m uint32 // table size, prime; kept even when there are no backends
+	// slots holds slot → Backend.ID, 1<<shift bytes per slot in the
+	// machine's byte order, and 3 bytes of padding (after the slots on a
+	// little-endian machine, before them on a big-endian one), so that a
+	// native 4-byte load at byte s<<shift, masked, is slot s's ID
+	// whatever the width (Lookup); nil when the table has no backends.
+	slots    []byte
+	shift    uint8
+	mask     uint32
+	seed     uint64
 	backends []Backend // sorted by Name
 	counts   []uint32  // slots held, per backend
 	digest   uint64    // Placement
@@ -38,10 +52,20 @@ type MaglevTable struct {
 
 // Build returns the weighted Maglev table of size m for backends, with the
 // permutations seeded by seed. m must be a prime in [2, MaxTableSize];
-// names must be non-empty and unique. The result depends only on the set
-// of (Name, ID, Weight), never on the order of backends. See the package
-// doc for the algorithm.
+// names must be non-empty and unique, and so must IDs. The result depends
+// only on the set of (Name, ID, Weight), never on the order of backends.
+// See the package doc for the algorithm.
 func Build(backends []Backend, m uint32, seed uint64) (*MaglevTable, error) {
+	bs, err := sortedSet(backends, m)
+	if err != nil {
+		return nil, err
+	}
+	return build(bs, m, seed), nil
+}
+
+// sortedSet checks m and the backends and returns them sorted by Name (a
+// copy: the caller's slice is not touched).
+func sortedSet(backends []Backend, m uint32) ([]Backend, error) {
 	if m < 2 || m > MaxTableSize {
 		return nil, fmt.Errorf("build maglev table: size %d out of range [2, %d]", m, MaxTableSize)
 	}
@@ -58,20 +82,65 @@ func Build(backends []Backend, m uint32, seed uint64) (*MaglevTable, error) {
 			return nil, fmt.Errorf("build maglev table: duplicate backend name %q", bs[i].Name)
 		}
 	}
-	t := &MaglevTable{m: m, backends: bs, counts: make([]uint32, len(bs))}
-	if len(bs) == 0 {
-		return t, nil
+	if len(bs) > 1 {
+		ids := make([]uint32, len(bs))
+		for i, b := range bs {
+			ids[i] = b.ID
+		}
+		slices.Sort(ids)
+		for i := 1; i < len(ids); i++ {
+			if ids[i] == ids[i-1] {
+				return nil, fmt.Errorf("build maglev table: duplicate backend ID %d", ids[i])
+			}
+		}
 	}
+	return bs, nil
+}
 
+// build fills the table of bs, sorted and checked by sortedSet.
+func build(bs []Backend, m uint32, seed uint64) *MaglevTable {
+	t := &MaglevTable{m: m, seed: seed, backends: bs, counts: make([]uint32, len(bs))}
+	if len(bs) == 0 {
+		return t
+	}
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
 	w, total := effectiveWeights(bs)
-	t.owner = fill(bs, turnOrder(w, total, quotas(w, total, m), m), m, seed)
-	t.ids = make([]uint32, m)
-	for s, o := range t.owner {
-		t.ids[s] = bs[o].ID
+	owner := fill(sc, bs, turnOrder(sc, w, total, quotas(w, total, m), m), m, seed)
+	var maxID uint32
+	for _, b := range bs {
+		maxID = max(maxID, b.ID)
+	}
+	switch {
+	case maxID <= math.MaxUint8:
+		t.shift, t.mask = 0, math.MaxUint8
+	case maxID <= math.MaxUint16:
+		t.shift, t.mask = 1, math.MaxUint16
+	default:
+		t.shift, t.mask = 2, math.MaxUint32
+	}
+	t.slots = make([]byte, int(m)<<t.shift+3)
+	pad := 0
+	if bigEndian {
+		pad = 3 - (1<<t.shift - 1) // the ID's bytes end where a 4-byte load at s<<shift ends
+	}
+	ids := grow(sc.order, int(m)) // the turn order is spent
+	for s, o := range owner {
+		id := bs[o].ID
+		ids[s] = id
+		at := s<<t.shift + pad
+		switch t.shift {
+		case 0:
+			t.slots[at] = byte(id)
+		case 1:
+			binary.NativeEndian.PutUint16(t.slots[at:], uint16(id))
+		default:
+			binary.NativeEndian.PutUint32(t.slots[at:], id)
+		}
 		t.counts[o]++
 	}
-	t.digest = placement(t.ids)
-	return t, nil
+	t.digest = placement(ids)
+	return t
 }
 
 // placement folds a slot array into 64 bits, two slots per xxHash round
@@ -88,6 +157,27 @@ func placement(ids []uint32) uint64 {
 	h *= prime64x2
 	h ^= h >> 29
 	return h
+}
+
+// bigEndian is the machine's byte order (the slots' layout depends on it).
+var bigEndian = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
+
+// scratch is the working memory of one build (about 20 bytes per slot),
+// reused across builds so that rebuilding many tables does not make the
+// garbage collector's heap target grow with it.
+type scratch struct {
+	start, pos, order, owner []uint32
+	turns                    []uint64
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// grow returns s resized to n, reusing its array when it is large enough.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 // effectiveWeights returns the weights the fill uses: the backends' own,
@@ -143,7 +233,7 @@ func quotas(w []uint64, total uint64, m uint32) []uint32 {
 // order, then insertion-sorts each bucket by exact time, which is stable
 // and so keeps name order among equal times. With equal weights each
 // non-empty bucket is one round of equal times, already in order.
-func turnOrder(w []uint64, total uint64, quota []uint32, m uint32) []uint32 {
+func turnOrder(sc *scratch, w []uint64, total uint64, quota []uint32, m uint32) []uint32 {
 	// forEachTurn calls f(i, k, bucket) for every turn, backends in name
 	// order; the bucket ⌊k·W/wᵢ⌋ is stepped without a division per turn.
 	forEachTurn := func(f func(i int, k, b uint64)) {
@@ -165,13 +255,18 @@ func turnOrder(w []uint64, total uint64, quota []uint32, m uint32) []uint32 {
 		}
 	}
 
-	start := make([]uint32, uint64(m)+2)
+	sc.start = grow(sc.start, int(m)+2)
+	start := sc.start
+	clear(start)
 	forEachTurn(func(_ int, _, b uint64) { start[b+1]++ })
 	for b := 1; b < len(start); b++ {
 		start[b] += start[b-1]
 	}
-	turns := make([]uint64, m) // k<<32 | i
-	pos := slices.Clone(start)
+	sc.turns = grow(sc.turns, int(m))
+	turns := sc.turns // k<<32 | i
+	sc.pos = grow(sc.pos, len(start))
+	pos := sc.pos
+	copy(pos, start)
 	forEachTurn(func(i int, k, b uint64) {
 		turns[pos[b]] = k<<32 | uint64(i)
 		pos[b]++
@@ -191,7 +286,8 @@ func turnOrder(w []uint64, total uint64, quota []uint32, m uint32) []uint32 {
 		}
 	}
 
-	order := make([]uint32, m)
+	sc.order = grow(sc.order, int(m))
+	order := sc.order
 	for t, v := range turns {
 		order[t] = uint32(v)
 	}
@@ -200,7 +296,7 @@ func turnOrder(w []uint64, total uint64, quota []uint32, m uint32) []uint32 {
 
 // fill runs the Maglev population in the given turn order: on its turn a
 // backend takes the next slot of its permutation that is still empty.
-func fill(bs []Backend, turns []uint32, m uint32, seed uint64) []uint32 {
+func fill(sc *scratch, bs []Backend, turns []uint32, m uint32, seed uint64) []uint32 {
 	n := len(bs)
 	next := make([]uint32, n) // next permutation position, as a slot
 	skip := make([]uint32, n)
@@ -209,7 +305,8 @@ func fill(bs []Backend, turns []uint32, m uint32, seed uint64) []uint32 {
 	}
 
 	const empty = ^uint32(0)
-	owner := make([]uint32, m)
+	sc.owner = grow(sc.owner, int(m))
+	owner := sc.owner
 	for s := range owner {
 		owner[s] = empty
 	}
@@ -259,23 +356,33 @@ func isPrime(n uint32) bool {
 
 // Lookup returns the ID of the backend that owns hash h, or ok == false
 // when the table has no backends. The slot is ⌊h·M / 2⁶⁴⌋ (the high word of
-// the 128-bit product), which uses every bit of h and costs one multiply.
+// the 128-bit product), which uses every bit of h and costs one multiply;
+// its ID is one 4-byte load and a mask, whatever the slots' width. The
+// load needs no bounds check: the slot is below M (h < 2⁶⁴), and the
+// array holds M slots and 3 bytes more (measured: the checks were 40 % of
+// a lookup's cost).
 func (t *MaglevTable) Lookup(h uint64) (id uint32, ok bool) {
-	if len(t.ids) == 0 {
+	if t.slots == nil {
 		return 0, false
 	}
-	s, _ := bits.Mul64(h, uint64(len(t.ids)))
-	return t.ids[s], true
+	s, _ := bits.Mul64(h, uint64(t.m))
+	return t.load(uintptr(s)), true
+}
+
+// load reads slot s < M of a table with backends.
+func (t *MaglevTable) load(s uintptr) uint32 {
+	p := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.slots)), s<<t.shift)
+	return *(*uint32)(p) & t.mask
 }
 
 // Prefetch starts loading the slot Lookup(h) will read, for a worker that
 // hashes a batch before it looks any of it up.
 func (t *MaglevTable) Prefetch(h uint64) {
-	if len(t.ids) == 0 {
+	if t.slots == nil {
 		return
 	}
-	s, _ := bits.Mul64(h, uint64(len(t.ids)))
-	prefetch.Of(&t.ids[s])
+	s, _ := bits.Mul64(h, uint64(t.m))
+	prefetch.Of(&t.slots[s<<t.shift])
 }
 
 // Slot returns the slot index Lookup uses for h (for tools that explain a
@@ -283,6 +390,15 @@ func (t *MaglevTable) Prefetch(h uint64) {
 func (t *MaglevTable) Slot(h uint64) uint32 {
 	s, _ := bits.Mul64(h, uint64(t.m))
 	return uint32(s)
+}
+
+// SlotID returns the ID slot s holds, and false when the table has no
+// backends or s is not below Size.
+func (t *MaglevTable) SlotID(s uint32) (uint32, bool) {
+	if t.slots == nil || s >= t.m {
+		return 0, false
+	}
+	return t.load(uintptr(s)), true
 }
 
 // Placement returns a digest of the slot array (slot → ID): two tables
@@ -293,6 +409,18 @@ func (t *MaglevTable) Placement() uint64 { return t.digest }
 
 // Size returns the table size M.
 func (t *MaglevTable) Size() uint32 { return t.m }
+
+// SlotBytes returns the bytes per slot (1, 2 or 4; 0 for a table without
+// backends): the narrowest that holds the largest ID.
+func (t *MaglevTable) SlotBytes() int {
+	if t.slots == nil {
+		return 0
+	}
+	return 1 << t.shift
+}
+
+// Seed returns the seed the table was built with.
+func (t *MaglevTable) Seed() uint64 { return t.seed }
 
 // Len returns the number of backends in the table's set (including those
 // with weight 0 and no slots).
@@ -311,6 +439,15 @@ func (t *MaglevTable) Slots(name string) (uint32, bool) {
 	return t.counts[i], true
 }
 
-// SlotIDs returns a copy of the slot array (slot → ID); nil when the table
-// has no backends. For digests, dumps and tests.
-func (t *MaglevTable) SlotIDs() []uint32 { return slices.Clone(t.ids) }
+// SlotIDs returns the slot array (slot → ID) as a new slice; nil when the
+// table has no backends. For digests, dumps and tests.
+func (t *MaglevTable) SlotIDs() []uint32 {
+	if t.slots == nil {
+		return nil
+	}
+	ids := make([]uint32, t.m)
+	for s := range ids {
+		ids[s], _ = t.SlotID(uint32(s))
+	}
+	return ids
+}

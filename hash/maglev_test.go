@@ -85,6 +85,7 @@ func TestBuildErrors(t *testing.T) {
 		{"size too large", testBackends(3, 1), MaxTableSize + 43, "out of range"},
 		{"duplicate names", []Backend{{Name: "a", ID: 1, Weight: 1}, {Name: "b", ID: 2}, {Name: "a", ID: 3}}, 13, `duplicate backend name "a"`},
 		{"empty name", []Backend{{Name: "a", ID: 1}, {Name: "", ID: 2}}, 13, "empty name"},
+		{"duplicate IDs", []Backend{{Name: "a", ID: 1}, {Name: "b", ID: 2}, {Name: "c", ID: 1}}, 13, "duplicate backend ID 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
