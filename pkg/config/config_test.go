@@ -45,7 +45,7 @@ var webRule = lines(
 
 // writeConfig writes files (relative names) under a new directory, adding
 // xlb.toml (mainOK) and rules.d/ when missing, and returns xlb.toml's path.
-func writeConfig(t *testing.T, files map[string]string) string {
+func writeConfig(t testing.TB, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if _, ok := files["xlb.toml"]; !ok {

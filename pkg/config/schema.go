@@ -79,6 +79,11 @@ type Rule struct {
 	ZonalAffinity      ZonalAffinity
 
 	Groups []Group // in file order
+
+	// src is the parse this rule came from, when a Loader made it
+	// (SameSource); rules of one parse share their slices, so a Rule is
+	// read-only once loaded.
+	src *parsedRule
 }
 
 // Ports is a rule's port set: All, or a list of inclusive ranges.
@@ -271,6 +276,15 @@ func (r *Rule) Backends() []GroupBackend {
 		}
 	}
 	return out
+}
+
+// BackendCount is len(r.Backends()) without building the list.
+func (r *Rule) BackendCount() int {
+	n := 0
+	for gi := range r.Groups {
+		n += len(r.Groups[gi].Backends)
+	}
+	return n
 }
 
 // GroupBackend is a backend with the group it belongs to.

@@ -20,7 +20,7 @@ func (l *loader) crossCheck() {
 		} else {
 			names[r.Name] = rs
 		}
-		if n := len(r.Backends()); n > largest {
+		if n := r.BackendCount(); n > largest {
 			largest, largestRule = n, r.Name
 		}
 		for _, o := range l.rules[:k] {
