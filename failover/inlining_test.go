@@ -9,5 +9,5 @@ import (
 // TestInlining: the validity rule the dataplane's workers run on every
 // tracked hit stays inlinable.
 func TestInlining(t *testing.T) {
-	testutil.MustInline(t, "Gens.Valid", "Gens.Stamp")
+	testutil.MustInline(t, "Gens.Valid", "Gens.Stamp", "Gens.Current")
 }

@@ -20,6 +20,14 @@ type Gens struct {
 // Stamp returns what a new entry to the backend records.
 func (g Gens) Stamp() Stamp { return Stamp(uint32(g.UnhealthyGen)<<16 | uint32(g.DrainGen)) }
 
+// Current reports whether s is the stamp a new entry to the backend
+// records now: such an entry is valid whatever Valid's other arguments
+// (TestValidWhenCurrent), so a caller may test Current first and compute
+// them only when it fails.
+func (g Gens) Current(s Stamp) bool {
+	return uint16(s>>16) == g.UnhealthyGen && uint16(s) == g.DrainGen
+}
+
 // Valid is the conntrack validity rule ("Conntrack validity" in the
 // package documentation) that the dataplane's workers run on every tracked
 // hit: whether an entry stamped s may still be used. persists is

@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -34,6 +35,29 @@ func TestGensValid(t *testing.T) {
 	} {
 		if got := tc.g.Valid(tc.s, tc.persists, tc.beforeDeadline); got != tc.want {
 			t.Errorf("%s: %+v.Valid(%#x, persists %v, before deadline %v) = %v, want %v", tc.name, tc.g, uint32(tc.s), tc.persists, tc.beforeDeadline, got, tc.want)
+		}
+	}
+}
+
+// TestValidWhenCurrent: an entry stamped with the backend's current
+// generations is valid whatever the persistence and the deadline, the
+// shortcut the dataplane takes; and Current holds for nothing else.
+func TestValidWhenCurrent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 10000 {
+		g := Gens{UnhealthyGen: uint16(rng.Uint32()), DrainGen: uint16(rng.Uint32()), DrainFloor: uint16(rng.Uint32())}
+		s := g.Stamp()
+		if !g.Current(s) {
+			t.Fatalf("%+v: Current(Stamp()) is false", g)
+		}
+		for _, args := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			if !g.Valid(s, args[0], args[1]) {
+				t.Fatalf("%+v: Valid(Stamp(), %v, %v) is false", g, args[0], args[1])
+			}
+		}
+		other := Stamp(rng.Uint32())
+		if g.Current(other) != (other == s) {
+			t.Fatalf("%+v: Current(%#x) = %v", g, uint32(other), g.Current(other))
 		}
 	}
 }

@@ -187,5 +187,14 @@ func (r *Rule) valid(v conntrack.Value, proto uint8, now conntrack.Time) bool {
 		return false
 	}
 	b := &r.Backends[v.Backend]
-	return b.Present && b.gens().Valid(failover.Stamp(v.BackendGen), r.Persist.Has(proto), now.Before(b.DrainUntil))
+	if !b.Present {
+		return false
+	}
+	// Most hits carry the current stamp: then neither the persistence bit
+	// nor the drain floor and deadline are read.
+	s := failover.Stamp(v.BackendGen)
+	if (failover.Gens{UnhealthyGen: b.UnhealthyGen, DrainGen: b.DrainGen}).Current(s) {
+		return true
+	}
+	return b.gens().Valid(s, r.Persist.Has(proto), now.Before(b.DrainUntil))
 }
