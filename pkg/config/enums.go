@@ -108,6 +108,23 @@ var proxyHeaderNames = []string{"NONE", "PROXY_V1"}
 
 func (p ProxyHeader) String() string { return enumString(proxyHeaderNames, p) }
 
+// ProbePath is how a health probe reaches a backend: health_check.path,
+// and health_check_path in xlb.toml (the default of the rules that do not
+// say; docs/design.md#data-path-probes).
+type ProbePath uint8
+
+const (
+	// ProbeDirect: from the appliance's own stack to backend:port.
+	ProbeDirect ProbePath = iota
+	// ProbeDataPath: to the rule's VIP and the check's port, encapsulated
+	// as the rule's traffic is; the answer returns by direct server return.
+	ProbeDataPath
+)
+
+var probePathNames = []string{"DIRECT", "DATA_PATH"}
+
+func (p ProbePath) String() string { return enumString(probePathNames, p) }
+
 // EncapType is encap.type.
 type EncapType uint8
 

@@ -190,6 +190,7 @@ func readMain(t *table, cfg *Config) {
 
 	readPinDir(t, cfg)
 	t.intField("worker_nice", -20, 19, &cfg.WorkerNice)
+	cfg.HealthCheckPathSet = enum(t, "health_check_path", probePathNames, &cfg.HealthCheckPath)
 	ct := t.sub("conntrack")
 	ct.intField("max_entries", MinMaxEntries, MaxMaxEntries, &cfg.Conntrack.MaxEntries)
 	readFloodLimits(ct, &cfg.Conntrack)
@@ -314,6 +315,8 @@ type ruleSrc struct {
 	// backendKeys: each backend's key path as written (group[1].backends[2]
 	// or …backends[2].address), for messages about it.
 	backendKeys map[netip.Addr]string
+	// probePathSet: the rule's [health_check] names its path.
+	probePathSet bool
 }
 
 type loader struct {
@@ -386,6 +389,7 @@ func (l *loader) readRules() {
 	if l.cache != nil {
 		l.cache.parsed = l.parsed // files gone from the directory are forgotten
 	}
+	l.defaultProbePaths()
 	if len(files) == 0 && !l.mainBroken {
 		l.is.warnf(l.main.name, l.main.lines.line("rules_dir"), "rules_dir", "%s holds no *.toml rule files: nothing will be forwarded", l.cfg.RulesDir)
 	}

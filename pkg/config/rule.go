@@ -100,7 +100,9 @@ func readRule(t *table, stem string) *ruleSrc {
 	fo.rejected("failover_health_threshold", whyNoHealthThreshold)
 	fo.done()
 
-	hcOK := readHealthCheck(t.sub("health_check"), &r.HealthCheck)
+	hct := t.sub("health_check")
+	rs.probePathSet = hct.has("path")
+	hcOK := readHealthCheck(hct, &r.HealthCheck)
 
 	en := t.sub("encap")
 	enum(en, "type", encapTypeNames, &r.Encap.Type)
@@ -321,6 +323,9 @@ func readHealthCheck(t *table, hc *HealthCheck) bool {
 	}
 	t.intField("healthy_threshold", 1, MaxThreshold, &hc.HealthyThreshold)
 	t.intField("unhealthy_threshold", 1, MaxThreshold, &hc.UnhealthyThreshold)
+	if enum(t, "path", probePathNames, &hc.Path) && typeOK && hc.Type == HealthNone {
+		t.errorf("path", "a NONE check sends no probe")
+	}
 	if typeOK && hc.Type == HealthNone && t.has("port") {
 		t.warnf("port", "ignored: health_check.type is NONE (every backend counts as healthy)")
 	}
@@ -466,5 +471,15 @@ func checkFragments(t *table, r *Rule) {
 	}
 	if r.ConnectionTracking.TrackingMode != PerSession {
 		t.f.warnf(joinKey(t.key("connection_tracking"), "tracking_mode"), "%s rule %s (PER_CONNECTION tracks unfragmented datagrams by 5-tuple)", r.Protocol, fix)
+	}
+}
+
+// defaultProbePaths gives the rules whose [health_check] names no path the
+// appliance's health_check_path (docs/design.md#data-path-probes).
+func (l *loader) defaultProbePaths() {
+	for _, rs := range l.rules {
+		if !rs.probePathSet {
+			rs.rule.HealthCheck.Path = l.cfg.HealthCheckPath
+		}
 	}
 }

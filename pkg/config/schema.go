@@ -36,6 +36,13 @@ type Config struct {
 	// Fleet is [fleet] (fleet.go); nil when absent: no flow state is shared.
 	Fleet *Fleet
 
+	// HealthCheckPath is the probe path of the rules whose [health_check]
+	// names none. Unset (HealthCheckPathSet false) it is ProbeDirect, as
+	// before data-path probes, and the daemon logs which rules probe that
+	// way (docs/design.md#data-path-probes).
+	HealthCheckPath    ProbePath
+	HealthCheckPathSet bool
+
 	Rules []Rule // sorted by file name
 }
 
@@ -135,6 +142,7 @@ type HealthCheck struct {
 	Response           string      // TCP, SSL, UDP: the answer's first bytes; HTTP kinds: text in the body's first 1024 bytes
 	ProxyHeader        ProxyHeader // TCP-based types: PROXY_V1 sends a PROXY protocol v1 line first
 	GRPCServiceName    string      // GRPC: the service asked about; "" = the whole server
+	Path               ProbePath   // DATA_PATH: to the VIP through the rule's encapsulation; DIRECT: to backend:port
 	Interval           time.Duration
 	Timeout            time.Duration
 	HealthyThreshold   int

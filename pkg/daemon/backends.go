@@ -116,8 +116,12 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 			row.Health = br.verdict
 			detail = append(detail, "held back until every backend of the rule has its first verdict")
 		}
-		if br.probe != "" && row.Health != failover.HealthHealthy.String() {
-			detail = append(detail, br.probe)
+		probeErr := br.probe // the error of the last verdict change
+		if st, ok := in.checks[probeKey{r.Name, b.Addr}]; ok && st.LastError != nil {
+			probeErr = st.LastError.Error() // the last probe's: a cause can change without the verdict
+		}
+		if probeErr != "" && row.Health != failover.HealthHealthy.String() {
+			detail = append(detail, probeErr)
 		}
 		row.HealthDetail = strings.Join(detail, "; ")
 		if table != nil && table.Size() > 0 {

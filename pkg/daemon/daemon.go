@@ -57,6 +57,7 @@ type daemon struct {
 	resolver *neigh.Resolver
 	reg      *registry
 	checker  *health.Checker
+	dataPath *dataPathProbes // probes through the data path (probepath.go)
 
 	// Health changes arrive from prober goroutines: OnChange parks them in
 	// pendingProbes and pokes healthPoke; the control loop applies them in
@@ -152,6 +153,7 @@ func newDaemon(opts Options) (*daemon, error) {
 		probes: map[probeKey]probe{}, nexthops: map[nhKey]nexthop{},
 		requests:      make(chan func()),
 		pendingProbes: map[probeKey]probe{}, healthPoke: make(chan struct{}, 1),
+		dataPath: newDataPathProbes(),
 	}
 	d.rates = newEstimator(estimatorWindow, d.takeSample)
 	d.view = config.Apply(cfg, st)
@@ -231,7 +233,7 @@ func (d *daemon) Run(ctx context.Context) (err error) {
 	d.store.close()
 	d.storeArenas()
 	d.resolver = neigh.New(nil)
-	d.checker = health.New(health.Options{OnChange: d.onHealth})
+	d.checker = health.New(health.Options{OnChange: d.onHealth, Dial: d.dialProbe})
 	if err := d.checker.Set(d.healthTargets()); err != nil {
 		d.exit = exitStop
 		d.finish()
@@ -349,6 +351,7 @@ func (d *daemon) finish() {
 	if d.checker != nil {
 		d.checker.Stop()
 	}
+	d.closeProbePath()
 	switch d.exit {
 	case exitHandedOver:
 		if err := d.engine.Release(); err != nil {

@@ -14,6 +14,9 @@
 //	enums.go     configuration enums → runtime values: one table per enum
 //	             (the engine's attach and bind modes among them)
 //	health.go    health verdicts from the probers, applied on the control goroutine
+//	probepath.go data-path probes: which rules' checks take the data path, the
+//	             templates their probes use (the published snapshot's), the
+//	             probe path's life (pkg/probepath), the checker's dialer
 //	nexthop.go   next-hop resolution and the encapsulation templates built from it
 //	reload.go    Reload: a new configuration in whole, or none of it
 //	reloadkeys.go which xlb.toml keys a reload applies live (metrics_listen
@@ -75,7 +78,10 @@
 //     changes them runs on it: signals, health changes, timers, and
 //     requests from other goroutines (do).
 //   - Health probers (pkg/health) run on their own goroutines and park
-//     their changes for the control goroutine.
+//     their changes for the control goroutine. Those of data-path rules
+//     dial through pkg/probepath, whose reader goroutine encapsulates their
+//     packets with the templates of the snapshot the control goroutine
+//     last published (probepath.go).
 //   - The rate estimator (rates.go) samples the workers' atomic counters
 //     every 2 s on its own goroutine; requests read its two latest samples
 //     under its mutex.

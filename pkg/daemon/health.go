@@ -82,6 +82,7 @@ func (d *daemon) healthTargets() []health.Target {
 			continue
 		}
 		check := checkOf(r.HealthCheck)
+		dataPathHost(r, &check) // probepath.go
 		for _, gb := range r.Backends() {
 			ts = append(ts, health.Target{Key: health.Key{Rule: r.Name, Backend: gb.Addr}, Check: check})
 		}

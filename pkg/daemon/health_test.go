@@ -44,6 +44,9 @@ func TestCheckOf(t *testing.T) {
 			}
 			continue
 		}
+		if name == "Path" {
+			continue // how probes leave is the dialer's (probepath.go), not the prober's
+		}
 		if name == "ProxyHeader" {
 			if p := got.FieldByName(name).Interface(); p != proxyHeaders.of(hc.ProxyHeader) {
 				t.Errorf("ProxyHeader = %v, want %v", p, proxyHeaders.of(hc.ProxyHeader))

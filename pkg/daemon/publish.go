@@ -131,6 +131,7 @@ func (d *daemon) publish() error {
 	if err := d.engine.Publish(snap, vips); err != nil {
 		return err
 	}
+	d.publishProbeRoutes(snap) // probepath.go
 	for _, rs := range statuses {
 		rt := d.rules[rs.Name]
 		rt.cfg = rs.Rule

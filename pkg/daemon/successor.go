@@ -105,6 +105,7 @@ func prepareSuccessor(opts Options, offer *handover.Offer) (_ *daemon, notes []s
 			if d.checker != nil {
 				d.checker.Stop()
 			}
+			d.closeProbePath()
 		}
 	}()
 	for _, n := range notes {
@@ -113,7 +114,7 @@ func prepareSuccessor(opts Options, offer *handover.Offer) (_ *daemon, notes []s
 	d.controlLn = inheritedListener(offer, controlFile, d)
 	d.metricsLn = inheritedListener(offer, metricsFile, d)
 	d.resolver = neigh.New(nil)
-	d.checker = health.New(health.Options{OnChange: d.onHealth})
+	d.checker = health.New(health.Options{OnChange: d.onHealth, Dial: d.dialProbe})
 	if err := d.checker.Set(d.healthTargets()); err != nil {
 		return nil, nil, fmt.Errorf("start health checks: %w", err)
 	}

@@ -48,8 +48,11 @@
 // begins with response (any answer without one). The timeout covers
 // connect, handshake, request and response; it is the socket deadline
 // (HTTP2, GRPC: the request's context), so it runs on real time even with
-// a fake Clock. Probes go to backend:port, never the VIP: the XDP program
-// redirects only VIP-addressed packets, so the replies reach the kernel.
+// a fake Clock. Probes go to backend:port as far as this package knows;
+// the dialer decides how they get there: the daemon's sends the checks of
+// data-path rules to the VIP through the rule's encapsulation
+// (pkg/probepath), and their answers, from the VIP to the appliance, pass
+// the XDP program (it redirects packets addressed to a VIP) to the kernel.
 //
 // # Weight header
 //

@@ -50,7 +50,7 @@ type Backend struct {
 	Tunnel4, Tunnel6 netip.Addr
 
 	lab     *Lab
-	decap   *decap.Decap
+	decap   atomic.Pointer[decap.Decap]
 	healthy atomic.Bool
 	weight  atomic.Int64 // < 0: no weight header
 	// weightText, when set, is sent as the weight header instead of weight
@@ -97,8 +97,8 @@ func (b *Backend) SetWeightText(v string) { b.weightText.Store(&v) }
 // Stats returns the backend's counters. Safe from any goroutine.
 func (b *Backend) Stats() Stats {
 	s := Stats{HTTPRequests: b.http.Load(), UDPDatagrams: b.udp.Load()}
-	if b.decap != nil {
-		s.DecapCounters = b.decap.Counters()
+	if d := b.decap.Load(); d != nil {
+		s.DecapCounters = d.Counters()
 	}
 	return s
 }
@@ -164,6 +164,16 @@ func (b *Backend) start() error {
 	if o.NoDecap {
 		return nil
 	}
+	b.lab.onClose(func() { b.StopDecap() })
+	return b.StartDecap()
+}
+
+// StartDecap starts the backend's decapsulator (pkg/decap), unless it runs.
+func (b *Backend) StartDecap() error {
+	if b.decap.Load() != nil {
+		return nil
+	}
+	o := b.lab.Opts
 	d, err := decap.Start(decap.Options{
 		Namespace: b.NS,
 		GUEPort:   o.GUEPort,
@@ -173,8 +183,17 @@ func (b *Backend) start() error {
 	if err != nil {
 		return err
 	}
-	b.decap = d
-	b.lab.onClose(func() { d.Close() })
+	b.decap.Store(d)
+	return nil
+}
+
+// StopDecap stops the backend's decapsulator, as if the backend had lost
+// its tunnel device: IPIP, GUE and GRE packets reach its kernel and die
+// there; DIRECT traffic is untouched. StartDecap undoes it.
+func (b *Backend) StopDecap() error {
+	if d := b.decap.Swap(nil); d != nil {
+		return d.Close()
+	}
 	return nil
 }
 
