@@ -501,39 +501,46 @@ func (p *presence) add(h uint64) {
 // newPresence returns a filter of bitsPerSlot bits per slot of s (rounded
 // up to a power of two, at least 64), with the bits of s's live entries
 // at now set.
-func (s *Shared) newPresence(bitsPerSlot int, now Time) *presence {
+func (s *Shared) newPresence(bitsPerSlot int, now Time) (*presence, int) {
 	n := uint(6)
 	for 1<<n < s.Cap()*max(bitsPerSlot, 1) {
 		n++
 	}
 	p := &presence{words: make([]atomic.Uint64, 1<<(n-6)), shift: 64 - n}
+	live := 0
 	s.Walk(now, func(r Record) bool {
 		p.add(s.secrets.hash(&r.Key, r.Rule))
+		live++
 		return true
 	})
-	return p
+	return p, live
 }
 
 // EnablePresence gives s a presence filter of bitsPerSlot bits per slot
-// (8 gives about 1 in 16 false positives with half the slots live). Only
-// for a table with a single writer, which must call it before other
-// goroutines use the table or from the writing goroutine.
-func (s *Shared) EnablePresence(bitsPerSlot int, now Time) {
-	s.presence.Store(s.newPresence(bitsPerSlot, now))
+// (8 gives about 1 in 16 false positives with half the slots live) and
+// returns how many live entries it holds. Only for a table with a single
+// writer, which must call it before other goroutines use the table or
+// from the writing goroutine.
+func (s *Shared) EnablePresence(bitsPerSlot int, now Time) int {
+	p, live := s.newPresence(bitsPerSlot, now)
+	s.presence.Store(p)
+	return live
 }
 
 // RebuildPresence replaces the filter by one holding only the live
 // entries at now, so the bits of expired and removed ones stop sending
-// Gets to the buckets. The table's single writer calls it, between its
-// Sets (a Set during the rebuild could miss the new filter). It does
-// nothing without a filter.
-func (s *Shared) RebuildPresence(now Time) {
+// Gets to the buckets, and returns how many live entries there are. The
+// table's single writer calls it, between its Sets (a Set during the
+// rebuild could miss the new filter). Without a filter it does nothing
+// and returns -1.
+func (s *Shared) RebuildPresence(now Time) int {
 	p := s.presence.Load()
 	if p == nil {
-		return
+		return -1
 	}
-	bits := len(p.words) * 64
-	s.presence.Store(s.newPresence(max(bits/s.Cap(), 1), now))
+	np, live := s.newPresence(max(len(p.words)*64/s.Cap(), 1), now)
+	s.presence.Store(np)
+	return live
 }
 
 // PresenceFill returns the share of the filter's bits that are set (the

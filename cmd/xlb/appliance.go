@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,12 +65,14 @@ func printApplianceChange(w io.Writer, res *control.ApplianceChangeResult, now t
 	printAppliance(w, &res.Appliance, now)
 }
 
-// printAppliance prints the appliance's drain and BGP state (part of `xlb
-// status`); nothing when it has no [bgp] and is not drained.
+// printAppliance prints the appliance's drain, BGP and fleet state (part
+// of `xlb status`); nothing when it has no [bgp] nor [fleet] and is not
+// drained.
 func printAppliance(w io.Writer, a *control.Appliance, now time.Time) {
-	if a.BGP == nil && !a.Drained {
+	if a.BGP == nil && a.Fleet == nil && !a.Drained {
 		return
 	}
+	defer printFleet(w, a.Fleet)
 	switch {
 	case a.Drained && a.DrainedAt != nil:
 		fmt.Fprintf(w, "appliance: DRAINED since %s (%s ago): every VIP withdrawn; xlb appliance undrain announces them again\n",
@@ -126,4 +129,65 @@ func ago(now, t time.Time) string {
 		d = 0
 	}
 	return d.String()
+}
+
+// printFleet prints flow-state sharing's state ([fleet]), one line for
+// the appliance and one per peer.
+func printFleet(w io.Writer, f *control.Fleet) {
+	if f == nil {
+		return
+	}
+	if f.Error != "" {
+		fmt.Fprintf(w, "fleet: %s: %s\n", f.Address, f.Error)
+		return
+	}
+	join := fmt.Sprintf("joined in %s", seconds(f.JoinSeconds))
+	switch {
+	case !f.Joined:
+		join = fmt.Sprintf("JOINING for %s (waiting for %s): VIPs held back", seconds(f.JoinSeconds), strings.Join(f.JoinPending, ", "))
+	case f.JoinTimedOut:
+		join = fmt.Sprintf("joined by TIMEOUT after %s without %s", seconds(f.JoinSeconds), strings.Join(f.JoinPending, ", "))
+	}
+	fmt.Fprintf(w, "fleet: %s %s; exceptions owned %d (%d records queued), held %d of %d; packets placed by a peer's entry %d; join timeouts %d\n",
+		f.Address, join, f.Owned, f.Queued, f.Held, f.Capacity, f.PeerHits, f.JoinTimeouts)
+	if len(f.Drops) > 0 || f.Backlog > 0 || f.HandoffFull > 0 {
+		fmt.Fprintf(w, "  dropped from no peer: %s; loop behind %d; hand-off full %d\n", dropList(f.Drops), f.Backlog, f.HandoffFull)
+	}
+	for _, p := range f.Peers {
+		lag := "never heard"
+		if p.LagSeconds >= 0 {
+			lag = "lag " + seconds(p.LagSeconds)
+		}
+		fmt.Fprintf(w, "  peer %s %s, %s: owns %d, held %d; records sent %d, received %d; datagrams %d/%d, bytes %d/%d",
+			p.Address, p.State, lag, p.Owned, p.Held, p.RecordsSent, p.RecordsReceived, p.DatagramsSent, p.DatagramsReceived, p.BytesSent, p.BytesReceived)
+		if p.SendErrors > 0 {
+			fmt.Fprintf(w, "; send errors %d", p.SendErrors)
+		}
+		if len(p.Drops) > 0 {
+			fmt.Fprintf(w, "; dropped %s", dropList(p.Drops))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// dropList prints drop counts by reason, in reason order.
+func dropList(m map[string]uint64) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// seconds prints a duration given in seconds, to the millisecond.
+func seconds(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
 }

@@ -59,7 +59,7 @@ func startLabXLB(ctx context.Context, l *lab.Lab, dir string, rules []lab.Rule, 
 // startLabXLBOn does startLabXLB on appliance a; each appliance needs a
 // directory of its own (state file, control socket).
 func startLabXLBOn(ctx context.Context, l *lab.Lab, a *lab.Appliance, dir string, rules []lab.Rule, logf func(string)) (*labXLB, error) {
-	cfg, err := l.WriteConfig(dir, rules)
+	cfg, err := l.WriteConfigOn(a, dir, rules)
 	if err != nil {
 		return nil, fmt.Errorf("write lab config: %w", err)
 	}

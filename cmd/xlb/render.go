@@ -345,6 +345,10 @@ func printLookup(w io.Writer, r *control.LookupResult) {
 		fmt.Fprintf(tw, "tracking key\t%s\n", tk)
 		entry := "none"
 		switch {
+		case r.EntryFound && r.EntryValid && r.EntryPeer != "":
+			entry = "yes, to " + r.EntryBackend + ", from fleet peer " + r.EntryPeer
+		case r.EntryFound && r.EntryValid && r.EntryFromPeer:
+			entry = "yes, to " + r.EntryBackend + ", from a fleet peer"
 		case r.EntryFound && r.EntryValid:
 			entry = "yes, to " + r.EntryBackend
 		case r.EntryFound:

@@ -321,10 +321,15 @@ type LookupResult struct {
 	NewConnection bool   `json:"new_connection"`
 	// EntryFound: a tracked entry exists; EntryValid: it still decides.
 	// EntryChecked is false when the tables were too large to search.
-	EntryChecked  bool   `json:"entry_checked"`
-	EntryFound    bool   `json:"entry_found"`
-	EntryValid    bool   `json:"entry_valid"`
-	EntryBackend  string `json:"entry_backend,omitempty"`
+	EntryChecked bool   `json:"entry_checked"`
+	EntryFound   bool   `json:"entry_found"`
+	EntryValid   bool   `json:"entry_valid"`
+	EntryBackend string `json:"entry_backend,omitempty"`
+	// EntryFromPeer: the entry is a fleet peer's exception, a copy the peer
+	// sent or a queue's entry made from one when the flow moved here
+	// ([fleet]); EntryPeer names the peer whose copy this appliance holds.
+	EntryFromPeer bool   `json:"entry_from_peer,omitempty"`
+	EntryPeer     string `json:"entry_peer,omitempty"`
 	Tier          string `json:"tier"`
 	Eligible      int    `json:"eligible"`
 	MaglevSlot    uint32 `json:"maglev_slot"`

@@ -36,6 +36,9 @@ func (o *ops) ChangeAppliance(ctx context.Context, a control.ApplianceAction) (*
 			}
 		case control.ApplianceUndrain:
 			res.Changed = d.state.UndrainAppliance()
+			if res.Changed {
+				d.fleetRejoin() // the peers' exceptions first, then the VIPs
+			}
 			res.Message = "appliance undrained: VIPs are announced again where their rules can place new flows"
 			if !res.Changed {
 				res.Message = "appliance was not drained"
@@ -69,6 +72,7 @@ func (d *daemon) applianceStatus() control.Appliance {
 		t := d.state.Appliance.DrainedAt
 		out.DrainedAt = &t
 	}
+	out.Fleet = d.fleetStatus(context.Background())
 	b := d.bgp.Load()
 	if b == nil {
 		return out

@@ -183,7 +183,7 @@ func (d *daemon) announce() {
 		if _, done := want[vip]; done {
 			continue
 		}
-		ok, why := decideVIP(rules, vip, d.state.Appliance.Drained)
+		ok, why := decideVIP(rules, vip, d.state.Appliance.Drained, d.fleetHold())
 		want[vip] = vipDecision{announced: ok, reason: why}
 	}
 	now := time.Now()
@@ -235,16 +235,20 @@ func (d *daemon) bgpChange(b *bgpRuntime, vip netip.Addr, announce bool, reason 
 }
 
 // decideVIP says whether vip may be announced: the appliance is not
-// drained, every rule of the VIP has its first round of health checks in
-// the published snapshot (warmup.go), and at least one of them can place a
-// new flow on a usable backend. A rule in LAST_RESORT (nothing usable: new
+// drained, it has its fleet peers' exceptions (fleetHold, fleet.go: held
+// is why not, "" when it has), every rule of the VIP has its first round
+// of health checks in the published snapshot (warmup.go), and at least one
+// of them can place a new flow on a usable backend. A rule in LAST_RESORT (nothing usable: new
 // flows go to backends that fail their checks) or EMPTY (drop) cannot: in a
 // fleet, appliances that see a usable backend take the traffic; when none
 // does, the VIP is withdrawn everywhere, as ExaBGP's withdraw-on-down and
 // vc5 do.
-func decideVIP(rules []ruleStatus, vip netip.Addr, drained bool) (bool, string) {
+func decideVIP(rules []ruleStatus, vip netip.Addr, drained bool, held string) (bool, string) {
 	if drained {
 		return false, "appliance drained (xlb appliance drain)"
+	}
+	if held != "" {
+		return false, held
 	}
 	var cold, placing, stuck []string
 	for _, r := range rules {

@@ -24,22 +24,25 @@ func TestDecideVIP(t *testing.T) {
 		drained bool
 		want    bool
 		reason  string
+		held    string // the fleet's hold
 	}{
-		{"serving", []ruleStatus{rule("web", vip, failover.TierPrimary, 3, true, 0)}, false, true, "serving (web: PRIMARY, 3 eligible)"},
-		{"drained", []ruleStatus{rule("web", vip, failover.TierPrimary, 3, true, 0)}, true, false, "appliance drained (xlb appliance drain)"},
+		{"serving", []ruleStatus{rule("web", vip, failover.TierPrimary, 3, true, 0)}, false, true, "serving (web: PRIMARY, 3 eligible)", ""},
+		{"drained", []ruleStatus{rule("web", vip, failover.TierPrimary, 3, true, 0)}, true, false, "appliance drained (xlb appliance drain)", ""},
 		{"cold rule", []ruleStatus{rule("web", vip, failover.TierPrimary, 3, true, 0), rule("udp", vip, failover.TierLastResort, 3, false, 2)}, false, false,
-			"first round of health checks not finished: udp (2 backends without a verdict)"},
+			"first round of health checks not finished: udp (2 backends without a verdict)", ""},
 		{"last resort", []ruleStatus{rule("web", vip, failover.TierLastResort, 3, true, 0)}, false, false,
-			"no rule can place a new flow on a usable backend (web: LAST_RESORT)"},
+			"no rule can place a new flow on a usable backend (web: LAST_RESORT)", ""},
 		{"empty", []ruleStatus{rule("web", vip, failover.TierEmpty, 0, true, 0)}, false, false,
-			"no rule can place a new flow on a usable backend (web: EMPTY)"},
+			"no rule can place a new flow on a usable backend (web: EMPTY)", ""},
 		{"one of two rules places", []ruleStatus{rule("web", vip, failover.TierEmpty, 0, true, 0), rule("udp", vip, failover.TierFailover, 1, true, 0)}, false, true,
-			"serving (udp: FAILOVER, 1 eligible)"},
+			"serving (udp: FAILOVER, 1 eligible)", ""},
 		{"other VIP's rules do not count", []ruleStatus{rule("web", vip, failover.TierEmpty, 0, true, 0), rule("api", other, failover.TierPrimary, 2, true, 0)}, false, false,
-			"no rule can place a new flow on a usable backend (web: EMPTY)"},
+			"no rule can place a new flow on a usable backend (web: EMPTY)", ""},
+		{"fleet joining", []ruleStatus{rule("web", vip, failover.TierPrimary, 3, true, 0)}, false, false, "fleet join under way", "fleet join under way"},
+		{"drained while joining", []ruleStatus{rule("web", vip, failover.TierPrimary, 3, true, 0)}, true, false, "appliance drained (xlb appliance drain)", "fleet join under way"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, why := decideVIP(tc.rules, vip, tc.drained)
+			got, why := decideVIP(tc.rules, vip, tc.drained, tc.held)
 			if got != tc.want || why != tc.reason {
 				t.Errorf("decideVIP = %v, %q; want %v, %q", got, why, tc.want, tc.reason)
 			}

@@ -78,7 +78,8 @@ type daemon struct {
 	mu     sync.Mutex // guards status
 	status publishedStatus
 
-	bgp atomic.Pointer[bgpRuntime] // nil without [bgp] (bgp.go)
+	bgp   atomic.Pointer[bgpRuntime]   // nil without [bgp] (bgp.go)
+	fleet atomic.Pointer[fleetRuntime] // nil without [fleet] (fleet.go)
 	// bfdCarried are the BFD sessions a predecessor handed over, until
 	// the speaker starts (bgp.go openBGP).
 	bfdCarried []bfd.Carried
@@ -187,7 +188,7 @@ func randomSeed() uint64 {
 
 // engineConfig is the data plane's configuration.
 func (d *daemon) engineConfig() engine.Config {
-	return engine.Config{
+	c := engine.Config{
 		Interface:  d.cfg.Interface,
 		Queues:     queueList(d.cfg.Queues),
 		XDPMode:    attachModes.of(d.cfg.XDPMode),
@@ -204,6 +205,10 @@ func (d *daemon) engineConfig() engine.Config {
 		NewEntriesBurst:     d.cfg.Conntrack.NewEntriesBurst,
 		UnconfirmedIdle:     d.cfg.Conntrack.UnconfirmedIdle,
 	}
+	if f := d.cfg.Fleet; f != nil {
+		c.PeerEntries, c.ExceptionRefresh = f.MaxExceptions, f.Refresh
+	}
+	return c
 }
 
 // Run starts the data plane and runs the control loop.
@@ -255,6 +260,11 @@ func (d *daemon) serve(ctx context.Context) error {
 	defer d.startControl(ctx)()
 	defer d.startMetrics()()
 	defer d.startRates()()
+	stopFleet, err := d.startFleet(ctx) // fleet.go: before BGP, whose announcements wait for its join
+	if err != nil {
+		return err
+	}
+	defer stopFleet()
 	stopBGP, err := d.startBGP(ctx)
 	if err != nil {
 		return err

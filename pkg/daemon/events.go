@@ -22,6 +22,7 @@ const (
 	eventReload = "reload"      // a configuration reload, accepted or rejected
 	eventBGP    = "bgp"         // a VIP announced or withdrawn
 	eventPeer   = "bgp-session" // a BGP session changed state
+	eventFleet  = "fleet"       // a fleet join ended
 	maxEvents   = 128           // kept by the log
 	shownEvents = 50            // the newest shown by status
 )

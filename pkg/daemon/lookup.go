@@ -41,11 +41,30 @@ func (o *ops) Lookup(ctx context.Context, q control.LookupQuery) (*control.Looku
 	}
 	checked := true
 	var ferr error
+	// Where the entry came from: a fleet peer's copy (peerKey set), or a
+	// queue's entry made from one (fromPeer).
+	var fromPeer, peerCopy bool
+	var peerKey hash.Key
+	var peerRule uint16
 	find := func(k *hash.Key, rule uint16, shared bool) (conntrack.Value, bool) {
 		now := conntrack.Now(o.d.clock)
+		// A worker that finds no entry of its own (nor a session) consults
+		// the peers' exceptions (fleet.go): so does the lookup.
+		fromPeers := func() (conntrack.Value, bool) {
+			if peers := e.Peers(); peers != nil {
+				if v, ok := peers.Get(k, rule, now, 0); ok {
+					fromPeer, peerCopy, peerKey, peerRule = true, true, *k, rule
+					return v, true
+				}
+			}
+			return conntrack.Value{}, false
+		}
 		if shared {
 			sessions, _ := e.Shared()
-			return sessions.Get(k, rule, now, 0) // 0: no refresh, a read only
+			if v, ok := sessions.Get(k, rule, now, 0); ok { // 0: no refresh, a read only
+				return v, true
+			}
+			return fromPeers()
 		}
 		// The queue a flow lands on is not known here: ask every queue's
 		// worker for the one key (a single probe each, not a walk).
@@ -57,10 +76,11 @@ func (o *ops) Lookup(ctx context.Context, q control.LookupQuery) (*control.Looku
 				continue
 			}
 			if ok {
+				fromPeer = rec.FromPeer
 				return rec.Value, true
 			}
 		}
-		return conntrack.Value{}, false
+		return fromPeers()
 	}
 	x := snap.Explain(m, conntrack.Now(o.d.clock), find)
 	if ferr != nil && ctx.Err() != nil {
@@ -72,6 +92,18 @@ func (o *ops) Lookup(ctx context.Context, q control.LookupQuery) (*control.Looku
 	}
 	res := explainLookup(snap, rs, q.Rule, m, &x)
 	res.EntryChecked = checked || x.EntryFound
+	if x.EntryFound && fromPeer {
+		res.EntryFromPeer = true
+		what := "made from a fleet peer's exception when the flow moved here"
+		if peerCopy {
+			res.EntryPeer = o.d.fleetHolder(ctx, peerRule, peerKey)
+			what = "a fleet peer's exception (the flow would move here from the appliance that placed it)"
+			if res.EntryPeer != "" {
+				what = fmt.Sprintf("an exception fleet peer %s sent (the flow would move here from it)", res.EntryPeer)
+			}
+		}
+		res.Why += "; the entry is " + what
+	}
 	return res, nil
 }
 

@@ -139,7 +139,8 @@ func (d *daemon) collect(s metrics.Sink) {
 		collectArenaPages(s, d.arenaPages()) // arena_pages.go
 	}
 	d.collectRules(s, &st)
-	d.collectBGP(s) // appliance.go
+	d.collectBGP(s)   // appliance.go
+	d.collectFleet(s) // fleet.go
 }
 
 // collectQueues writes the per-queue families.

@@ -27,9 +27,10 @@ import (
 //	refused  interface, queues, xdp_mode, bind_mode, pin_dir,
 //	         control_socket, worker_nice, [conntrack] max_entries, new_entries_per_second,
 //	         new_entries_burst, unconfirmed_idle_timeout, bgp.local_as,
-//	         router_id, hold_time (bgp.go): they belong to the attached
-//	         program, the sockets, the workers' tables or the speaker, made
-//	         at start. The reload is rejected whole, naming them; xlb
+//	         router_id, hold_time (bgp.go), [fleet] and every key of it
+//	         (fleet.go): they belong to the attached program, the sockets,
+//	         the workers' tables, the speaker or the fleet node, made at
+//	         start. The reload is rejected whole, naming them; xlb
 //	         restart applies them without losing a connection.
 
 // restartOnly names the keys whose change a reload refuses.
@@ -52,7 +53,7 @@ func restartOnly(o, n *config.Config) []string {
 	add(oc.NewEntriesPerSecond != nc.NewEntriesPerSecond, "conntrack.new_entries_per_second")
 	add(oc.NewEntriesBurst != nc.NewEntriesBurst, "conntrack.new_entries_burst")
 	add(oc.UnconfirmedIdle != nc.UnconfirmedIdle, "conntrack.unconfirmed_idle_timeout")
-	return keys
+	return append(keys, fleetRestartOnly(o.Fleet, n.Fleet)...) // fleet.go
 }
 
 // checkRestartOnly refuses a reload that changes a key only a start

@@ -19,6 +19,7 @@ import (
 	"github.com/xlbnet/xlb/pkg/capture"
 	"github.com/xlbnet/xlb/pkg/dataplane"
 	"github.com/xlbnet/xlb/pkg/ethtool"
+	"github.com/xlbnet/xlb/pkg/spsc"
 	"github.com/xlbnet/xlb/ring"
 	"github.com/xlbnet/xlb/ring/xsk"
 )
@@ -87,6 +88,12 @@ type Config struct {
 	// WorkerNice is the workers' nice value (config worker_nice); 0
 	// leaves them at the process's.
 	WorkerNice int
+	// PeerEntries sizes the table of the exceptions fleet peers send
+	// (config [fleet] max_exceptions); 0: no fleet sharing, no table.
+	// With it every worker consults the table on a miss and scans its own
+	// table for exceptions every ExceptionRefresh (fleet.go).
+	PeerEntries      int
+	ExceptionRefresh time.Duration
 }
 
 // queue is one served queue: its socket, tables and worker.
@@ -96,6 +103,9 @@ type queue struct {
 	table   *conntrack.Table
 	worker  *dataplane.Worker
 	adopted bool // table handed over by a predecessor, to Resume at the cut-over
+	// outbox is the worker's hand-off ring to the fleet node (fleet.go);
+	// nil without Config.PeerEntries. It outlives a Rebuild's new worker.
+	outbox *spsc.Ring[dataplane.Sighting]
 }
 
 // Engine is the data plane: the XDP program attached to the interface,
@@ -112,7 +122,10 @@ type Engine struct {
 	snapshot atomic.Pointer[dataplane.Snapshot]
 	sessions *conntrack.Shared
 	frags    *conntrack.Shared
-	zeroCopy bool
+	peers    *conntrack.Shared // fleet.go; nil without Config.PeerEntries
+	// peersAdopted: the peer table is a predecessor's (fleet.go).
+	peersAdopted bool
+	zeroCopy     bool
 
 	cancel context.CancelFunc // stops the running workers; nil when none run
 	wg     sync.WaitGroup
@@ -165,6 +178,11 @@ func Start(cfg Config) (_ *Engine, err error) {
 	}
 	if e.frags, err = e.sharedTable(fragmentsFile, cfg.FragmentEntries, cfg.Seed^0xf4a6, shared); err != nil {
 		return nil, err
+	}
+	if cfg.PeerEntries > 0 {
+		if e.peers, err = e.sharedTable(peersFile, cfg.PeerEntries, cfg.Seed^0xf1ee, shared); err != nil {
+			return nil, err
+		}
 	}
 	if e.prog, err = e.openProgram(); err != nil {
 		return nil, err
@@ -273,9 +291,10 @@ func (e *Engine) newWorker(q *queue) {
 	if e.cfg.UnconfirmedIdle > 0 {
 		q.table.SetUnconfirmedIdle(conntrack.TicksOf(e.cfg.UnconfirmedIdle))
 	}
-	tables := dataplane.FlowTables{Conntrack: q.table, Sessions: e.sessions, Fragments: e.frags}
+	tables := dataplane.FlowTables{Conntrack: q.table, Sessions: e.sessions, Fragments: e.frags, Peers: e.peers}
 	sock := q.sock
 	q.worker = dataplane.NewWorker(sock.Rings(), &e.snapshot, tables, e.cfg.Clock, func() { sock.Poll(1) })
+	e.shareExceptions(q)
 }
 
 // startWorkers starts one goroutine per queue, each locked to its OS

@@ -70,9 +70,13 @@ func (e *Engine) Files() []handover.File {
 			handover.File{Name: umemFile(q.id), FD: q.sock.UMEMFD()},
 			handover.File{Name: ctFile(q.id), FD: q.table.Arena().FD()})
 	}
-	return append(fs,
+	fs = append(fs,
 		handover.File{Name: sessionsFile, FD: e.sessions.Arena().FD()},
 		handover.File{Name: fragmentsFile, FD: e.frags.Arena().FD()})
+	if e.peers != nil {
+		fs = append(fs, handover.File{Name: peersFile, FD: e.peers.Arena().FD()})
+	}
+	return fs
 }
 
 // ArenaFiles lists the conntrack arenas' fds (what a start after a crash
@@ -92,6 +96,9 @@ func isArenaFile(name string) bool { return len(name) > 3 && name[:3] == "ct-" }
 // FileNames names every file Files lists.
 func (e *Engine) FileNames() []string {
 	names := []string{sessionsFile, fragmentsFile}
+	if e.peers != nil {
+		names = append(names, peersFile)
+	}
 	for _, q := range e.queues {
 		names = append(names, xskFile(q.id), umemFile(q.id), ctFile(q.id))
 	}
@@ -249,6 +256,9 @@ func Adopt(cfg Config, st State, take func(name string) (fd int, ok bool)) (_ *E
 		return nil, nil, err
 	}
 	if e.frags, err = adoptShared(fragmentsFile, max(cfg.MaxEntries/16, 1024), cfg.Seed^0xf4a6); err != nil {
+		return nil, nil, err
+	}
+	if e.peers, notes, err = e.adoptPeers(take, notes); err != nil {
 		return nil, nil, err
 	}
 	if e.prog, err = e.openProgram(); err != nil {

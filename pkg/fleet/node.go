@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xlbnet/xlb/conntrack"
+	"github.com/xlbnet/xlb/hash"
 	"github.com/xlbnet/xlb/pkg/dataplane"
 	"github.com/xlbnet/xlb/pkg/spsc"
 )
@@ -61,8 +62,13 @@ type Options struct {
 	// Heartbeat is how often a HELLO goes to every peer. Default 1 s.
 	Heartbeat time.Duration
 	// OnJoin, when set, is called (on the node's goroutine) when a join
-	// ends: every peer synced, or the timeout fired with peers missing.
+	// ends: every peer synced, or the timeout fired with peers missing. It
+	// must not wait for anything that waits for the node.
 	OnJoin func(JoinResult)
+	// Joined starts the node joined: its table already holds the peers'
+	// exceptions (handed over by the process it succeeds). It still asks
+	// every peer for its exceptions once it proves the peer's epoch.
+	Joined bool
 
 	Log *slog.Logger
 }
@@ -81,12 +87,13 @@ type Node struct {
 	recv   *Keyring // the loop's
 	send   *Keyring
 
-	in     chan []byte // datagrams from the reader
-	bufs   chan []byte // free datagram buffers
-	joinRQ chan struct{}
-	stRQ   chan chan Status
-	done   chan struct{}
-	wg     sync.WaitGroup
+	in      chan []byte // datagrams from the reader
+	bufs    chan []byte // free datagram buffers
+	joinRQ  chan struct{}
+	stRQ    chan chan Status
+	queries chan func()
+	done    chan struct{}
+	wg      sync.WaitGroup
 
 	// Loop state (the loop goroutine only).
 	res         resolved
@@ -96,6 +103,7 @@ type Node struct {
 	rate        tokens
 	lastHB      time.Time
 	rebuilt     time.Time
+	stored      int // live entries of the table at the last presence rebuild
 	sessPass    uint32
 	sessNext    time.Time
 	sessPlan    uint64
@@ -154,7 +162,7 @@ func New(o Options) (*Node, error) {
 	n := &Node{o: o, log: o.Log, epoch: binary.BigEndian.Uint64(e[:]) | 1, byAddr: map[netip.Addr]*peer{},
 		recv: o.Keys.Clone(), send: o.Keys.Clone(),
 		in: make(chan []byte, inQueue), bufs: make(chan []byte, inQueue+8), joinRQ: make(chan struct{}, 1),
-		stRQ: make(chan chan Status), done: make(chan struct{}),
+		stRQ: make(chan chan Status), queries: make(chan func()), done: make(chan struct{}),
 		out: make([]byte, 0, MaxDatagram), scratchBody: make([]byte, 0, 64), body: recordsBody{b: make([]byte, 0, maxBody)}}
 	for _, a := range o.Peers {
 		a = a.Unmap()
@@ -196,9 +204,13 @@ func (n *Node) Addr() netip.AddrPort { return n.conn.LocalAddr().(*net.UDPAddr).
 // Start runs the node until ctx ends or Close, and starts a join: peers
 // are asked for their exceptions at once (Joined).
 func (n *Node) Start(ctx context.Context) {
-	n.table().EnablePresence(8, conntrack.Now(n.o.Clock))
+	n.stored = n.table().EnablePresence(8, conntrack.Now(n.o.Clock))
 	n.rebuilt = time.Now()
-	n.join.start(n, time.Now())
+	if n.o.Joined {
+		n.joined.Store(true)
+	} else {
+		n.join.start(n, time.Now())
+	}
 	n.wg.Add(2)
 	go func() { defer n.wg.Done(); n.read() }()
 	go func() { defer n.wg.Done(); n.loop(ctx) }()
@@ -274,6 +286,8 @@ func (n *Node) loop(ctx context.Context) {
 			n.heartbeat(time.Now())
 		case c := <-n.stRQ:
 			c <- n.status(time.Now())
+		case q := <-n.queries:
+			q()
 		case now := <-tick.C:
 			n.tick(now)
 		}
@@ -294,7 +308,7 @@ func (n *Node) tick(now time.Time) {
 	n.join.check(n, now)
 	if now.Sub(n.rebuilt) >= rebuildEvery {
 		n.rebuilt = now
-		n.table().RebuildPresence(conntrack.Now(n.o.Clock))
+		n.stored = n.table().RebuildPresence(conntrack.Now(n.o.Clock))
 		n.expireHeld()
 	}
 }
@@ -303,9 +317,44 @@ func (n *Node) tick(now time.Time) {
 // their exceptions before it announces): Joined reports false until every
 // peer answered or the join timeout passed.
 func (n *Node) Join() {
+	n.joined.Store(false) // at once: a gate asked right after must hold
 	select {
 	case n.joinRQ <- struct{}{}:
 	default:
+	}
+}
+
+// Holder returns the peer whose exception for (rule, key) this node
+// holds, if any (for `xlb lookup`; from the node's goroutine).
+func (n *Node) Holder(ctx context.Context, rule uint16, key hash.Key) (netip.Addr, bool, error) {
+	type answer struct {
+		a  netip.Addr
+		ok bool
+	}
+	c := make(chan answer, 1)
+	q := func() {
+		k := ownedKey{rule, key}
+		now := conntrack.Now(n.o.Clock)
+		for _, p := range n.peers {
+			if d, ok := p.held[k]; ok && now.Before(d) {
+				c <- answer{p.addr, true}
+				return
+			}
+		}
+		c <- answer{}
+	}
+	select {
+	case n.queries <- q:
+	case <-ctx.Done():
+		return netip.Addr{}, false, ctx.Err()
+	case <-n.done:
+		return netip.Addr{}, false, errors.New("fleet node stopped")
+	}
+	select {
+	case r := <-c:
+		return r.a, r.ok, nil
+	case <-ctx.Done():
+		return netip.Addr{}, false, ctx.Err()
 	}
 }
 

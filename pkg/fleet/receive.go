@@ -115,6 +115,12 @@ func (n *Node) handle(d []byte, now time.Time) {
 	switch h.Type {
 	case TypeHello:
 		p.owned = hello.Owned
+		if p.challenge != 0 && hello.Echo == p.challenge {
+			// A datagram from another epoch made us ask again, and the peer
+			// we believe answered: it did not restart (a replay, or an
+			// impostor with the key).
+			p.challenge = 0
+		}
 		n.answer(p, &hello)
 		// A sync request is served once the peer trusts our epoch (its
 		// HELLO challenges us no more), or the answer would be dropped.

@@ -3,6 +3,8 @@ package fleet
 import (
 	"net/netip"
 	"time"
+
+	"github.com/xlbnet/xlb/conntrack"
 )
 
 // Status is a node's state for `xlb status` and the metrics.
@@ -17,8 +19,12 @@ type Status struct {
 
 	Owned    int // exceptions this appliance owns and sends
 	Queued   int // records waiting for the send rate
-	Held     int // exceptions held from peers (entries in the peer table's count, per the records)
+	Held     int // exceptions held from peers (by the records received since the node started)
 	Capacity int // the peer table's slots
+	// Stored is the peer table's live entries at the last rebuild of its
+	// presence filter (at start, then every 30 s): what a successor of xlb
+	// restart took over shows here before any peer sent anything.
+	Stored int
 	// PresenceFill is the share of the peer table's presence filter that
 	// is set (the chance that a worker's miss reads the table's buckets).
 	PresenceFill float64
@@ -43,7 +49,7 @@ type PeerStatus struct {
 	LastHeard time.Time
 	Lag       time.Duration // since the last datagram from it
 	Owned     uint32        // exceptions it says it owns
-	Held      int           // exceptions held from it
+	Held      int           // live exceptions held from it (a flow that moved may be held from two)
 
 	SentRecords, SentDatagrams, SentBytes, SendErrors uint64
 	RecvRecords, RecvDatagrams, RecvBytes             uint64
@@ -55,7 +61,7 @@ func (n *Node) status(now time.Time) Status {
 		Listen: netip.AddrPortFrom(n.o.Listen, n.o.Port), Joined: n.joined.Load(), JoinStarted: n.join.started,
 		JoinTook: n.join.last.Took, JoinTimedOut: n.join.last.TimedOut, JoinTimeouts: n.join.timeouts,
 		Owned: len(n.own.m), Queued: len(n.own.queue) + len(n.own.withdraw),
-		Capacity: n.table().Cap(), PresenceFill: n.table().PresenceFill(),
+		Capacity: n.table().Cap(), Stored: n.stored, PresenceFill: n.table().PresenceFill(),
 		Backlog: n.recvOver.Load(), Drops: dropMap(&n.drops),
 	}
 	if n.join.active {
@@ -64,8 +70,15 @@ func (n *Node) status(now time.Time) Status {
 	for _, ob := range n.o.Outboxes {
 		st.HandoffFull += ob.Full()
 	}
+	tnow := conntrack.Now(n.o.Clock)
 	for _, p := range n.peers {
-		ps := PeerStatus{Address: p.addr, LastHeard: p.lastHeard, Owned: p.owned, Held: len(p.held),
+		held := 0
+		for _, d := range p.held {
+			if tnow.Before(d) {
+				held++
+			}
+		}
+		ps := PeerStatus{Address: p.addr, LastHeard: p.lastHeard, Owned: p.owned, Held: held,
 			SentRecords: p.c.sentRecords, SentDatagrams: p.c.sentDatagrams, SentBytes: p.c.sentBytes, SendErrors: p.c.sendErrors,
 			RecvRecords: p.c.recvRecords, RecvDatagrams: p.c.recvDatagrams, RecvBytes: p.c.recvBytes, Drops: dropMap(&p.c.drops)}
 		if !p.lastHeard.IsZero() {

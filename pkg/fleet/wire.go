@@ -344,3 +344,17 @@ func parseSyncEnd(body []byte) (sync uint64, count uint32, err error) {
 	}
 	return binary.BigEndian.Uint64(body[0:8]), binary.BigEndian.Uint32(body[8:12]), nil
 }
+
+// TestDatagram returns a datagram of type t (a HELLO, or RECORDS with no
+// record) from `from` to `to` in epoch, with sequence seq, sealed with
+// keys: for tests outside the package that play a peer (or an impostor).
+func TestDatagram(keys *Keyring, t Type, from, to netip.Addr, epoch, seq uint64) []byte {
+	h := Header{Type: t, Epoch: epoch, Seq: seq, From: from, To: to}
+	body := appendHello(nil, &Hello{})
+	if t == TypeRecords {
+		var rb recordsBody
+		rb.reset(0)
+		body = rb.b
+	}
+	return keys.seal(append(appendHeader(nil, &h, len(body)), body...))
+}

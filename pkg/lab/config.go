@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -99,6 +100,51 @@ max_entries = 262144
 		}
 	}
 	return path, nil
+}
+
+// WriteConfigOn is WriteConfig for appliance a of a fleet: with
+// Options.Fleet it adds a's [fleet] table (FleetConfig) and writes the
+// lab's key file beside xlb.toml.
+func (l *Lab) WriteConfigOn(a *Appliance, dir string, rules []Rule) (string, error) {
+	path, err := l.WriteConfig(dir, rules)
+	if err != nil || !l.Opts.Fleet {
+		return path, err
+	}
+	key := filepath.Join(dir, "fleet.key")
+	if err := os.WriteFile(key, []byte(FleetKey+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write lab config: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return "", fmt.Errorf("write lab config: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(l.FleetConfig(a, "fleet.key")); err != nil {
+		return "", fmt.Errorf("write lab config: %w", err)
+	}
+	return path, nil
+}
+
+// FleetKey is the lab's fleet key (a lab is a test bed: its key is no
+// secret).
+const FleetKey = "eGxiLWxhYi1mbGVldC1rZXktbm90LWEtc2VjcmV0LTAwMDA="
+
+// FleetConfig is appliance a's [fleet] table: its fabric address, every
+// appliance of the lab as a peer (the appliances reach each other over the
+// bridge; the XDP program passes what is not for a VIP to the kernel), a
+// join timeout short enough for tests that start appliances one by one.
+func (l *Lab) FleetConfig(a *Appliance, keyFile string) string {
+	var peers []string
+	for _, p := range l.Appliances {
+		peers = append(peers, strconv.Quote(p.Addr4.String()))
+	}
+	return fmt.Sprintf(`[fleet]
+address = %q
+peers = [%s]
+key_file = %q
+join_timeout = "3s"
+refresh = "5s"
+`, a.Addr4, strings.Join(peers, ", "), keyFile)
 }
 
 // BGPConfig is the [bgp] table of every appliance of a BGP lab: AS

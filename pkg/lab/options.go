@@ -113,6 +113,10 @@ type Options struct {
 	// XLBGracefulRestart is [bgp] graceful_restart of that configuration
 	// (0 leaves it out: xlb's default, none).
 	XLBGracefulRestart time.Duration
+	// Fleet adds [fleet] to each appliance's configuration (WriteConfigOn):
+	// the appliances share their exceptions over the fabric, every
+	// appliance of the lab a peer, with a key file of the lab's.
+	Fleet bool
 	// Logf, if set, receives one line per setup step.
 	Logf func(format string, args ...any)
 }
