@@ -17,11 +17,23 @@ import (
 // (re-selection and insert), over 4096 flows cycling through a 1M-entry
 // table, as one worker sees them. miss+peers is the miss with a fleet's
 // peer table (64 Ki exceptions of other flows, with its presence filter)
-// consulted first: what [fleet] adds to every miss.
+// consulted first: what [fleet] adds to every miss. hit+ranges is the hit
+// with 1000 source ranges on the rule (every client admitted, by a /24
+// three trie levels down), refused a packet those ranges refuse.
 func BenchmarkDecide(b *testing.B) {
-	for _, mode := range []string{"hit", "miss", "syn", "miss+peers"} {
+	for _, mode := range []string{"hit", "miss", "syn", "miss+peers", "hit+ranges", "refused"} {
 		b.Run(mode, func(b *testing.B) {
-			w := newWorld(&testing.T{}, ruleSpec{protocol: RuleTCP, backends: names(100)})
+			spec := ruleSpec{protocol: RuleTCP, backends: names(100)}
+			want := Tx
+			switch mode {
+			case "hit+ranges":
+				spec.sources = sourceBenchPrefixes(1000)
+				mode = "hit"
+			case "refused":
+				spec.sources = sourceBenchPrefixes(1000)[512:] // none of 198.18.0.0/15
+				mode, want = "hit", Drop
+			}
+			w := newWorld(&testing.T{}, spec)
 			ct, err := conntrack.New(1<<16, 1)
 			if err != nil {
 				b.Fatal(err)
@@ -55,7 +67,7 @@ func BenchmarkDecide(b *testing.B) {
 				if mode == "miss" {
 					m.SrcPort++ // a flow never seen
 				}
-				if d := w.snap.Decide(m, w.q, w.now); d.Verdict != Tx {
+				if d := w.snap.Decide(m, w.q, w.now); d.Verdict != want {
 					b.Fatal(d.Reason)
 				}
 				i++

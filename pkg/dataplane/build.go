@@ -24,6 +24,9 @@ type RuleConfig struct {
 	// ZoneClients maps client prefixes to zones (zonal affinity); the
 	// tables of the zones come from failover.State.Zones.
 	ZoneClients []failover.ClientZone
+	// SourceRanges are the client prefixes the rule admits (source_ranges);
+	// empty admits every source.
+	SourceRanges []netip.Prefix
 }
 
 // Clock converts the control plane's wall-clock instants to the workers'
@@ -55,6 +58,11 @@ func BuildRule(cfg RuleConfig, st *failover.State, seed uint64, clock Clock) (Ru
 	if r.Idle == 0 {
 		r.Idle = conntrack.DefaultIdle
 	}
+	src, err := NewSourceSet(cfg.SourceRanges)
+	if err != nil {
+		return Rule{}, fmt.Errorf("rule %s: %w", cfg.Name, err)
+	}
+	r.Sources = src
 	for p := range 256 {
 		r.Persist.Set(uint8(p), failover.Persists(cfg.Persistence, cfg.Mode, cfg.Affinity, uint8(p)))
 	}

@@ -66,6 +66,8 @@ func outcomeOf(snap *Snapshot, dec *Decision) capture.Outcome {
 			chosen = true
 		case ReasonNoBackend:
 			o.HasRule, o.Rule = true, dec.Rule
+		case ReasonSourceRange:
+			o.HasRule, o.Rule = dec.Denied, dec.Rule
 		}
 	}
 	if chosen {

@@ -35,6 +35,9 @@ type Decision struct {
 	Tracked bool   // an existing conntrack entry decided (Tx)
 	New     bool   // a new connection: a trackable flow placed by the Maglev table (Tx)
 	Peer    bool   // the entry came from a fleet peer (Tracked too)
+	// Denied: a source-range drop by the rule in Rule (an echo request no
+	// rule of its VIP admits is a source-range drop without a rule).
+	Denied bool
 }
 
 func drop(r Reason) Decision { return Decision{Verdict: Drop, Reason: r} }
@@ -63,6 +66,7 @@ type flow struct {
 	path   path
 	done   Verdict // pathDone's decision: Reply, or Drop for reason
 	reason Reason
+	denied bool // pathDone: rule slot's source ranges refused the packet
 
 	trackable bool // the rule tracks this packet
 	shared    bool // in the shared PER_SESSION table, not the queue's own
@@ -88,7 +92,7 @@ func (s *Snapshot) Decide(m *packet.Meta, q *FlowTables, now conntrack.Time) Dec
 // prepare is the first half of Decide: everything that reads no
 // conntrack state. f must be zero or hold only a previous packet's flow.
 func (s *Snapshot) prepare(m *packet.Meta, q *FlowTables, f *flow) {
-	f.path = pathDone
+	f.path, f.denied = pathDone, false
 	icmp := m.Proto == packet.ProtoICMP || m.Proto == packet.ProtoICMPv6
 	if icmp && m.Frag != packet.FragNonFirst && m.HasInner {
 		f.path = pathICMPErr
@@ -101,7 +105,11 @@ func (s *Snapshot) prepare(m *packet.Meta, q *FlowTables, f *flow) {
 		case icmp && m.Frag == packet.FragNone && isEchoRequest(m) && s.matcher.IsVIP(&m.Dst):
 			// Only a VIP without an L3_DEFAULT rule answers echoes itself;
 			// an L3_DEFAULT rule matched above sends them to its backends.
+			// Only sources some rule of the VIP admits get an answer.
 			f.done = Reply
+			if !s.matcher.answersEcho(&m.Dst, &m.Src) {
+				f.done, f.reason = Drop, ReasonSourceRange
+			}
 		case icmp:
 			f.done, f.reason = Drop, ReasonICMPUnsupported
 		default:
@@ -111,6 +119,12 @@ func (s *Snapshot) prepare(m *packet.Meta, q *FlowTables, f *flow) {
 	}
 	slot := s.ruleOfMatch[mi]
 	r := &s.Rules[slot]
+	if r.Sources != nil && !r.Sources.Admits(&m.Src) {
+		// Before any table is touched: a denied flood costs one trie walk.
+		// (The nil test first: a rule without ranges pays no call.)
+		f.done, f.reason, f.slot, f.denied = Drop, ReasonSourceRange, slot, true
+		return
+	}
 	if r.FragmentTracking && m.Frag != packet.FragNone && q != nil && q.Fragments != nil {
 		f.path, f.slot = pathFragment, slot
 		return
@@ -154,6 +168,9 @@ func (s *Snapshot) finish(m *packet.Meta, q *FlowTables, now conntrack.Time, f *
 		return s.decideFragment(&s.Rules[f.slot], f.slot, m, q, now)
 	case pathICMPErr:
 		return s.decideICMPError(m, q, now)
+	}
+	if f.denied {
+		return Decision{Verdict: Drop, Reason: ReasonSourceRange, Rule: f.slot, Denied: true}
 	}
 	return Decision{Verdict: f.done, Reason: f.reason}
 }
@@ -318,6 +335,11 @@ func (s *Snapshot) decideICMPError(m *packet.Meta, q *FlowTables, now conntrack.
 	}
 	slot := s.ruleOfMatch[mi]
 	r := &s.Rules[slot]
+	if r.Sources != nil && !r.Sources.Admits(&flowMeta.Src) {
+		// The error is about a client the rule does not admit (its source
+		// is a router's): no flow of it can exist.
+		return Decision{Verdict: Drop, Reason: ReasonSourceRange, Rule: slot, Denied: true}
+	}
 	var f flow
 	s.prepareFlow(r, slot, &flowMeta, q, &f)
 	return s.decideFlow(r, &flowMeta, q, now, &f, true, nil)

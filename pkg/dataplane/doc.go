@@ -97,6 +97,8 @@
 //	                              entry (never created or confirmed) or Maglev
 //	rule = Matcher(dst, proto, port)     no rule ─▶ Drop(no-rule), except
 //	       an ICMP echo request to a VIP ─▶ Reply (rewritten in place)
+//	       when some rule of the VIP admits its source, else Drop(source-range)
+//	source outside the rule's SourceSet ─▶ Drop(source-range), before any table
 //	fragment_tracking and a fragment ─▶ the datagram's remembered backend,
 //	                              else place it (first fragment as if whole)
 //	tracking key (affinity × mode); SYN rule of "New or existing"
@@ -153,6 +155,26 @@
 //     charged to the same per-queue rate (Table.AllowNew). Every new entry
 //     is unconfirmed until the flow's next packet; an ICMP error's lookup
 //     never confirms one.
+//
+// # Source ranges (sources.go)
+//
+// A rule's source_ranges are a SourceSet in the snapshot, tested in
+// prepare right after the rule match, so a refused packet touches no
+// conntrack, session or fragment table and is counted (source-range) and
+// captured like any drop (docs/design.md#source-ranges). The set is a
+// multibit trie, one level per address byte with one root per family: a
+// node's full map says which byte values a prefix covers, its child map
+// which have a deeper node, and a child's index is the node's base plus
+// the popcount of the child bits below its own. A lookup is at most 4
+// nodes for IPv4 and 16 for IPv6, whatever the number of prefixes. It was
+// measured against github.com/gaissmai/bart's Lite (same idea, a generic
+// API over netip.Addr) and kept for being faster on the 16-byte form the
+// worker holds (BenchmarkSourceSet; bench/README.md). The test is in the
+// worker rather than the XDP program because the kernel's LPM trie costs
+// more per admitted packet and grows with the prefixes
+// (BenchmarkXDPSourceLPM in ring/xsk). An ICMP error is judged by the
+// client of the flow it quotes; an echo request by the union of its VIP's
+// sets (Matcher.answersEcho), built with the snapshot.
 //
 // # Fleet flow-state sharing (exceptions.go)
 //

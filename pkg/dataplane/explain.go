@@ -73,6 +73,11 @@ func (s *Snapshot) Explain(m *packet.Meta, now conntrack.Time, find EntryFinder)
 	}
 	var f flow
 	s.prepare(m, nil, &f)
+	if f.denied {
+		x.Matched, x.Rule = true, f.slot
+		x.Decision = s.finish(m, nil, now, &f)
+		return x
+	}
 	if f.path != pathFlow {
 		x.Decision = Decision{Verdict: f.done, Reason: f.reason}
 		return x

@@ -87,6 +87,7 @@ type ruleSpec struct {
 	eligible []string
 	weights  map[string]uint32
 	idle     conntrack.Ticks
+	sources  []string // source_ranges; nil admits every source
 }
 
 // world is a snapshot under test plus one worker's queue.
@@ -129,6 +130,7 @@ func newWorld(t *testing.T, spec ruleSpec) *world {
 	if spec.protocol == RuleL3Default {
 		r.Match.AllPorts = true
 	}
+	r.Sources = mustSources(t, spec.sources...)
 	for p := range 256 {
 		if spec.persist != nil {
 			r.Persist.Set(uint8(p), spec.persist(uint8(p)))
@@ -142,6 +144,20 @@ func newWorld(t *testing.T, spec ruleSpec) *world {
 	w.rule = r
 	w.setEligible(spec.eligible, spec.weights)
 	return w
+}
+
+// mustSources builds the source set of prefixes (nil for none).
+func mustSources(t testing.TB, prefixes ...string) *SourceSet {
+	t.Helper()
+	var ps []netip.Prefix
+	for _, p := range prefixes {
+		ps = append(ps, netip.MustParsePrefix(p))
+	}
+	s, err := NewSourceSet(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // slotOf returns the backend slot of name.

@@ -21,7 +21,7 @@ func TestRuleHotFields(t *testing.T) {
 			}
 		}
 	}
-	check(reflect.TypeFor[Rule](), 64, "Backends", "Table", "zones", "FlushGen", "Idle", "Affinity", "Mode", "FragmentTracking", "Present")
+	check(reflect.TypeFor[Rule](), 64, "Backends", "Table", "zones", "Sources", "FlushGen", "Idle", "Affinity", "Mode", "FragmentTracking", "Present")
 	check(reflect.TypeFor[Rule](), 128, "Persist")
 	check(reflect.TypeFor[Backend](), 24, "Template", "Present", "UnhealthyGen", "DrainGen", "DrainFloor", "DrainUntil")
 }

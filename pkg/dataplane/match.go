@@ -84,6 +84,9 @@ type vipRules struct {
 	used      bool
 	tcp, udp  portMatcher
 	l3Default int32
+	// echo admits the sources whose echo requests the appliance answers:
+	// those some rule of the VIP admits (nil: every source).
+	echo *SourceSet
 }
 
 // Matcher maps (destination, protocol, port) to a rule index. It is built
@@ -191,6 +194,35 @@ func (m *Matcher) vip(dst *[16]byte) *vipRules {
 
 // IsVIP reports whether dst is the address of any rule.
 func (m *Matcher) IsVIP(dst *[16]byte) bool { return m.vip(dst) != nil }
+
+// answersEcho reports whether an echo request from src to dst is answered:
+// dst is a VIP and some rule of it admits src.
+func (m *Matcher) answersEcho(dst, src *[16]byte) bool {
+	v := m.vip(dst)
+	return v != nil && v.echo.Admits(src)
+}
+
+// setEchoSources gives each VIP the union of its rules' source sets; the
+// matcher's rule i is rules[slotOf[i]].
+func (m *Matcher) setEchoSources(rules []Rule, slotOf []uint16) error {
+	byVIP := map[[16]byte][]*SourceSet{}
+	for _, slot := range slotOf {
+		r := &rules[slot]
+		byVIP[r.Match.VIP] = append(byVIP[r.Match.VIP], r.Sources)
+	}
+	for i := range m.slots {
+		v := &m.slots[i]
+		if !v.used {
+			continue
+		}
+		u, err := unionSources(byVIP[v.addr])
+		if err != nil {
+			return err
+		}
+		v.echo = u
+	}
+	return nil
+}
 
 // Match returns the index of the rule for a packet to dst with protocol
 // proto and destination port port (hasPort false for non-first fragments

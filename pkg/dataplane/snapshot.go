@@ -76,6 +76,10 @@ type Rule struct {
 	// zones maps client prefixes to their zone's table (zonal affinity);
 	// nil when zonal affinity is off.
 	zones *[]zonePrefix
+	// Sources is the rule's source_ranges: a packet from elsewhere is
+	// dropped (ReasonSourceRange) before anything else is looked at; nil
+	// admits every source.
+	Sources *SourceSet
 	// FlushGen changes when the rule's entries must all be forgotten (a
 	// failover tier switch with connection_drain_on_failover = false).
 	FlushGen uint32
@@ -135,6 +139,9 @@ func NewSnapshot(seed uint64, rules []Rule) (*Snapshot, error) {
 	}
 	m, err := NewMatcher(ms)
 	if err != nil {
+		return nil, fmt.Errorf("new snapshot: %w", err)
+	}
+	if err := m.setEchoSources(rules, s.ruleOfMatch); err != nil {
 		return nil, fmt.Errorf("new snapshot: %w", err)
 	}
 	s.matcher = m

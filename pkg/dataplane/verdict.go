@@ -64,6 +64,10 @@ const (
 	// ReasonNoFrames: outer fragmentation needed spare frames and the
 	// allocator had none.
 	ReasonNoFrames
+	// ReasonSourceRange: the rule's source_ranges do not admit the
+	// packet's source (for an ICMP error, the client of the flow it
+	// quotes; for an echo request, no rule of the VIP admits it).
+	ReasonSourceRange
 
 	numReasons
 )
@@ -81,6 +85,7 @@ var ownReasonNames = [...]string{
 	ReasonTxRingFull - ReasonNoRule:      "tx-ring-full",
 	ReasonNoNextHop - ReasonNoRule:       "no-next-hop",
 	ReasonNoFrames - ReasonNoRule:        "no-frames",
+	ReasonSourceRange - ReasonNoRule:     "source-range",
 }
 
 // String returns the metric label of r.

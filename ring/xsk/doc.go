@@ -43,7 +43,9 @@
 //
 //	(addr, proto, port)   only for TCP, UDP and SCTP with ports in the packet
 //	(addr, proto, 0)      a rule with ports = "ALL"
-//	(addr, 0, 0)          an L3_DEFAULT rule
+//	(addr, 0, 0)          an L3_DEFAULT rule, or every VIP address when
+//	                      the daemon drops unmatched VIP traffic (the
+//	                      workers then count what no rule claims)
 //
 // Fragments: a non-first fragment (offset ≠ 0) carries no ports and is
 // looked up from the second line on, so only all-ports rules match it, as
