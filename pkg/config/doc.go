@@ -31,6 +31,7 @@
 //	bgp.go       [bgp] and [[bgp.peer]]: the BGP type, its reader and checks
 //	bfd.go       [bgp.bfd]: the BFD timers of the peers with bfd = true
 //	fleet.go     [fleet]: flow-state sharing's peers, port, key file, limits
+//	sources.go   source_ranges (a rule's admitted clients) and unmatched_vip_traffic
 //	appliance_state.go  the appliance drain in the overlay ([appliance] in state_file)
 //	host.go      CheckHost: what a configuration needs from this machine
 //	salvage.go   what reads from an xlb.toml that does not parse (ControlSocket)
@@ -115,6 +116,15 @@
 //     address of one of its prefixes (xlb would take the appliance's own
 //     ssh, BGP and health-check traffic). IPv4-mapped IPv6 addresses
 //     are taken as IPv4.
+//   - source_ranges (sources.go, docs/design.md#source-ranges): prefixes
+//     only (an address is refused with the /32 or /128 to write), no host
+//     bits (the prefix it lies in is named), no IPv4-mapped IPv6 prefix
+//     (the IPv4 prefix is named), at most 65536; both families may mix,
+//     since one list serves an IPv4 and an IPv6 rule as Kubernetes'
+//     loadBalancerSourceRanges does, but a list with no prefix of the
+//     VIP's family admits nobody and is refused; a duplicate warns. The
+//     reader takes a table, so a backend service file can read the key
+//     the same way. unmatched_vip_traffic is drop (default) or pass.
 //   - Families: IPIP, GUE and GRE carry IPv4 in IPv4, IPv6 in IPv6 and
 //     IPv4 in IPv6 (what pkg/encap builds); nothing carries IPv6 in IPv4,
 //     so an IPv6 VIP needs IPv6 backends. DIRECT rewrites MACs only, so its

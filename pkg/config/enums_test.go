@@ -28,6 +28,7 @@ func TestEnumNames(t *testing.T) {
 	check(zonalModeNames, func(v uint8) string { return ZonalMode(v).String() })
 	check(xdpModeNames, func(v uint8) string { return XDPMode(v).String() })
 	check(bindModeNames, func(v uint8) string { return BindMode(v).String() })
+	check(unmatchedVIPTrafficNames, func(v uint8) string { return UnmatchedVIPTraffic(v).String() })
 	if r, ok := ParseRole("failover"); !ok || r != RoleFailover {
 		t.Error("ParseRole(failover)")
 	}

@@ -197,6 +197,7 @@ func readMain(t *table, cfg *Config) {
 	ct.done()
 	readBGP(t, cfg)
 	readFleet(t, cfg)
+	enum(t, "unmatched_vip_traffic", unmatchedVIPTrafficNames, &cfg.UnmatchedVIPTraffic)
 	t.done()
 }
 

@@ -109,6 +109,7 @@ func readRule(t *table, stem string) *ruleSrc {
 	en.port("gue_port", &r.Encap.GUEPort)
 	en.done()
 
+	readSourceRanges(t, r.VIP, &r.SourceRanges)
 	readZonal(t.sub("zonal_affinity"), &r.ZonalAffinity)
 	groupsOK := readGroups(t, rs)
 	t.done()

@@ -35,6 +35,10 @@ type Config struct {
 	BGP        *BGP // [bgp] (bgp.go); nil when absent: nothing is announced
 	// Fleet is [fleet] (fleet.go); nil when absent: no flow state is shared.
 	Fleet *Fleet
+	// UnmatchedVIPTraffic: packets to a VIP address on a port or protocol
+	// no rule claims are dropped and counted (default) or passed to the
+	// appliance's own stack (sources.go).
+	UnmatchedVIPTraffic UnmatchedVIPTraffic
 
 	// HealthCheckPath is the probe path of the rules whose [health_check]
 	// names none. Unset (HealthCheckPathSet false) it is ProbeDirect, as
@@ -84,6 +88,9 @@ type Rule struct {
 	HealthCheck        HealthCheck
 	Encap              Encap
 	ZonalAffinity      ZonalAffinity
+	// SourceRanges are the client prefixes the rule admits (sources.go);
+	// empty admits every source.
+	SourceRanges []netip.Prefix
 
 	Groups []Group // in file order
 
