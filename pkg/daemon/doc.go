@@ -55,6 +55,8 @@
 //	sessions.go  PER_SESSION sessions (one shared entry per client): active
 //	             while they carry traffic, inactive after that
 //	lookup.go    GET /v1/lookup: the packet asked about and the answer's words
+//	unmatched.go unmatched_vip_traffic: the catch-all VIP entries of "drop",
+//	             and what lookup says of a packet no rule claims
 //	rates.go     the rate estimator (fixed 2 s window, its own goroutine):
 //	             every per-second figure the daemon shows
 //	appliance.go POST /v1/appliance/{drain,undrain}, the appliance part of the

@@ -91,6 +91,7 @@ func (o *ops) Lookup(ctx context.Context, q control.LookupQuery) (*control.Looku
 		rs = st.slot(x.Rule)
 	}
 	res := explainLookup(snap, rs, q.Rule, m, &x)
+	unmatchedLookup(res, st.Unmatched, snap, m, &x)
 	res.EntryChecked = checked || x.EntryFound
 	if x.EntryFound && fromPeer {
 		res.EntryFromPeer = true
@@ -231,6 +232,11 @@ func explainLookup(snap *dataplane.Snapshot, rs *ruleStatus, asked string, m *pa
 		}
 	}()
 	r := &snap.Rules[x.Rule]
+	if x.Decision.Reason == dataplane.ReasonSourceRange {
+		res.Why = fmt.Sprintf("the source %s is outside the rule's source_ranges (%d prefixes): dropped before any table is looked at (%s)",
+			netip.AddrFrom16(m.Src).Unmap(), len(r.Sources.Prefixes()), x.Decision.Reason)
+		return res
+	}
 	name := func(id uint32) string {
 		if int(id) < len(r.Backends) && r.Backends[id].Present {
 			return r.Backends[id].Name

@@ -19,6 +19,8 @@ type publishedStatus struct {
 	ZeroCopy bool
 	Queues   []int
 	Rules    []ruleStatus
+	// Unmatched is unmatched_vip_traffic as published (lookup).
+	Unmatched config.UnmatchedVIPTraffic
 }
 
 // ruleStatus is one rule's state for `xlb status`.
@@ -96,6 +98,7 @@ func (d *daemon) publish() error {
 			FragmentTracking: r.FragmentTracking,
 			TableSize:        uint32(d.cfg.MaglevTableSize),
 			ZoneClients:      policyOf(r).Zonal.Clients,
+			SourceRanges:     r.SourceRanges,
 		}, st, d.cfg.HashSeed, d.clock)
 		if err != nil {
 			return err
@@ -124,6 +127,7 @@ func (d *daemon) publish() error {
 	for len(rules) < d.reg.ruleCount() {
 		rules = append(rules, dataplane.Rule{})
 	}
+	vips = append(vips, unmatchedVIPs(d.cfg.UnmatchedVIPTraffic, vips)...)
 	snap, err := dataplane.NewSnapshot(d.cfg.HashSeed, rules)
 	if err != nil {
 		return err
@@ -138,7 +142,7 @@ func (d *daemon) publish() error {
 		d.latchWarm(rs.Name, rt, rs.Warm, rs.Pending, now)
 	}
 	d.mu.Lock()
-	d.status = publishedStatus{Config: d.cfg.Path, Loaded: now, XDPMode: d.engine.Mode().String(), ZeroCopy: d.engine.ZeroCopy(), Queues: d.engine.Queues(), Rules: statuses}
+	d.status = publishedStatus{Config: d.cfg.Path, Loaded: now, XDPMode: d.engine.Mode().String(), ZeroCopy: d.engine.ZeroCopy(), Queues: d.engine.Queues(), Rules: statuses, Unmatched: d.cfg.UnmatchedVIPTraffic}
 	d.mu.Unlock()
 	d.announce()      // bgp.go: the VIPs follow the published state
 	d.storeState(nil) // systemd.go: what a restart after a crash starts from

@@ -217,10 +217,13 @@ func (l *Lab) ruleText(r Rule) (string, error) {
 	if health == "" {
 		health = fmt.Sprintf("type = \"HTTP\"\nport = %d\nrequest_path = \"/healthz\"\ninterval = \"1s\"\ntimeout = \"1s\"\nhealthy_threshold = 1\nunhealthy_threshold = 2\n", l.Opts.HealthPort)
 	}
-	// Extra's top-level keys must come before any table.
-	top, tables, _ := strings.Cut(r.Extra, "[")
-	if tables != "" {
-		tables = "[" + tables
+	// Extra's top-level keys must come before any table: the tables start
+	// at the first line that opens one (a key's value may hold brackets).
+	top, tables := r.Extra, ""
+	if strings.HasPrefix(top, "[") {
+		top, tables = "", top
+	} else if i := strings.Index(top, "\n["); i >= 0 {
+		top, tables = top[:i+1], top[i+1:]
 	}
 	return fmt.Sprintf("name = %q\nvip = %q\nprotocol = %q\nports = %s\n%s\n[encap]\ntype = %q\ngue_port = %d\n\n[health_check]\n%s\n%s%s",
 		r.Name, r.VIP.String(), r.Protocol, r.Ports, top, r.Encap, l.Opts.GUEPort, health, gtext.String(), tables), nil
