@@ -33,7 +33,9 @@ func (u UnmatchedVIPTraffic) String() string { return enumString(unmatchedVIPTra
 // family would admit nobody and is refused. Prefixes of the other family
 // are allowed (one list may serve an IPv4 and an IPv6 rule, as
 // Kubernetes' loadBalancerSourceRanges does) and apply to no packet of
-// this rule. It reports whether the key is valid.
+// this rule. A backend service file reads the key with an invalid vip (it
+// has several rules): the family check then belongs to each rule that
+// names the service. It reports whether the key is valid.
 func readSourceRanges(t *table, vip netip.Addr, out *[]netip.Prefix) bool {
 	const key = "source_ranges"
 	v, ok := t.get(key)
