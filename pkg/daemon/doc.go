@@ -34,6 +34,9 @@
 //	warmup.go    a rule's first round of health checks as published ("warm")
 //	bgp.go       [bgp]: the speaker, the announce decision per VIP, shutdown order
 //	digest.go    table_digest: a rule's tables and eligible set, for fleet checks
+//	fleet.go     [fleet]: the flow-state sharing node (pkg/fleet) over the
+//	             engine's peer table and rings, its join holding the VIPs,
+//	             its status, metrics and lookup, its reload refusal
 //	exclusive.go one daemon per interface and control socket (claim)
 //	handover.go  restart and upgrade, the running daemon's side: the state
 //	             document, handing the files over, the cut-over
@@ -389,4 +392,28 @@
 //   - table_digest is SHA-256 over the seed, the affinity, each Maglev
 //     table slot by slot and its members (name, weight), first 16 hex
 //     digits; backends are named by address, never by the local slot.
+//
+// # The fleet node (fleet.go)
+//
+// With [fleet] the daemon starts a pkg/fleet node once the data plane
+// serves, before the BGP speaker, over the engine's peer table and its
+// workers' rings. Decisions where the issue was silent:
+//   - Every VIP waits for the node's join (decideVIP's hold), whatever the
+//     other conditions; the join's end (all peers answered, or
+//     join_timeout, logged as a warning and counted) runs announce from
+//     the node's goroutine through d.do, never waited for there.
+//   - Undrain asks the peers again (the drained appliance kept receiving,
+//     but a join is cheap and proves it) before the VIPs return; drain does
+//     nothing to the node.
+//   - A successor of xlb restart takes the peer table over with the other
+//     arenas and starts joined, so its announcements, which keep the
+//     routes, do not wait; it still asks every peer for everything once it
+//     proves the peer's epoch. A start after a crash joins.
+//   - A reload refuses any [fleet] change, adding or removing it included
+//     (restartOnly): the node, its socket and the peer table are made at
+//     start; xlb restart applies them.
+//   - xlb lookup consults the peer table where a worker would (after the
+//     queue's table, or the session table, has nothing) and names the
+//     peer whose copy decides; a queue's entry made from a peer's copy
+//     says so (conntrack.MarkFromPeer).
 package daemon

@@ -14,6 +14,7 @@
 //	Snapshot()                 what the workers read now
 //	Stats(), BackendStats()    per-queue counters, conntrack handles, socket counters
 //	Shared()                   the shared session and fragment tables
+//	Peers(), Outboxes()        [fleet]: the peer table, the workers' hand-off rings
 //	SetCapture(session)        hand the workers a capture's taps (nil: take them back)
 //	ArenaPages()               the arenas' bytes and huge pages (at most 5 s old)
 //	Queues(), Mode(), ZeroCopy(), PinDir(), LinkGone()
@@ -37,6 +38,9 @@
 //	             after a crash keeps (Config.Arenas)
 //	arenas.go    the arenas' pages: logged when the engine serves, read
 //	             for status and metrics (ArenaPages)
+//	fleet.go     [fleet] (Config.PeerEntries): the peer table (an arena
+//	             handed over and kept like the session table) given to every
+//	             worker, and each worker's exception scan and hand-off ring
 //
 // # Goroutines
 //
