@@ -140,8 +140,8 @@ func (b *sourceBuilder) insert(root **buildNode, addr []byte, n int) {
 	nd := *root
 	for i := 0; ; i++ {
 		v := addr[i]
-		if nd.full[v>>6]&(1<<(v&63)) != 0 {
-			return // already covered by a shorter prefix
+		if n > 8 && nd.full[v>>6]&(1<<(v&63)) != 0 {
+			return // a longer prefix inside one already covered
 		}
 		if n <= 8 {
 			// The prefix ends in this byte: every value sharing its first

@@ -40,6 +40,7 @@ func TestSourceSetCases(t *testing.T) {
 		{"prefix ending inside a byte", []string{"203.0.113.64/27", "2001:db8:ab00::/40"}, []string{"203.0.113.64", "203.0.113.95", "2001:db8:ab00::1", "2001:db8:abff:ffff::"}, []string{"203.0.113.63", "203.0.113.96", "2001:db8:ac00::", "2001:db8:aaff::"}},
 		{"nested and overlapping", []string{"198.18.0.0/15", "198.18.5.0/24", "198.19.0.0/16"}, []string{"198.18.5.9", "198.19.200.1", "198.18.0.0"}, []string{"198.20.0.0", "198.17.255.255"}},
 		{"longer prefix first, then its cover", []string{"198.51.100.128/25", "198.51.100.0/24"}, []string{"198.51.100.1", "198.51.100.200"}, []string{"198.51.101.1"}},
+		{"a shorter prefix ending in the same byte after a longer one", []string{"0.0.0.0/3", "0.0.0.0/1", "::/3", "::/1"}, []string{"100.1.1.1", "31.0.0.1", "7000::1"}, []string{"128.0.0.1", "8000::1"}},
 		{"IPv4-mapped IPv6 prefix is taken as IPv4", []string{"::ffff:198.51.100.0/120"}, []string{"198.51.100.9"}, []string{"198.51.101.9"}},
 		{"IPv6 the size of the mapped space does not admit IPv4", []string{"2001:db8::/32"}, []string{"2001:db8:1::1"}, []string{"198.51.100.1", "2001:db9::1"}},
 	}
@@ -448,4 +449,58 @@ func TestSourceRangesWorker(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzSourceSet holds the trie to the definition under any list: the
+// input is read as 18-byte records {family and a length, 16 address
+// bytes}, all but the last one prefixes, the last the source looked up.
+func FuzzSourceSet(f *testing.F) {
+	rec := func(v4 bool, bits byte, a string) []byte {
+		b := []byte{0, bits}
+		if v4 {
+			b[0] = 1
+		}
+		addr := netip.MustParseAddr(a).As16()
+		return append(b, addr[:]...)
+	}
+	cat := func(rs ...[]byte) []byte {
+		var out []byte
+		for _, r := range rs {
+			out = append(out, r...)
+		}
+		return out
+	}
+	f.Add(cat(rec(true, 24, "198.51.100.0"), rec(false, 32, "2001:db8::"), rec(true, 32, "198.51.100.7")))
+	f.Add(cat(rec(true, 0, "0.0.0.0"), rec(false, 128, "2001:db8::1")))
+	f.Add(cat(rec(true, 27, "203.0.113.64"), rec(true, 25, "203.0.113.0"), rec(true, 32, "203.0.113.95")))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var ps []netip.Prefix
+		var src netip.Addr
+		for len(data) >= 18 {
+			r := data[:18]
+			data = data[18:]
+			a := netip.AddrFrom16([16]byte(r[2:18]))
+			bits := int(r[1]) % 129
+			if r[0]&1 == 1 {
+				a, bits = netip.AddrFrom4([4]byte(r[14:18])), int(r[1])%33
+			}
+			if len(data) < 18 {
+				src = a
+				break
+			}
+			ps = append(ps, netip.PrefixFrom(a, bits).Masked())
+		}
+		if !src.IsValid() {
+			return
+		}
+		s, err := NewSourceSet(ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := src.As16()
+		want := len(ps) == 0 || admitsNaive(s.Prefixes(), src)
+		if got := s.Admits(&b); got != want {
+			t.Fatalf("prefixes %v: Admits(%s) = %v, want %v", ps, src, got, want)
+		}
+	})
 }
