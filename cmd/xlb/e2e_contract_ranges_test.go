@@ -50,11 +50,11 @@ func refusedTCP(l *lab.Lab, src, vip netip.Addr) bool {
 }
 
 // Source ranges on the wire (docs/design.md#source-ranges, a rule's part of
-// docs/design.md#rules-and-vips): with 3000
-// prefixes per rule, TCP and UDP from admitted clients of both families
-// reach a backend; from other clients they get nothing, and are counted as
-// source-range in status and metrics and shown by `xlb capture --reason
-// source-range`. A reload that changes the ranges keeps the open
+// docs/design.md#rules-and-vips): with 3000 prefixes per rule, TCP and UDP
+// from admitted clients of both families reach a backend, and their echo
+// requests are answered; other clients get nothing, and their packets are
+// counted as source-range in status and metrics and shown by `xlb capture
+// --reason source-range`. A reload that changes the ranges keeps the open
 // connections of clients it still admits on their backends, cuts those of
 // clients it no longer admits, and admits the new ones.
 func TestWireSourceRanges(t *testing.T) {
@@ -112,6 +112,20 @@ func TestWireSourceRanges(t *testing.T) {
 			}()
 		}
 		wg.Wait()
+	}
+	// Echo requests: answered for an admitted source only (every rule of
+	// the VIPs has the ranges).
+	for _, fam := range []struct{ in, out netip.Addr }{{in4[0], out4[1]}, {in6[0], out6[1]}} {
+		vip := l.Opts.VIP4
+		if fam.in.Is6() {
+			vip = l.Opts.VIP6
+		}
+		if err := lab.PingFrom(l.Client, fam.in, vip, 1, 3*time.Second); err != nil {
+			t.Errorf("ping %s from admitted %s: %v", vip, fam.in, err)
+		}
+		if err := lab.PingFrom(l.Client, fam.out, vip, 1, 1500*time.Millisecond); err == nil {
+			t.Errorf("ping %s from %s, outside the ranges, was answered", vip, fam.out)
+		}
 	}
 	// Each refused client sent SYN retries and three datagrams.
 	st := x.status(t)
