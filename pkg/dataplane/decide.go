@@ -84,7 +84,7 @@ func (s *Snapshot) Decide(m *packet.Meta, q *FlowTables, now conntrack.Time) Dec
 	var f flow
 	s.prepare(m, q, &f)
 	if f.path == pathFlow { // the common case, without finish's frame
-		return s.decideFlow(&s.Rules[f.slot], m, q, now, &f, false, nil)
+		return s.decideFlow(&s.Rules[f.slot], m, q, now, &f)
 	}
 	return s.finish(m, q, now, &f)
 }
@@ -163,7 +163,7 @@ func (s *Snapshot) prepareFlow(r *Rule, slot uint16, m *packet.Meta, q *FlowTabl
 func (s *Snapshot) finish(m *packet.Meta, q *FlowTables, now conntrack.Time, f *flow) Decision {
 	switch f.path {
 	case pathFlow:
-		return s.decideFlow(&s.Rules[f.slot], m, q, now, f, false, nil)
+		return s.decideFlow(&s.Rules[f.slot], m, q, now, f)
 	case pathFragment:
 		return s.decideFragment(&s.Rules[f.slot], f.slot, m, q, now)
 	case pathICMPErr:
@@ -191,10 +191,10 @@ func (s *Snapshot) decideFragment(r *Rule, slot uint16, m *packet.Meta, q *FlowT
 		whole := *m
 		whole.Frag = packet.FragNone
 		s.prepareFlow(r, slot, &whole, q, &f)
-		d = s.decideFlow(r, &whole, q, now, &f, false, nil)
+		d = s.decideFlow(r, &whole, q, now, &f)
 	} else {
 		s.prepareFlow(r, slot, m, q, &f)
-		d = s.decideFlow(r, m, q, now, &f, false, nil)
+		d = s.decideFlow(r, m, q, now, &f)
 	}
 	if d.Verdict == Tx {
 		q.Fragments.Set(&fk, slot, conntrack.Value{Backend: d.Backend, RuleGen: r.FlushGen, BackendGen: r.Backends[d.Backend].Stamp()}, now, FragmentTTL)
@@ -203,13 +203,18 @@ func (s *Snapshot) decideFragment(r *Rule, slot uint16, m *packet.Meta, q *FlowT
 }
 
 // decideFlow is the core: tracked entry if valid, else Maglev over the
-// eligible set, then record the choice when the flow is trackable.
-//
-// icmpErr says m is the flow an ICMP error quotes: its entry is looked up
-// without confirming it or refreshing a shared session, and nothing is
-// created. A non-nil trace (Explain) takes the entry from its finder,
-// records each step, and changes nothing.
-func (s *Snapshot) decideFlow(r *Rule, m *packet.Meta, q *FlowTables, now conntrack.Time, f *flow, icmpErr bool, tr *trace) Decision {
+// eligible set, then record the choice when the flow is trackable. It is
+// decideFlowAs for a packet's own flow, inlined, so the packet path pays
+// nothing for decideFlowAs's two other uses.
+func (s *Snapshot) decideFlow(r *Rule, m *packet.Meta, q *FlowTables, now conntrack.Time, f *flow) Decision {
+	return s.decideFlowAs(r, m, q, now, f, false, nil)
+}
+
+// decideFlowAs is decideFlow for the flow an ICMP error quotes (icmpErr:
+// its entry is looked up without confirming it or refreshing a shared
+// session, and nothing is created) and for Explain (a non-nil trace takes
+// the entry from its finder, records each step, and changes nothing).
+func (s *Snapshot) decideFlowAs(r *Rule, m *packet.Meta, q *FlowTables, now conntrack.Time, f *flow, icmpErr bool, tr *trace) Decision {
 	slot := f.slot
 	var e *conntrack.Entry
 	switch {
@@ -342,7 +347,7 @@ func (s *Snapshot) decideICMPError(m *packet.Meta, q *FlowTables, now conntrack.
 	}
 	var f flow
 	s.prepareFlow(r, slot, &flowMeta, q, &f)
-	return s.decideFlow(r, &flowMeta, q, now, &f, true, nil)
+	return s.decideFlowAs(r, &flowMeta, q, now, &f, true, nil)
 }
 
 func isEchoRequest(m *packet.Meta) bool {

@@ -11,6 +11,6 @@ func TestInlining(t *testing.T) {
 	testutil.MustInline(t,
 		"(*Matcher).IsVIP", "(*Matcher).vip", "(*Matcher).home", "(*portMatcher).match",
 		"(*Rule).zoneTable", "(*ProtoSet).Has", "(*Backend).Stamp", "(*Backend).gens", "isEchoRequest", "drop",
-		"(*BackendStats).Flush",
+		"(*BackendStats).Flush", "(*Snapshot).decideFlow",
 	)
 }
