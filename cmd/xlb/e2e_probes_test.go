@@ -110,7 +110,8 @@ func setVIPs(t *testing.T, l *lab.Lab, b *lab.Backend, on bool) {
 // TestEndToEndDataPathProbes: health checks that prove the data path
 // (docs/design.md#data-path-probes). Four rules probe through it, one per
 // encapsulation (IPIP, GUE, GRE, DIRECT) and with four check kinds, and a
-// fifth probes directly (path = "DIRECT"). A backend without the VIPs on
+// fifth probes directly: it names no path and xlb.toml no
+// health_check_path, as a configuration written before data-path probes. A backend without the VIPs on
 // its loopback turns UNHEALTHY under every data-path rule, explained in
 // its health detail, and takes no new connections, TCP or UDP, IPv4 or
 // IPv6, while the direct probe still finds it HEALTHY, as it always did;
@@ -128,8 +129,10 @@ func TestEndToEndDataPathProbes(t *testing.T) {
 	rules[1].Encap, rules[1].Health = "GRE", dataPathCheck(fmt.Sprintf("type = \"TCP\"\nport = %d\n", l.Opts.HTTPPort))
 	rules[2].Encap, rules[2].Health = "GUE", dataPathCheck(fmt.Sprintf("type = \"UDP\"\nport = %d\nrequest = \"ping\"\nresponse = \"ping\"\n", l.Opts.UDPPort))
 	rules[3].Encap, rules[3].Health = "DIRECT", dataPathCheck(fmt.Sprintf("type = \"HTTP\"\nport = %d\nrequest_path = \"/healthz\"\n", l.Opts.HealthPort))
+	// direct4 names no path, and the lab's xlb.toml no health_check_path:
+	// a configuration written before data-path probes, read as DIRECT.
 	direct := lab.Rule{Name: "direct4", VIP: l.Opts.VIP4, Protocol: "TCP", Ports: `["8081"]`, Encap: "IPIP",
-		Health: fmt.Sprintf("type = \"HTTP\"\nport = %d\nrequest_path = \"/healthz\"\npath = \"DIRECT\"\ninterval = \"1s\"\ntimeout = \"1s\"\nhealthy_threshold = 1\nunhealthy_threshold = 2\n", l.Opts.HealthPort)}
+		Health: fmt.Sprintf("type = \"HTTP\"\nport = %d\nrequest_path = \"/healthz\"\ninterval = \"1s\"\ntimeout = \"1s\"\nhealthy_threshold = 1\nunhealthy_threshold = 2\n", l.Opts.HealthPort)}
 	rules = append(rules, direct)
 	dir := t.TempDir()
 	cfg, err := l.WriteConfig(dir, rules)
@@ -146,6 +149,10 @@ func TestEndToEndDataPathProbes(t *testing.T) {
 
 	dataPath := []string{"web4", "web6", "udp4", "udp6"}
 	all := append(append([]string{}, dataPath...), "direct4")
+	waitLog(t, x, "health_check_path is not set in xlb.toml")
+	if !strings.Contains(x.log.String(), "rules=direct4") {
+		t.Errorf("the log names the rules probing directly by default as other than direct4:\n%s", x.log)
+	}
 	waitRules(t, l, x, all, "HEALTHY", "", 0, 1, 2)
 	waitFor(t, 30*time.Second, "ghost's health detail names its missing next hop", func() (bool, string) {
 		b := backendOf(x.status(t), "ghost", "198.18.0.250")

@@ -136,7 +136,7 @@ func (d *daemon) openProbePath() {
 	if err != nil {
 		d.dataPath.lastTry = time.Now()
 		d.dataPath.openErr.Store(&err)
-		d.log.Error("data-path probes unavailable: their checks fail until it opens (tried again every minute)", "err", err)
+		d.log.Error("data-path probes unavailable: their checks fail until it opens (tried again at a recomputation a minute or more later)", "err", err)
 		return
 	}
 	d.dataPath.openErr.Store(nil)

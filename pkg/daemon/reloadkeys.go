@@ -18,6 +18,7 @@ import (
 // metrics_listen and conntrack.max_entries):
 //
 //	live     rules (rules_dir), state_file, hash_seed, maglev_table_size,
+//	         health_check_path (probepath.go),
 //	         [bgp] peers and attributes (bgp.go), [[bgp.peer]] bfd and
 //	         [bgp.bfd] (the affected peers are re-added: their BGP and
 //	         BFD sessions restart), metrics_listen (the

@@ -22,23 +22,16 @@ import (
 var _ health.DialFunc = (*Path)(nil).Dial
 
 // Dial is the path's health.DialFunc: a kernel socket of network ("tcp"
-// or "udp") bound to the appliance's own address and a local port
-// registered to key before it connects, marked so that the policy rule
-// routes it into the TUN, connected to the target's VIP at addr's port.
-// What it sends reaches the backend inside the rule's encapsulation; the
-// backend's answer comes back from VIP:port by direct server return and
-// the kernel delivers it to this socket. Errors of the connection carry,
-// when the data path knows something, what it saw ("no answer to 3
-// packets sent to VIP:port inside IPIP to backend", "no route to
-// backend: no next hop …").
+// or "udp") bound to the appliance's own address and marked, so that the
+// policy rule routes it into the TUN, connected to the target's VIP at
+// addr's port, its 4-tuple registered to key. What it sends reaches the
+// backend inside the rule's encapsulation; the backend's answer comes back
+// from VIP:port by direct server return and the kernel delivers it to this
+// socket. Errors of the connection carry, when the data path knows
+// something, what it saw ("no answer to 3 packets sent to VIP:port inside
+// IPIP to backend", "no route to backend: no next hop …").
 func (p *Path) Dial(ctx context.Context, network string, key health.Key, addr netip.AddrPort) (net.Conn, error) {
-	var proto uint8
-	switch network {
-	case "tcp":
-		proto = packet.ProtoTCP
-	case "udp":
-		proto = packet.ProtoUDP
-	default:
+	if network != "tcp" && network != "udp" {
 		return nil, fmt.Errorf("data path: network %q (want tcp or udp)", network)
 	}
 	r, err := p.o.Routes(key)
@@ -48,67 +41,209 @@ func (p *Path) Dial(ctx context.Context, network string, key health.Key, addr ne
 	if err != nil {
 		return nil, fmt.Errorf("data path: no route to backend %s: %w", key.Backend, err)
 	}
+	if r.VIP.Is6() && p.noV6 != nil {
+		return nil, fmt.Errorf("data path: %w", p.noV6)
+	}
 	src, err := p.source(r)
 	if err != nil {
 		return nil, fmt.Errorf("data path: %w", err)
 	}
 	dst := netip.AddrPortFrom(r.VIP, addr.Port())
-	if r.VIP.Is4() {
-		network += "4"
-	} else {
-		network += "6"
-	}
 	e := &entry{key: key, dst: dst, via: describe(r.Template, key.Backend)}
-	d := net.Dialer{ControlContext: func(_ context.Context, _, _ string, c syscall.RawConn) error {
-		var err error
-		if cerr := c.Control(func(fd uintptr) { err = p.claim(int(fd), src, proto, e) }); cerr != nil {
-			return cerr
-		}
-		return err
-	}}
 	p.stats.dials.Add(1)
 	var conn net.Conn
-	err = p.in(func() (err error) {
-		conn, err = d.DialContext(ctx, network, dst.String())
-		return err
-	})
+	if network == "tcp" {
+		conn, err = p.dialTCP(ctx, src, dst, e)
+	} else {
+		conn, err = p.dialUDP(ctx, src, dst, e)
+	}
 	if err != nil {
 		e.release()
 		return nil, e.annotate(err)
 	}
+	return conn, nil
+}
+
+// dialTCP connects a probe's TCP socket. Its source port is the kernel's
+// choice at connect time (IP_BIND_ADDRESS_NO_PORT), unique per 4-tuple as
+// an unbound socket's: a port bound before connect would be unique per
+// address, and the TIME_WAIT of a few hundred probes a second would soon
+// hold every ephemeral port. The port is known only once connect has sent
+// the SYN into the TUN, so the reader parks a SYN it cannot place yet and
+// the registration takes it (registry.put).
+func (p *Path) dialTCP(ctx context.Context, src netip.Addr, dst netip.AddrPort, e *entry) (net.Conn, error) {
+	fd, err := p.socket(src, unix.SOCK_STREAM)
+	if err != nil {
+		return nil, err
+	}
+	opErr := func(err error) error {
+		return &net.OpError{Op: "dial", Net: "tcp", Source: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), Addr: net.TCPAddrFromAddrPort(dst), Err: err}
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1); err != nil {
+		unix.Close(fd)
+		return nil, opErr(os.NewSyscallError("setsockopt IP_BIND_ADDRESS_NO_PORT", err))
+	}
+	if err := unix.Bind(fd, sockaddr(netip.AddrPortFrom(src, 0))); err != nil {
+		unix.Close(fd)
+		return nil, opErr(os.NewSyscallError("bind", err))
+	}
+	if err := unix.Connect(fd, sockaddr(dst)); err != nil && err != unix.EINPROGRESS {
+		unix.Close(fd)
+		return nil, opErr(os.NewSyscallError("connect", err))
+	}
+	local, err := localPort(fd, src)
+	if err != nil {
+		unix.Close(fd)
+		return nil, opErr(err)
+	}
+	p.register(flowOf(packet.ProtoTCP, local, dst), e)
+	f := os.NewFile(uintptr(fd), "probe")
+	c, err := net.FileConn(f) // a duplicate on the Go poller
+	f.Close()
+	if err != nil {
+		return nil, opErr(err)
+	}
+	tc := c.(*net.TCPConn)
+	if err := awaitConnect(ctx, tc); err != nil {
+		tc.Close()
+		return nil, opErr(err)
+	}
+	return &probeConn{Conn: tc, e: e, local: net.TCPAddrFromAddrPort(local), remote: net.TCPAddrFromAddrPort(dst)}, nil
+}
+
+// awaitConnect waits until the connecting socket of c is connected or
+// failed, or ctx ends (its deadline is the socket's).
+func awaitConnect(ctx context.Context, c *net.TCPConn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetWriteDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { c.SetWriteDeadline(time.Unix(1, 0)) })
+	defer stop()
+	var cerr error
+	werr := rc.Write(func(fd uintptr) bool {
+		if _, err := unix.Getpeername(int(fd)); err == nil {
+			return true // connected
+		}
+		switch v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR); {
+		case err != nil:
+			cerr = os.NewSyscallError("getsockopt", err)
+		case v != 0:
+			cerr = os.NewSyscallError("connect", syscall.Errno(v))
+		default:
+			return false // still connecting: wait until writable
+		}
+		return true
+	})
+	if werr != nil {
+		return werr
+	}
+	if cerr != nil {
+		return cerr
+	}
+	return c.SetWriteDeadline(time.Time{})
+}
+
+// dialUDP connects a probe's UDP socket: bound to a port of its own (UDP
+// has no TIME_WAIT to run out of ports with) and registered before
+// connect, which sends nothing.
+func (p *Path) dialUDP(ctx context.Context, src netip.Addr, dst netip.AddrPort, e *entry) (net.Conn, error) {
+	d := net.Dialer{ControlContext: func(_ context.Context, _, _ string, c syscall.RawConn) error {
+		var err error
+		cerr := c.Control(func(fd uintptr) {
+			if err = p.prepare(int(fd), src); err != nil {
+				return
+			}
+			var local netip.AddrPort
+			if local, err = localPort(int(fd), src); err == nil {
+				p.register(flowOf(packet.ProtoUDP, local, dst), e)
+			}
+		})
+		if cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	network := "udp4"
+	if dst.Addr().Is6() {
+		network = "udp6"
+	}
+	var conn net.Conn
+	err := p.in(func() (err error) {
+		conn, err = d.DialContext(ctx, network, dst.String())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
 	return &probeConn{Conn: conn, e: e}, nil
 }
 
-// claim readies a probe socket before it connects: the mark, a bind to the
-// appliance's address and a port of the kernel's choosing, and that port
-// registered to the probe, so that the reader knows whose packets these are
-// from the first one on.
-func (p *Path) claim(fd int, src netip.Addr, proto uint8, e *entry) error {
+// socket makes a probe socket of the source's family in the path's
+// namespace, marked and non-blocking.
+func (p *Path) socket(src netip.Addr, typ int) (int, error) {
+	fam := unix.AF_INET
+	if src.Is6() {
+		fam = unix.AF_INET6
+	}
+	var fd int
+	err := p.in(func() (err error) {
+		fd, err = unix.Socket(fam, typ|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		return err
+	})
+	if err != nil {
+		return -1, os.NewSyscallError("socket", err)
+	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_MARK, int(p.mark)); err != nil {
-		return fmt.Errorf("mark the probe socket: %w", err)
+		unix.Close(fd)
+		return -1, os.NewSyscallError("setsockopt SO_MARK", err)
 	}
-	var sa unix.Sockaddr
-	if src.Is4() {
-		sa = &unix.SockaddrInet4{Addr: src.As4()}
-	} else {
-		sa = &unix.SockaddrInet6{Addr: src.As16()}
+	return fd, nil
+}
+
+// prepare marks a UDP probe socket and binds it to the source address and
+// a port of the kernel's choosing.
+func (p *Path) prepare(fd int, src netip.Addr) error {
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_MARK, int(p.mark)); err != nil {
+		return os.NewSyscallError("setsockopt SO_MARK", err)
 	}
-	if err := unix.Bind(fd, sa); err != nil {
+	if err := unix.Bind(fd, sockaddr(netip.AddrPortFrom(src, 0))); err != nil {
 		return fmt.Errorf("bind the probe socket to %s: %w", src, err)
 	}
-	got, err := unix.Getsockname(fd)
-	if err != nil {
-		return fmt.Errorf("probe socket's port: %w", err)
-	}
-	var port int
-	switch a := got.(type) {
-	case *unix.SockaddrInet4:
-		port = a.Port
-	case *unix.SockaddrInet6:
-		port = a.Port
-	}
-	p.reg.put(portKey{addr: src.As16(), proto: proto, port: uint16(port)}, e)
 	return nil
+}
+
+// register records a probe's flow and sends what the reader parked for
+// it (the SYN of a connect that raced the registration).
+func (p *Path) register(k flowKey, e *entry) {
+	for _, pkt := range p.reg.put(k, e) {
+		p.sendParked(pkt)
+	}
+}
+
+func sockaddr(a netip.AddrPort) unix.Sockaddr {
+	if a.Addr().Is4() {
+		return &unix.SockaddrInet4{Addr: a.Addr().As4(), Port: int(a.Port())}
+	}
+	return &unix.SockaddrInet6{Addr: a.Addr().As16(), Port: int(a.Port())}
+}
+
+// localPort is the socket's own address: src and the port it got.
+func localPort(fd int, src netip.Addr) (netip.AddrPort, error) {
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return netip.AddrPort{}, os.NewSyscallError("getsockname", err)
+	}
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(src, uint16(a.Port)), nil
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(src, uint16(a.Port)), nil
+	}
+	return netip.AddrPort{}, fmt.Errorf("getsockname: %T", sa)
 }
 
 // source is the appliance's address a probe leaves from and the backend
@@ -193,10 +328,27 @@ func (e *PathError) Timeout() bool {
 func (e *PathError) Temporary() bool { return false }
 
 // probeConn is a probe's connection: its errors explained, its
-// registration released when it closes.
+// registration released when it closes. A TCP connection made from a
+// connecting socket has its addresses here (net.FileConn read them before
+// the socket was connected).
 type probeConn struct {
 	net.Conn
-	e *entry
+	e             *entry
+	local, remote net.Addr
+}
+
+func (c *probeConn) LocalAddr() net.Addr {
+	if c.local != nil {
+		return c.local
+	}
+	return c.Conn.LocalAddr()
+}
+
+func (c *probeConn) RemoteAddr() net.Addr {
+	if c.remote != nil {
+		return c.remote
+	}
+	return c.Conn.RemoteAddr()
 }
 
 func (c *probeConn) Read(b []byte) (int, error) {

@@ -13,13 +13,13 @@
 // # How a probe travels
 //
 //	pkg/health prober ── Dial(tcp|udp, rule/backend) ──▶ kernel socket
-//	    SO_MARK = mark, bound to the appliance's address and a port the kernel
-//	    picks, registered to (rule, backend) before connect; connect(VIP:port)
+//	    SO_MARK = mark, bound to the appliance's address, connect(VIP:port);
+//	    its 4-tuple registered to (rule, backend)
 //	        │ policy rule "fwmark mark lookup mark" (priority 1000):
 //	        │ the table's only route: default dev xlbprobeN
 //	        ▼
 //	TUN xlbprobeN ──read──▶ reader goroutine
-//	    parse (pkg/packet) → registry[source address, protocol, port] → target
+//	    parse (pkg/packet) → registry[protocol, 4-tuple] → target
 //	    → Routes(target): the VIP and the backend's template as published to
 //	      the workers → Encap (pkg/encap) with the flow hash a worker computes
 //	      (GUE source port, IPv6 flow label) ──write──▶ AF_PACKET on the interface
@@ -48,6 +48,25 @@
 // for GRPC) and touches only the registry (an RWMutex) and its own
 // socket. Routes is the caller's and is called from Dial and the reader.
 //
+// # Ports
+//
+// A TCP probe socket is bound to the appliance's address with
+// IP_BIND_ADDRESS_NO_PORT, so the kernel picks its port at connect, unique
+// per 4-tuple as for any unbound socket: a port picked at bind would be
+// unique per address, and with every probe that closes first holding its
+// port a minute in TIME_WAIT, a few hundred probes a second would exhaust
+// the ephemeral range (TestPortsAreSharedAcrossVIPs). The price: the
+// port is known only after connect has sent the SYN into the TUN, so the
+// reader parks a SYN it cannot place yet (a copy; at most 256, for a
+// second) and the registration takes and sends it, both under the
+// registry's lock. The budget left is per destination: the probes of one
+// VIP and port (one rule's backends, or several rules' of one VIP and
+// check port) share ~28 000 ephemeral ports per minute of TIME_WAIT, about
+// 470 probes per second that close first (2 350 backends probed every 5 s),
+// as direct probes of one backend address and port would. UDP probe
+// sockets are bound to a port at once (no TIME_WAIT) and registered before
+// connect, which sends nothing.
+//
 // # On the host: named, so that a restart finds them
 //
 //   - Slot i of Slots (16) is a TUN named TUNPrefix+i ("xlbprobe0"), mark
@@ -60,13 +79,19 @@
 //   - The TUN is not persistent: when its process ends, crash included,
 //     the kernel removes it and the routes through it. A crash leaves the
 //     slot's policy rules, pointing at an empty table (they change no
-//     route); whoever takes the slot next replaces them. Close removes the
-//     rules and the TUN.
+//     route); the next Open on the host replaces them, or removes them
+//     when it takes another slot: it removes the rules of every slot whose
+//     TUN is gone. Close removes the rules and the TUN. Open and Close hold
+//     an exclusive flock on /dev/net/tun (one inode for every namespace)
+//     meanwhile, so that a slot's TUN and rules come and go together as
+//     another daemon sees them.
 //   - The TUN's MTU is the interface's minus MaxOverhead (48, GUE over
 //     IPv6; at least 576), so that the kernel sizes probe packets (TCP MSS,
 //     UDP) to fit every encapsulation of an interface-sized path. It has no
 //     address; IPv6 address generation is off on it (no router
-//     solicitations, no MLD).
+//     solicitations, no MLD). Below 1280 (an interface MTU under 1328)
+//     the kernel keeps IPv6 off on it: IPv6 VIPs are then not probed, and
+//     their probes fail saying why.
 //   - Probe packets leave through an AF_PACKET socket bound to the
 //     interface (protocol 0: it never receives), whole frames built by the
 //     template, through the interface's queueing discipline as the

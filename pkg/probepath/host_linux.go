@@ -35,10 +35,60 @@ const (
 	// minTUNMTU keeps the TUN usable on a small interface MTU (IPv4's
 	// minimum datagram; IPv6 needs 1280 and is off on a TUN below it).
 	minTUNMTU = 576
+	// minIPv6MTU is IPv6's minimum link MTU: below it the kernel turns IPv6
+	// off on a device.
+	minIPv6MTU = 1280
 )
 
-// setUp runs in the path's namespace.
+// setupLock serialises setting up and removing probe paths on the host:
+// an exclusive flock on /dev/net/tun (one inode for every namespace), so
+// that the TUN of a slot and its rules appear and go together as seen by
+// another daemon's removeLeftovers.
+func setupLock() (unlock func(), err error) {
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open /dev/net/tun: %w", err)
+	}
+	for {
+		err = unix.Flock(fd, unix.LOCK_EX)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("lock /dev/net/tun: %w", err)
+	}
+	return func() { unix.Close(fd) }, nil
+}
+
+// removeLeftovers removes the policy rules of every other slot whose TUN
+// is gone: what daemons that crashed left (their TUNs and routes went with
+// them). A slot whose TUN exists belongs to a running daemon.
+func (p *Path) removeLeftovers() {
+	for slot := 0; slot < Slots; slot++ {
+		if slot == p.slot {
+			continue // route() replaces our own
+		}
+		if _, err := netlink.LinkByName(TUNPrefix + strconv.Itoa(slot)); err == nil {
+			continue
+		}
+		other := &Path{mark: MarkBase + uint32(slot)}
+		for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+			if err := other.deleteRules(fam); err != nil {
+				p.log.Warn("remove a crashed daemon's probe rules", "mark", fmt.Sprintf("%#x", other.mark), "err", err)
+			}
+		}
+	}
+}
+
+// setUp runs in the path's namespace, holding the host's setup lock.
 func (p *Path) setUp() error {
+	unlock, err := setupLock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	link, err := netlink.LinkByName(p.o.Interface)
 	if err != nil {
 		return fmt.Errorf("interface %s: %w", p.o.Interface, err)
@@ -60,6 +110,7 @@ func (p *Path) setUp() error {
 	if p.tunFile == nil {
 		return fmt.Errorf("every probe TUN %s0..%d is held by another process", TUNPrefix, Slots-1)
 	}
+	p.removeLeftovers()
 	// No IPv6 link-local address on the TUN: the kernel would send router
 	// solicitations and MLD reports into it.
 	_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+p.tun+"/addr_gen_mode", []byte("1"), 0)
@@ -74,10 +125,14 @@ func (p *Path) setUp() error {
 		return fmt.Errorf("bring %s up: %w", p.tun, err)
 	}
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		if fam == netlink.FAMILY_V6 && (ipv6Off() || p.mtu < minIPv6MTU) {
+			// IPv6 is off on the host, or on a TUN below 1280: IPv6 VIPs
+			// cannot be probed (Dial says why).
+			p.noV6 = fmt.Errorf("no IPv6 probes: %s", map[bool]string{true: "IPv6 is off on this host", false: fmt.Sprintf("the TUN's MTU %d (the interface's %d minus %d) is below IPv6's 1280", p.mtu, p.mtu+MaxOverhead, MaxOverhead)}[ipv6Off()])
+			p.deleteRules(fam)
+			continue
+		}
 		if err := p.route(tl, fam); err != nil {
-			if fam == netlink.FAMILY_V6 && ipv6Off() {
-				continue
-			}
 			return err
 		}
 	}
@@ -139,6 +194,9 @@ func (p *Path) deleteRules(fam int) error {
 // path's namespace. The TUN is not persistent: closing its only queue
 // deletes it, and its routes with it.
 func (p *Path) tearDown() error {
+	if unlock, err := setupLock(); err == nil {
+		defer unlock()
+	} // without the lock still: the TUN must close, or Close would wait forever
 	var errs []error
 	if p.tunFile != nil {
 		for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {

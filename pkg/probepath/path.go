@@ -61,11 +61,13 @@ type Path struct {
 	mark  uint32 // the probe sockets' SO_MARK, also the routing table
 	mtu   int    // the TUN's MTU
 	ifidx int    // the interface's index
+	noV6  error  // why IPv6 VIPs cannot be probed (nil: they can)
 
 	tunFile *os.File // the TUN queue the reader owns
 	tx      *os.File // AF_PACKET socket bound to the interface
 	reg     registry
 	addrs   addrCache
+	ipID    atomic.Uint32 // outer IPv4 identification (reader and parked sends)
 	stats   counters
 	done    chan struct{} // closed when the reader has returned
 
@@ -78,6 +80,7 @@ type Stats struct {
 	Dials      uint64 // probe connections dialled through the path
 	Sent       uint64 // probe packets encapsulated and sent
 	Unmatched  uint64 // packets out of the TUN that belong to no registered probe
+	Parked     uint64 // SYNs read before their probe registered (sent once it did)
 	NoRoute    uint64 // probe packets whose target had no route (no next hop)
 	TooBig     uint64 // probe packets that did not fit their backend's path
 	Failed     uint64 // probe packets the encapsulation or the send refused
@@ -85,13 +88,13 @@ type Stats struct {
 }
 
 type counters struct {
-	dials, sent, unmatched, noRoute, tooBig, failed, readErrors atomic.Uint64
+	dials, sent, unmatched, parked, noRoute, tooBig, failed, readErrors atomic.Uint64
 }
 
 // Stats returns the path's counters.
 func (p *Path) Stats() Stats {
 	c := &p.stats
-	return Stats{Dials: c.dials.Load(), Sent: c.sent.Load(), Unmatched: c.unmatched.Load(), NoRoute: c.noRoute.Load(),
+	return Stats{Dials: c.dials.Load(), Sent: c.sent.Load(), Unmatched: c.unmatched.Load(), Parked: c.parked.Load(), NoRoute: c.noRoute.Load(),
 		TooBig: c.tooBig.Load(), Failed: c.failed.Load(), ReadErrors: c.readErrors.Load()}
 }
 
@@ -161,7 +164,6 @@ func (p *Path) read() {
 	defer close(p.done)
 	buf := make([]byte, headroom+ethLen+maxPacket)
 	var m packet.Meta
-	var ipID uint16
 	for {
 		n, err := p.tunFile.Read(buf[headroom+ethLen:])
 		if err != nil {
@@ -171,20 +173,35 @@ func (p *Path) read() {
 			p.stats.readErrors.Add(1)
 			continue
 		}
-		ipID++
-		off, l, e, v := p.encapsulate(buf, n, &m, ipID)
-		if v != sent {
-			p.count(v)
-			continue
-		}
-		if _, err := p.tx.Write(buf[off : off+l]); err != nil {
-			p.stats.failed.Add(1)
-			e.noteErr(fmt.Errorf("send on %s: %w", p.o.Interface, err))
-			continue
-		}
-		p.stats.sent.Add(1)
-		e.sent.Add(1)
+		p.send(buf, n, &m, true)
 	}
+}
+
+// send encapsulates the packet of n bytes at buf[headroom+ethLen:] and
+// sends it on the interface; park lets an unregistered SYN wait for its
+// registration.
+func (p *Path) send(buf []byte, n int, m *packet.Meta, park bool) {
+	off, l, e, v := p.encapsulate(buf, n, m, uint16(p.ipID.Add(1)), park)
+	if v != sent {
+		p.count(v)
+		return
+	}
+	if _, err := p.tx.Write(buf[off : off+l]); err != nil {
+		p.stats.failed.Add(1)
+		e.noteErr(fmt.Errorf("send on %s: %w", p.o.Interface, err))
+		return
+	}
+	p.stats.sent.Add(1)
+	e.sent.Add(1)
+}
+
+// sendParked sends a packet the reader parked until its probe registered
+// (on the dialling goroutine, with a buffer of its own: rare).
+func (p *Path) sendParked(pkt []byte) {
+	buf := make([]byte, headroom+ethLen+len(pkt))
+	copy(buf[headroom+ethLen:], pkt)
+	var m packet.Meta
+	p.send(buf, len(pkt), &m, false)
 }
 
 // verdict is what became of one packet out of the TUN.
@@ -193,6 +210,7 @@ type verdict uint8
 const (
 	sent      verdict = iota // encapsulated: send buf[off:off+l]
 	unmatched                // not a registered probe's packet
+	parked                   // a SYN waiting for its probe's registration
 	noRoute                  // the target has no route
 	tooBig                   // does not fit the backend's path
 	failed                   // the encapsulation refused it
@@ -202,6 +220,8 @@ func (p *Path) count(v verdict) {
 	switch v {
 	case unmatched:
 		p.stats.unmatched.Add(1)
+	case parked:
+		p.stats.parked.Add(1)
 	case noRoute:
 		p.stats.noRoute.Add(1)
 	case tooBig:
@@ -215,8 +235,9 @@ func (p *Path) count(v verdict) {
 // the frame for its probe's backend, in place, the way a worker turns a
 // client's packet: Parse, then the backend's template with the flow hash
 // a worker would use. On sent the frame is buf[off:off+l] and e its probe;
-// otherwise the probe (when there is one) has a note saying why.
-func (p *Path) encapsulate(buf []byte, n int, m *packet.Meta, ipID uint16) (off, l int, e *entry, v verdict) {
+// otherwise the probe (when there is one) has a note saying why. With
+// park, a TCP SYN of a flow not registered yet waits for its registration.
+func (p *Path) encapsulate(buf []byte, n int, m *packet.Meta, ipID uint16, park bool) (off, l int, e *entry, v verdict) {
 	frame := buf[headroom : headroom+ethLen+n]
 	clear(frame[:12]) // the template writes both MACs
 	switch frame[ethLen] >> 4 {
@@ -231,8 +252,12 @@ func (p *Path) encapsulate(buf []byte, n int, m *packet.Meta, ipID uint16) (off,
 		(m.Proto != packet.ProtoTCP && m.Proto != packet.ProtoUDP) {
 		return 0, 0, nil, unmatched
 	}
-	e = p.reg.get(portKey{addr: m.Src, proto: m.Proto, port: m.SrcPort})
-	if e == nil {
+	syn := m.Proto == packet.ProtoTCP && m.TCPFlags&(packet.TCPFlagSYN|packet.TCPFlagACK) == packet.TCPFlagSYN
+	k := flowKey{src: m.Src, dst: m.Dst, sport: m.SrcPort, dport: m.DstPort, proto: m.Proto}
+	if e = p.reg.get(k, frame[ethLen:], park && syn); e == nil {
+		if park && syn {
+			return 0, 0, nil, parked
+		}
 		return 0, 0, nil, unmatched
 	}
 	r, err := p.o.Routes(e.key)

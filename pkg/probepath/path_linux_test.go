@@ -356,12 +356,16 @@ func TestNoRouteSaysWhy(t *testing.T) {
 
 // TestSlotsAndLeftovers: two paths in one namespace (a daemon and its
 // successor during a hand-over) take two slots and work side by side;
-// closing one leaves the other working; a policy rule a crashed daemon
-// left is replaced, and Close removes what Open made.
+// closing one leaves the other working; the policy rules crashed daemons
+// left are replaced (the slot taken) or removed (another slot without its
+// TUN), and Close removes what Open made.
 func TestSlotsAndLeftovers(t *testing.T) {
 	b := newBench(t)
-	// What a crash leaves: slot 0's rule, without its TUN.
-	sh(t, b.app, "ip", "rule", "add", "pref", "1000", "fwmark", fmt.Sprintf("%#x", MarkBase), "lookup", fmt.Sprint(MarkBase))
+	// What crashes leave: rules of slots 0 and 5, without their TUNs.
+	for _, slot := range []uint32{0, 5} {
+		sh(t, b.app, "ip", "rule", "add", "pref", "1000", "fwmark", fmt.Sprintf("%#x", MarkBase+slot), "lookup", fmt.Sprint(MarkBase+slot))
+		sh(t, b.app, "ip", "-6", "rule", "add", "pref", "1000", "fwmark", fmt.Sprintf("%#x", MarkBase+slot), "lookup", fmt.Sprint(MarkBase+slot))
+	}
 	k := health.Key{Rule: "web", Backend: beTunnel4}
 	b.setTemplate(k, b.template(t, encap.GUE, true, 1500))
 
@@ -379,7 +383,10 @@ func TestSlotsAndLeftovers(t *testing.T) {
 		t.Fatalf("paths %s (%#x) and %s (%#x)", p0.Name(), p0.Mark(), p1.Name(), p1.Mark())
 	}
 	if n := countRules(t, b.app, MarkBase); n != 2 { // IPv4 and IPv6
-		t.Errorf("%d rules with slot 0's mark after Open, want 2 (the leftover replaced)", n)
+		t.Errorf("%d rules with slot 0's mark after Open, want 2 (the leftovers replaced)", n)
+	}
+	if n := countRules(t, b.app, MarkBase+5); n != 0 {
+		t.Errorf("%d rules with slot 5's mark after Open, want none (its TUN is gone)", n)
 	}
 	if mtu := p0.MTU(); mtu != 1500-MaxOverhead {
 		t.Errorf("TUN MTU %d, want %d", mtu, 1500-MaxOverhead)
@@ -546,4 +553,32 @@ func TestEveryCheckKindThroughTheDataPath(t *testing.T) {
 	sh(t, b.be, "ip", "addr", "add", "203.0.113.10/32", "dev", "lo")
 	sh(t, b.be, "ip", "addr", "add", "fd00:203:113::10/128", "dev", "lo", "nodad")
 	waitAll(failover.HealthHealthy, "")
+}
+
+// TestPortsAreSharedAcrossVIPs: probes that close first leave TIME_WAIT
+// behind, a minute per port. With 100 ephemeral ports, 270 connect-and-
+// close probes to three VIP ports (90 each) all pass: a probe's port is
+// unique per 4-tuple, as a direct probe's, not per address (a port bound
+// before connect would have run out after 100).
+func TestPortsAreSharedAcrossVIPs(t *testing.T) {
+	b := newBench(t)
+	sh(t, b.app, "sysctl", "-qw", "net.ipv4.ip_local_port_range=40000 40099")
+	for _, port := range []uint16{7101, 7102, 7103} {
+		b.echo(t, netip.AddrPortFrom(testVIP4, port))
+	}
+	p := b.open(t)
+	k := health.Key{Rule: "web", Backend: beTunnel4}
+	b.setTemplate(k, b.template(t, encap.IPIP, true, 1500))
+	for _, port := range []uint16{7101, 7102, 7103} {
+		for i := range 90 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			c, err := p.Dial(ctx, "tcp", k, netip.AddrPortFrom(k.Backend, port))
+			cancel()
+			if err != nil {
+				t.Fatalf("probe %d to port %d: %v", i, port, err)
+			}
+			c.Close()
+		}
+	}
+	t.Logf("stats %+v", p.Stats())
 }

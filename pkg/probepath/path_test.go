@@ -106,13 +106,13 @@ func TestEncapsulate(t *testing.T) {
 				proto = packet.ProtoTCP
 			}
 			e := &entry{key: k}
-			p.reg.put(portKey{addr: src.As16(), proto: proto, port: 40001}, e)
+			p.reg.put(flowOf(proto, netip.AddrPortFrom(src, 40001), netip.AddrPortFrom(vip, 8080)), e)
 			in := probePacket(netip.AddrPortFrom(src, 40001), netip.AddrPortFrom(vip, 8080), tc.tcp, 10)
 
 			buf := make([]byte, headroom+ethLen+maxPacket)
 			copy(buf[headroom+ethLen:], in)
 			var m packet.Meta
-			off, l, got, v := p.encapsulate(buf, len(in), &m, 7)
+			off, l, got, v := p.encapsulate(buf, len(in), &m, 7, false)
 			if v != sent || got != e {
 				t.Fatalf("verdict %d, entry %p (want %p); note %v", v, got, e, e.note.Load())
 			}
@@ -165,12 +165,12 @@ func TestGUESourcePortFollowsTheFlow(t *testing.T) {
 	k := health.Key{Rule: "web", Backend: be}
 	p := unitPath(map[health.Key]Route{k: {VIP: testVIP4, Template: mustTemplate(t, encap.Spec{Kind: encap.GUE, Src: src, Dst: be}), Seed: 1}})
 	sport := func(local uint16) uint16 {
-		p.reg.put(portKey{addr: src.As16(), proto: packet.ProtoTCP, port: local}, &entry{key: k})
+		p.reg.put(flowOf(packet.ProtoTCP, netip.AddrPortFrom(src, local), netip.AddrPortFrom(testVIP4, 80)), &entry{key: k})
 		in := probePacket(netip.AddrPortFrom(src, local), netip.AddrPortFrom(testVIP4, 80), true, 0)
 		buf := make([]byte, headroom+ethLen+maxPacket)
 		copy(buf[headroom+ethLen:], in)
 		var m packet.Meta
-		off, _, _, v := p.encapsulate(buf, len(in), &m, 1)
+		off, _, _, v := p.encapsulate(buf, len(in), &m, 1, false)
 		if v != sent {
 			t.Fatalf("verdict %d", v)
 		}
@@ -227,13 +227,13 @@ func TestEncapsulateRefusals(t *testing.T) {
 					frame[12], frame[13] = 0x86, 0xdd
 				}
 				if packet.ParseInto(append(frame, tc.in...), &m) == packet.OK {
-					p.reg.put(portKey{addr: m.Src, proto: m.Proto, port: m.SrcPort}, e)
+					p.reg.put(flowKey{src: m.Src, dst: m.Dst, sport: m.SrcPort, dport: m.DstPort, proto: m.Proto}, e)
 				}
 			}
 			buf := make([]byte, headroom+ethLen+maxPacket)
 			copy(buf[headroom+ethLen:], tc.in)
 			var m packet.Meta
-			_, _, _, v := p.encapsulate(buf, len(tc.in), &m, 1)
+			_, _, _, v := p.encapsulate(buf, len(tc.in), &m, 1, false)
 			if v != tc.want {
 				t.Errorf("verdict %d, want %d", v, tc.want)
 			}
@@ -284,30 +284,46 @@ func TestAnnotate(t *testing.T) {
 	}
 }
 
-// TestRegistry: a port's newest probe wins; released registrations live on
-// for their socket's last packets and are swept after the linger only.
+// TestRegistry: a flow's newest probe wins; released registrations live on
+// for their socket's last packets and are swept after the linger only; a
+// SYN read before its probe registered is handed to the registration, once.
 func TestRegistry(t *testing.T) {
 	var r registry
 	r.init()
 	r.sweepAt = 3
-	k1 := portKey{proto: packet.ProtoTCP, port: 1}
-	k2 := portKey{proto: packet.ProtoTCP, port: 2}
+	vip := netip.MustParseAddrPort("203.0.113.10:80")
+	k1 := flowOf(packet.ProtoTCP, netip.MustParseAddrPort("198.18.0.2:1"), vip)
+	k2 := flowOf(packet.ProtoTCP, netip.MustParseAddrPort("198.18.0.2:2"), vip)
+	k3 := flowOf(packet.ProtoTCP, netip.MustParseAddrPort("198.18.0.2:1"), netip.MustParseAddrPort("203.0.113.11:80"))
+	get := func(k flowKey) *entry { return r.get(k, nil, false) }
 	a, b, c := &entry{}, &entry{}, &entry{}
 	r.put(k1, a)
-	if r.get(k1) != a || r.get(k2) != nil {
-		t.Fatal("get after put")
+	if get(k1) != a || get(k2) != nil || get(k3) != nil {
+		t.Fatal("get after put (k3: the same port to another VIP is another probe)")
 	}
 	a.release()
-	if r.get(k1) != a {
+	if get(k1) != a {
 		t.Error("a released registration is gone at once")
 	}
-	r.put(k1, b) // the kernel gave the port to a new socket
-	if r.get(k1) != b {
+	r.put(k1, b) // the kernel gave the 4-tuple to a new socket
+	if get(k1) != b {
 		t.Error("the newer probe does not win")
 	}
 	b.releasedAt.Store(time.Now().Add(-2 * lingerAfterClose).UnixNano())
 	r.put(k2, c) // third put: a sweep
-	if r.get(k1) != nil || r.get(k2) != c || r.len() != 1 {
-		t.Errorf("after the sweep: k1 %p, k2 %p, %d entries", r.get(k1), r.get(k2), r.len())
+	if get(k1) != nil || get(k2) != c || r.len() != 1 {
+		t.Errorf("after the sweep: k1 %p, k2 %p, %d entries", get(k1), get(k2), r.len())
+	}
+
+	syn := []byte("syn")
+	if e := r.get(k3, syn, true); e != nil {
+		t.Fatal("an unregistered flow has a probe")
+	}
+	syn[0] = 'X' // the reader's buffer is reused: the parked packet is a copy
+	if got := r.put(k3, a); len(got) != 1 || string(got[0]) != "syn" {
+		t.Errorf("registration got %q, want the parked SYN", got)
+	}
+	if got := r.put(k3, a); len(got) != 0 {
+		t.Errorf("a second registration got %q again", got)
 	}
 }
