@@ -35,6 +35,8 @@
 //	appliance_state.go  the appliance drain in the overlay ([appliance] in state_file)
 //	host.go      CheckHost: what a configuration needs from this machine
 //	salvage.go   what reads from an xlb.toml that does not parse (ControlSocket)
+//	overlay.go   LoadWithRules: Load with rule files from memory in place of
+//	             rules_dir's (xlb k8s checks the files it would write)
 //	stateloss.go StateFileError: a rejected state file and what removing it drops
 //
 // A new top-level section of xlb.toml gets its own file with its reader

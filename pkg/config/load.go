@@ -23,7 +23,7 @@ import (
 // every problem found in every file (or, when path itself cannot be read, a
 // plain wrapped error). Warnings are returned in both cases.
 func Load(path string) (*Config, []Warning, error) {
-	return load(path, nil)
+	return load(path, nil, nil)
 }
 
 // Loader is Load with a memory: it keeps each rule file it parsed without
@@ -51,14 +51,16 @@ type parsedRule struct {
 func (ld *Loader) Load(path string) (*Config, []Warning, error) {
 	ld.mu.Lock()
 	defer ld.mu.Unlock()
-	return load(path, ld)
+	return load(path, ld, nil)
 }
 
 // SameSource reports whether r and o were parsed from the same bytes of
 // the same file by one Loader (false for rules of the package's Load).
 func (r *Rule) SameSource(o *Rule) bool { return r.src != nil && r.src == o.src }
 
-func load(path string, cache *Loader) (*Config, []Warning, error) {
+// load reads the configuration; a cache (Loader) reuses clean rule files,
+// an overlay (LoadWithRules) replaces rule files by name.
+func load(path string, cache *Loader, overlay map[string][]byte) (*Config, []Warning, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load config: %w", err)
@@ -79,7 +81,7 @@ func load(path string, cache *Loader) (*Config, []Warning, error) {
 		cfg.RulesDir = dir
 	}
 	cfg.RulesDir = resolve(cfg.Dir, cfg.RulesDir)
-	l := &loader{cfg: &cfg, main: mainFile, is: is, mainBroken: root == nil, cache: cache}
+	l := &loader{cfg: &cfg, main: mainFile, is: is, mainBroken: root == nil, cache: cache, overlay: overlay}
 	l.readRules()
 	l.crossCheck()
 	l.checkBGP()
@@ -330,6 +332,8 @@ type loader struct {
 	mainBroken bool
 	cache      *Loader                // nil for Load
 	parsed     map[string]*parsedRule // this load's clean rule files, for the cache
+	// overlay replaces rule files by name (LoadWithRules).
+	overlay map[string][]byte
 }
 
 // displayName is a file's path relative to the config dir, or absolute when
@@ -361,15 +365,18 @@ func (l *loader) readRules() {
 		}
 		files = append(files, n)
 	}
+	files = l.overlayNames(files)
 	slices.Sort(files)
 	for _, n := range files {
 		p := filepath.Join(l.cfg.RulesDir, n)
 		f := &srcFile{name: l.displayName(p), is: l.is}
 		l.is.rank(f.name)
-		data, err := os.ReadFile(p)
-		if err != nil {
-			l.is.errorf(f.name, 0, "", "cannot read: %v", unwrapPathError(err))
-			continue
+		data, ok := l.overlay[n]
+		if !ok {
+			if data, err = os.ReadFile(p); err != nil {
+				l.is.errorf(f.name, 0, "", "cannot read: %v", unwrapPathError(err))
+				continue
+			}
 		}
 		if rs := l.cached(p, f.name, data); rs != nil {
 			l.rules = append(l.rules, rs)
