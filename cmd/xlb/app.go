@@ -96,6 +96,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			topCommand(),
 			simulateCommand(),
 			pktgenCommand(),
+			k8sCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
 			return usageError{err.Error()}

@@ -34,6 +34,8 @@
 //	             run in it
 //	decap.go     xlb decap (pkg/decap)
 //	pktgen.go    xlb pktgen (pkg/pktgen)
+//	k8s.go       xlb k8s: the Kubernetes controller (pkg/k8s), its flags and
+//	             credentials (kubeconfig, in-cluster, default loading rules)
 //
 // A new operator command goes in ctl.go (wiring) and render.go (its table,
 // with a golden file); a command with its own subsystem gets a file named
