@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,7 +120,8 @@ func setVIPs(t *testing.T, l *lab.Lab, b *lab.Backend, on bool) {
 // decapsulation fails the tunnelled rules' checks but not DIRECT's. A
 // backend whose next hop cannot be resolved says so in its health detail.
 // Across xlb restart the successor probes through a path of its own and
-// the predecessor removes its; xlb stop removes the successor's.
+// the predecessor removes its; after the successor's crash a new daemon
+// removes what it left; a stop removes the daemon's own.
 func TestEndToEndDataPathProbes(t *testing.T) {
 	l := labWith(t, lab.Options{Backends: 3, XLBPinDir: bpffsDir(t)})
 	rules := l.DefaultRules("IPIP")
@@ -223,9 +225,27 @@ func TestEndToEndDataPathProbes(t *testing.T) {
 	waitRules(t, l, x, dataPath, "UNHEALTHY", "(data path: ", 0)
 	setVIPs(t, l, l.Backends[0], true)
 	waitRules(t, l, x, all, "HEALTHY", "", 0, 1, 2)
-	stopDaemon(t, l, x) // the successor: x's own process left at the hand-over
-	waitFor(t, 20*time.Second, "xlb stop removes the probe path", func() (bool, string) {
+
+	// A crash of the successor: the kernel removes its TUN (and the routes
+	// through it); its rules stay, pointing at an empty table, until the
+	// next daemon starts and removes them.
+	afterHandOver, _ := probeHost(t, l)
+	if err := syscall.Kill(res.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the crashed daemon's TUN gone, its rules left", func() (bool, string) {
 		m, tu := probeHost(t, l)
-		return len(m) == 0 && len(tu) == 0, fmt.Sprint(m, tu)
+		return len(m) == 2 && len(tu) == 0, fmt.Sprint(m, tu)
 	})
+	x2 := xlbRun(t, l, dir, cfg)
+	waitRules(t, l, x2, all, "HEALTHY", "", 0, 1, 2)
+	if m, tu := probeHost(t, l); len(m) != 2 || len(tu) != 1 || m[0] == afterHandOver[0] {
+		t.Errorf("after the crash and a start: rules %v, TUNs %v; want the new daemon's slot only (the crashed one's %v removed)", m, tu, afterHandOver)
+	}
+	if err := x2.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if m, tu := probeHost(t, l); len(m) != 0 || len(tu) != 0 {
+		t.Errorf("after a stop: rules %v, TUNs %v left", m, tu)
+	}
 }

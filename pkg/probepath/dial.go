@@ -76,8 +76,9 @@ func (p *Path) dialTCP(ctx context.Context, src netip.Addr, dst netip.AddrPort, 
 	if err != nil {
 		return nil, err
 	}
+	local := netip.AddrPortFrom(src, 0)
 	opErr := func(err error) error {
-		return &net.OpError{Op: "dial", Net: "tcp", Source: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), Addr: net.TCPAddrFromAddrPort(dst), Err: err}
+		return &net.OpError{Op: "dial", Net: "tcp", Source: net.TCPAddrFromAddrPort(local), Addr: net.TCPAddrFromAddrPort(dst), Err: err}
 	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1); err != nil {
 		unix.Close(fd)
@@ -91,7 +92,7 @@ func (p *Path) dialTCP(ctx context.Context, src netip.Addr, dst netip.AddrPort, 
 		unix.Close(fd)
 		return nil, opErr(os.NewSyscallError("connect", err))
 	}
-	local, err := localPort(fd, src)
+	local, err = localPort(fd, src)
 	if err != nil {
 		unix.Close(fd)
 		return nil, opErr(err)
@@ -138,6 +139,9 @@ func awaitConnect(ctx context.Context, c *net.TCPConn) error {
 		}
 		return true
 	})
+	if errors.Is(werr, os.ErrDeadlineExceeded) {
+		return os.ErrDeadlineExceeded // "i/o timeout", as a dial's
+	}
 	if werr != nil {
 		return werr
 	}
