@@ -1,11 +1,15 @@
 package k8s
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/xlbnet/xlb/pkg/config"
 )
 
 // The names this controller reads (deploy/kubernetes.md documents each).
@@ -32,6 +36,11 @@ const (
 	WeightedPodsPerNode = "pods-per-node"
 	// ZonalSpillCrossZone is the one value of AnnotationZonalAffinity.
 	ZonalSpillCrossZone = "spill-cross-zone"
+
+	// AnnotationSourceRanges is the older form of
+	// spec.loadBalancerSourceRanges (comma-separated prefixes), read when
+	// the field is empty, as kube-proxy does.
+	AnnotationSourceRanges = corev1.AnnotationLoadBalancerSourceRangesKey
 
 	// LabelExcludeFromLB keeps a node out of every Service's backends
 	// (its presence, whatever its value, as upstream's service controller).
@@ -101,4 +110,36 @@ func familyName(a netip.Addr) string {
 		return "IPv4"
 	}
 	return "IPv6"
+}
+
+// sourceRanges reads spec.loadBalancerSourceRanges, else the annotation:
+// the client prefixes admitted (none: every client), host bits cleared
+// (the apiserver accepts "198.51.100.7/24", xlb's rules want the prefix),
+// sorted, each once.
+func sourceRanges(svc *corev1.Service) ([]netip.Prefix, error) {
+	src, list := "spec.loadBalancerSourceRanges", svc.Spec.LoadBalancerSourceRanges
+	if len(list) == 0 {
+		if v := strings.TrimSpace(svc.Annotations[AnnotationSourceRanges]); v != "" {
+			src, list = "annotation "+AnnotationSourceRanges, strings.Split(v, ",")
+		}
+	}
+	var out []netip.Prefix
+	for _, s := range list {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q is not a prefix", src, strings.TrimSpace(s))
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		out = append(out, p.Masked())
+	}
+	slices.SortFunc(out, func(a, b netip.Prefix) int {
+		return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
+	})
+	out = slices.Compact(out)
+	if len(out) > config.MaxSourceRanges {
+		return nil, fmt.Errorf("%s: %d prefixes, more than a rule takes (%d)", src, len(out), config.MaxSourceRanges)
+	}
+	return out, nil
 }

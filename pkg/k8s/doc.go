@@ -98,6 +98,11 @@
 //     since nothing in a Service says where clients are.
 //   - sessionAffinity ClientIP → CLIENT_IP; its timeoutSeconds has no
 //     meaning for a hash and is reported (Normal Event) when set.
+//   - spec.loadBalancerSourceRanges (else the older annotation, as
+//     kube-proxy reads it) becomes each rule's source_ranges, host bits
+//     cleared and each family's prefixes on its own VIP's rule. A VIP
+//     whose family has no prefix in a non-empty list gets no rule (the
+//     list admits nobody of that family) and a Normal Event says so.
 //   - SCTP ports are not forwarded (Warning Event); TCP and UDP ports of
 //     one Service are two rule files.
 //   - Events: only the leader records them, Warning Events once per

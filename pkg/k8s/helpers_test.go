@@ -156,6 +156,13 @@ func summary(r config.Rule) string {
 	}
 	s := fmt.Sprintf("%s %s %v %s %v %v %v:%d%s %v", r.Name, r.VIP, r.Protocol, strings.Join(ports, ","),
 		r.SessionAffinity, r.LocalityLBPolicy, r.HealthCheck.Type, r.HealthCheck.Port, r.HealthCheck.RequestPath, r.Encap.Type)
+	if len(r.SourceRanges) > 0 {
+		var ps []string
+		for _, p := range r.SourceRanges {
+			ps = append(ps, p.String())
+		}
+		s += " src=" + strings.Join(ps, ",")
+	}
 	if r.ZonalAffinity.Mode != 0 {
 		s += fmt.Sprintf(" %v/%g", r.ZonalAffinity.Mode, r.ZonalAffinity.SpilloverRatio)
 	}

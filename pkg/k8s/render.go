@@ -18,6 +18,7 @@ type rule struct {
 	ports                []int32
 	clientIP             bool
 	weighted, zonal      bool
+	sourceRanges         []netip.Prefix // of the VIP's family; none: every client
 	hcPort               int
 	hcPath               string
 	backends             []backend
@@ -75,6 +76,13 @@ func (c *Controller) render(r rule) []byte {
 		affinity = "CLIENT_IP"
 	}
 	fmt.Fprintf(&b, "session_affinity = %s\n", tomlString(affinity))
+	if len(r.sourceRanges) > 0 {
+		b.WriteString("# spec.loadBalancerSourceRanges: only these clients reach the VIP.\nsource_ranges = [\n")
+		for _, p := range r.sourceRanges {
+			fmt.Fprintf(&b, "  %s,\n", tomlString(p.String()))
+		}
+		b.WriteString("]\n")
+	}
 	if r.weighted {
 		b.WriteString("# Static weights: each node's ready, serving, non-terminating endpoints.\n")
 		b.WriteString("locality_lb_policy = \"WEIGHTED_MAGLEV\"\n")

@@ -160,6 +160,10 @@ func (c *Controller) translate(svc *corev1.Service, vips []netip.Addr, nodes []n
 	if err != nil {
 		return out, err
 	}
+	ranges, err := sourceRanges(svc)
+	if err != nil {
+		return out, err
+	}
 	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	if weighted && !local {
 		out.notices = append(out.notices, notice{true, "WeightsIgnored",
@@ -202,6 +206,19 @@ func (c *Controller) translate(svc *corev1.Service, vips []netip.Addr, nodes []n
 		if local {
 			limit = MaxLocalNodes
 		}
+		var admitted []netip.Prefix
+		for _, p := range ranges {
+			if p.Addr().Is4() == v4 {
+				admitted = append(admitted, p)
+			}
+		}
+		if len(ranges) > 0 && len(admitted) == 0 {
+			// No client of this family may reach the VIP: no rule, so
+			// the appliance drops its packets (unmatched VIP traffic).
+			out.notices = append(out.notices, notice{false, "SourceRangesExcludeFamily",
+				fmt.Sprintf("loadBalancerSourceRanges has no %s prefix: no client reaches %s", familyName(vip), vip)})
+			continue
+		}
 		chosen = stableSubset(chosen, key, limit)
 		if len(chosen) == 0 {
 			why := "no node is Ready and schedulable"
@@ -226,7 +243,7 @@ func (c *Controller) translate(svc *corev1.Service, vips []netip.Addr, nodes []n
 			r := rule{
 				service: key, class: c.opts.Class, vip: vip, protocol: string(proto), ports: ports[proto],
 				clientIP: svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP,
-				weighted: weighted, zonal: zonal, backends: bes,
+				weighted: weighted, zonal: zonal, backends: bes, sourceRanges: admitted,
 			}
 			if local {
 				r.hcPort, r.hcPath = int(svc.Spec.HealthCheckNodePort), "/"

@@ -99,6 +99,28 @@ func TestTranslate(t *testing.T) {
 			notices: []string{"ProtocolNotServed"},
 		},
 		{
+			name: "source ranges: each family's prefixes, host bits cleared",
+			svc: service("default", "web", dualStack, status("203.0.113.65", "fd00:203:113::100"), func(s *corev1.Service) {
+				s.Spec.LoadBalancerSourceRanges = []string{"198.51.100.7/25", "fd00:51::/64", "192.0.2.0/24", "198.51.100.0/25"}
+			}),
+			want: []string{
+				"k8s.default.web.tcp.ipv4 203.0.113.65 TCP 80,443 NONE MAGLEV HTTP:10256/healthz DIRECT src=192.0.2.0/24,198.51.100.0/25 | zone-a: 198.18.0.100 198.18.0.101 | zone-b: 198.18.0.102",
+				"k8s.default.web.tcp.ipv6 fd00:203:113::100 TCP 80,443 NONE MAGLEV HTTP:10256/healthz DIRECT src=fd00:51::/64 | zone-a: fd00:18::100 fd00:18::101",
+			},
+		},
+		{
+			name: "source ranges of one family: no rule for the other",
+			svc: service("default", "web", dualStack, status("203.0.113.65", "fd00:203:113::100"),
+				annotate(AnnotationSourceRanges, "198.51.100.0/24, 192.0.2.0/24")),
+			want:    []string{"k8s.default.web.tcp.ipv4 203.0.113.65 TCP 80,443 NONE MAGLEV HTTP:10256/healthz DIRECT src=192.0.2.0/24,198.51.100.0/24 | zone-a: 198.18.0.100 198.18.0.101 | zone-b: 198.18.0.102"},
+			notices: []string{"SourceRangesExcludeFamily"},
+		},
+		{
+			name: "a bad source range annotation is an error",
+			svc:  service("default", "web", status("203.0.113.65"), annotate(AnnotationSourceRanges, "198.51.100.0/33")),
+			err:  `annotation service.beta.kubernetes.io/load-balancer-source-ranges: "198.51.100.0/33" is not a prefix`,
+		},
+		{
 			name: "no VIP in the status yet: no rule",
 			svc:  service("default", "web"),
 		},
