@@ -230,14 +230,8 @@ func TestWireDrainingOnRemoval(t *testing.T) {
 	k := connOn(t, l, 4, 1, 0)
 
 	rules[0].Backends = []int{0, 2}
-	if _, err := l.WriteConfig(x.dir, rules); err != nil {
-		t.Fatal(err)
-	}
 	reloaded := time.Now()
-	if err := x.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	waitLog(t, x, "msg=reloaded")
+	reloadWith(t, l, x, rules)
 	until := backendOf(x.status(t), "web4", l.Backends[1].Tunnel4.String()).DrainUntil
 	if until == nil || until.Sub(reloaded) > 15*time.Second || until.Sub(reloaded) < 5*time.Second {
 		t.Fatalf("removed be1 drains until %v, reload at %v: want about 5 s later", until, reloaded)

@@ -175,13 +175,7 @@ func TestWireBeyondTheSeeds(t *testing.T) {
 
 		k := connOn(t, l, 4, 1, 0)
 		rules[0].Groups[1].Extra = "capacity_scaler = 0.0\n"
-		if _, err := l.WriteConfig(x.dir, rules); err != nil {
-			t.Fatal(err)
-		}
-		if err := x.Reload(); err != nil {
-			t.Fatal(err)
-		}
-		waitLog(t, x, "msg=reloaded")
+		reloadWith(t, l, x, rules)
 		if res := driveFor(t, l, 60, 4, 3*time.Second); !onlyOn(res, 0) {
 			t.Errorf("capacity_scaler 0: %s; want no new connection on be1", describe(res))
 		}

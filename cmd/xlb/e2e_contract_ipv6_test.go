@@ -71,13 +71,7 @@ func TestWireFragments(t *testing.T) {
 	for i := range rules {
 		rules[i].Extra = "fragment_tracking = true\n"
 	}
-	if _, err := l.WriteConfig(x.dir, rules); err != nil {
-		t.Fatal(err)
-	}
-	if err := x.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	waitLog(t, x, "msg=reloaded")
+	reloadWith(t, l, x, rules)
 	for _, fam := range []int{4, 6} {
 		dst := netip.AddrPortFrom(vipOf(l, fam), l.Opts.UDPPort)
 		whole, split := smallAndLarge(t, l, clientsOf(l, fam)[30:70], dst)

@@ -171,13 +171,7 @@ func TestWireSourceRanges(t *testing.T) {
 	admitted := append([]netip.Addr{in4[0], in4[2], in4[3], out4[0]}, in6...)
 	ranges = sourceRangesTOML(admitted)
 	rules = []lab.Rule{rule(l, "web4", ranges), rule(l, "web6", ranges), rule(l, "udp4", ranges), rule(l, "udp6", ranges)}
-	if _, err := l.WriteConfig(x.dir, rules); err != nil {
-		t.Fatal(err)
-	}
-	if err := x.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	waitLog(t, x, "msg=reloaded")
+	reloadWith(t, l, x, rules)
 	for _, k := range kept {
 		if got := k.on(); got != where[k] {
 			t.Errorf("open connection from an admitted client: be%d before the reload, %d after", where[k], got)

@@ -67,6 +67,23 @@ func waitLog(t *testing.T, x *labXLB, s string) {
 	})
 }
 
+// reloadWith writes rules as x's rule files, has the daemon reload them and
+// waits until it logged that this reload was applied: it counts the lines,
+// so an earlier reload's line does not end the wait.
+func reloadWith(t *testing.T, l *lab.Lab, x *labXLB, rules []lab.Rule) {
+	t.Helper()
+	if _, err := l.WriteConfig(x.dir, rules); err != nil {
+		t.Fatal(err)
+	}
+	before := strings.Count(x.log.String(), "msg=reloaded")
+	if err := x.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "xlb logs msg=reloaded", func() (bool, string) {
+		return strings.Count(x.log.String(), "msg=reloaded") > before, ""
+	})
+}
+
 // A reload that adds a backend keeps every established connection on its
 // backend; a reload with a broken file is rejected with file:line:key and
 // traffic continues uninterrupted.
@@ -110,13 +127,7 @@ func TestEndToEndReload(t *testing.T) {
 	}()
 
 	rules[0].Backends = []int{0, 1, 2, 3}
-	if _, err := l.WriteConfig(x.dir, rules); err != nil {
-		t.Fatal(err)
-	}
-	if err := x.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	waitLog(t, x, "msg=reloaded")
+	reloadWith(t, l, x, rules)
 	for _, k := range conns {
 		rep, err := k.ask()
 		if err != nil {

@@ -487,13 +487,7 @@ func TestEndToEndRestart(t *testing.T) {
 	for i := range rules {
 		rules[i].Backends = []int{0, 1, 2, 3}
 	}
-	if _, err := l.WriteConfig(x.dir, rules); err != nil {
-		t.Fatal(err)
-	}
-	if err := x.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	waitLog(t, x, "msg=reloaded")
+	reloadWith(t, l, x, rules)
 	if res := drive(t, l, 200, 4); !res.OK() || res.PerBackend[3] == 0 {
 		t.Fatalf("after adding be3 new connections: %v (errors %d)", res.PerBackend, res.Errors)
 	}
