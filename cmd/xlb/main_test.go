@@ -111,7 +111,7 @@ func TestFlagsAfterArguments(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	out, _, err := runXLB(t, "validate", "--offline", "-c", "../../deploy/examples/xlb.toml")
-	if err != nil || !strings.Contains(out, ": ok: 5 rule(s)") {
+	if err != nil || !strings.Contains(out, ": ok: 9 rule(s), 1 backend service(s), 21 backend(s)") {
 		t.Fatalf("examples: err %v, out %q", err, out)
 	}
 

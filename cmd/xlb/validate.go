@@ -65,13 +65,21 @@ func validateCommand() *cli.Command {
 			if len(host) > 0 {
 				return fmt.Errorf("%s: %d error(s) on this machine; xlb run would fail (--offline checks the files only)", c.String("config"), len(host))
 			}
+			// A backend service's backends count once, whatever the
+			// number of rules naming it.
 			backends := 0
 			for _, r := range cfg.Rules {
-				for _, g := range r.Groups {
+				if r.Service == "" {
+					backends += r.BackendCount()
+				}
+			}
+			for _, s := range cfg.Services {
+				for _, g := range s.Groups {
 					backends += len(g.Backends)
 				}
 			}
-			fmt.Fprintf(c.App.Writer, "%s: ok: %d rule(s), %d backend(s), %d warning(s)\n", cfg.Path, len(cfg.Rules), backends, len(warnings))
+			fmt.Fprintf(c.App.Writer, "%s: ok: %d rule(s), %d backend service(s), %d backend(s), %d warning(s)\n",
+				cfg.Path, len(cfg.Rules), len(cfg.Services), backends, len(warnings))
 			return nil
 		},
 	}

@@ -1,5 +1,6 @@
 // Package config reads, defaults and validates the appliance configuration
-// (xlb.toml plus rules_dir/*.toml, one forwarding rule per file;
+// (xlb.toml plus rules_dir/*.toml, one forwarding rule per file, and
+// services_dir/*.toml, one backend service per file;
 // docs/design.md#configuration) and keeps the CLI state overlay
 // (state_file).
 //
@@ -19,7 +20,9 @@
 //	load.go      Load: xlb.toml's keys, then every rule file (loader)
 //	restart.go   pin_dir: where the XDP program's link and maps are pinned
 //	rule.go      one rule file's keys: ports, health check, zonal affinity
-//	groups.go    [[group]] and backends; per-rule checks of groups, families, zones
+//	groups.go    [[group]] and backends; checks of groups, families, zones
+//	service.go   backend services: services_dir's files, the keys a rule
+//	             takes from the service it names, checks between them
 //	validate.go  checks across rule files (overlapping VIP, protocol, ports)
 //	reader.go    typed getters over a decoded TOML table (every error at once)
 //	lines.go     key path → line, for file:line: key: messages
@@ -178,6 +181,28 @@
 //     is an error. IPv4 VIPs go to IPv4 peers and IPv6 VIPs to IPv6 peers
 //     (the next hop is the session's own address), so a family with VIPs
 //     but no peer is a warning.
+//   - Backend services (service.go, docs/design.md#backend-services): a
+//     service file holds every key of a rule file but vip, protocol,
+//     ports and backend_service (those are refused there, by name); a
+//     rule names one with backend_service and then writes none of the
+//     service's keys (each one it writes is refused at its line: two
+//     places for one value could disagree). Load copies the service's
+//     keys into each rule naming it, so a Rule reads the same whichever
+//     way it was written and the daemon needs nothing else to forward;
+//     Rule.Service names the service, ServiceName is the rule's own name
+//     for a rule with its own backends (its own service, not listed in
+//     Config.Services). The name defaults to the file name; two services
+//     of one name, or a service named like a rule with its own backends,
+//     are refused. An unknown name is refused with the closest one; a
+//     service no rule names warns. services_dir defaults to "services.d"
+//     and may be absent. Families: a service whose rules have both
+//     families and whose backends have both serves each family from its
+//     backends of that family (a host listed with an address of each);
+//     otherwise every rule gets every backend and the family checks name
+//     the rule whose VIP a backend cannot carry. The service's
+//     source_ranges are the default of its rules; a rule that writes the
+//     key (even []) keeps its own. Fragment warnings name the file that
+//     holds the key to change.
 //
 // # State overlay
 //

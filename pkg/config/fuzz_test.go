@@ -48,8 +48,13 @@ func FuzzRule(f *testing.F) {
 			return
 		}
 		r := &rs.rule
-		if !r.VIP.IsValid() || (!r.Ports.All && len(r.Ports.Ranges) == 0) || len(r.Backends()) == 0 {
-			t.Fatalf("valid rule without VIP, ports or backends: %+v", r)
+		if !r.VIP.IsValid() || (!r.Ports.All && len(r.Ports.Ranges) == 0) {
+			t.Fatalf("valid rule without VIP or ports: %+v", r)
+		}
+		// A rule that names a backend service gets its backends when the
+		// services are resolved; one that does not carries its own.
+		if (r.Service == "") == (len(r.Backends()) == 0) {
+			t.Fatalf("valid rule with backend_service %q and %d backends", r.Service, len(r.Backends()))
 		}
 		for i, pr := range r.Ports.Ranges {
 			if pr.First == 0 || pr.First > pr.Last || (i > 0 && r.Ports.Ranges[i-1].Last >= pr.First) {
@@ -64,6 +69,45 @@ func FuzzRule(f *testing.F) {
 		}
 		if r.Failover.Ratio < 0 || r.Failover.Ratio > 1 {
 			t.Fatalf("ratio %v accepted", r.Failover.Ratio)
+		}
+	})
+}
+
+// FuzzService reads any backend service file: it never panics, every
+// issue has a line inside the file, and a service without errors has
+// backends and the invariants a rule has.
+func FuzzService(f *testing.F) {
+	f.Add(wwwService)
+	f.Add(lines(`vip = "203.0.113.1"`, `source_ranges = ["198.51.100.0/24", "2001:db8::/32"]`) + wwwService)
+	f.Fuzz(func(t *testing.T, text string) {
+		is := &issues{}
+		sf := &srcFile{name: "s.toml", is: is}
+		root := decodeFile(sf, []byte(text))
+		if root == nil {
+			if len(is.errs) == 0 {
+				t.Fatal("a file that did not decode has no error")
+			}
+			return
+		}
+		s := readService(root, "s")
+		n := strings.Count(text, "\n") + 1
+		for _, e := range append(is.errs, is.warns...) {
+			if e.Line < 0 || e.Line > n || e.Message == "" {
+				t.Fatalf("bad issue %q in a %d-line file", e, n)
+			}
+		}
+		if len(is.errs) > 0 {
+			return
+		}
+		v := &s.svc
+		if countBackends(v.Groups) == 0 || !validName(v.Name) {
+			t.Fatalf("valid service without backends or name: %+v", v)
+		}
+		if v.ConnectionTracking.PersistenceOnUnhealthy == PersistAlways && v.ConnectionTracking.TrackingMode == PerSession {
+			t.Fatal("ALWAYS_PERSIST with PER_SESSION accepted")
+		}
+		if v.LocalityLBPolicy == WeightedMaglev && !v.HealthCheck.Type.HTTPFamily() {
+			t.Fatal("WEIGHTED_MAGLEV without an HTTP check accepted")
 		}
 	})
 }

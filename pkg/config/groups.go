@@ -1,26 +1,27 @@
 package config
 
 import (
+	"fmt"
 	"net/netip"
 )
 
 // readGroups reads [[group]]; it reports whether the groups are complete
 // enough for the checks between groups.
-func readGroups(t *table, rs *ruleSrc) bool {
-	r := &rs.rule
+func readGroups(t *table, s *svcSrc) bool {
+	r := &s.svc
 	gts := t.tables("group")
 	if len(gts) == 0 {
 		if !t.has("group") {
-			t.errorf("group", "missing: a rule needs at least one [[group]] with backends")
+			t.errorf("group", "missing: a %s needs at least one [[group]] with backends", s.noun())
 		} else if a, ok := t.m["group"].([]any); ok && len(a) == 0 {
-			t.errorf("group", "empty: a rule needs at least one [[group]] with backends")
+			t.errorf("group", "empty: a %s needs at least one [[group]] with backends", s.noun())
 		}
 		return false
 	}
 	ok := true
 	names := map[string]int{}
 	where := map[netip.Addr]string{}
-	rs.backendKeys = where
+	s.backendKeys = where
 	for gi, gt := range gts {
 		g := DefaultGroup()
 		if gt.str("name", &g.Name) {
@@ -41,14 +42,14 @@ func readGroups(t *table, rs *ruleSrc) bool {
 		gt.ratio("capacity_scaler", &g.CapacityScaler)
 		gt.boolean("preferred", &g.Preferred)
 		gt.rejected("failover_health_threshold", whyNoHealthThreshold)
-		g.Backends = readBackends(gt, r, where)
+		g.Backends = readBackends(gt, s, where)
 		gt.done()
 		r.Groups = append(r.Groups, g)
 	}
 	return ok
 }
 
-func readBackends(gt *table, r *Rule, where map[netip.Addr]string) []Backend {
+func readBackends(gt *table, s *svcSrc, where map[netip.Addr]string) []Backend {
 	v, ok := gt.get("backends")
 	if !ok {
 		gt.errorf("backends", "missing (a list of addresses, may be empty)")
@@ -86,7 +87,7 @@ func readBackends(gt *table, r *Rule, where map[netip.Addr]string) []Backend {
 			var w int64
 			if bt.integer("weight", 0, MaxWeight, &w) {
 				b.Weight, b.HasWeight = uint16(w), true
-				if r.LocalityLBPolicy != WeightedMaglev {
+				if s.svc.LocalityLBPolicy != WeightedMaglev {
 					bt.errorf("weight", "a static weight needs locality_lb_policy = \"WEIGHTED_MAGLEV\"")
 				}
 			}
@@ -106,7 +107,7 @@ func readBackends(gt *table, r *Rule, where map[netip.Addr]string) []Backend {
 			continue
 		}
 		if prev, dup := where[a]; dup {
-			gt.f.errorf(key, "%s is already a backend of this rule (%s)", a, prev)
+			gt.f.errorf(key, "%s is already a backend of this %s (%s)", a, s.noun(), prev)
 			continue
 		}
 		where[a] = key
@@ -118,8 +119,8 @@ func readBackends(gt *table, r *Rule, where map[netip.Addr]string) []Backend {
 
 // checkGroups applies the group rules: at least one backend, at most 50
 // groups per role, failover needs a primary and a failover group.
-func checkGroups(t *table, rs *ruleSrc, failoverSet bool) {
-	r := &rs.rule
+func checkGroups(t *table, s *svcSrc, failoverSet bool) {
+	r := &s.svc
 	total := 0
 	count := [2]int{}
 	firstFailover := -1
@@ -134,7 +135,7 @@ func checkGroups(t *table, rs *ruleSrc, failoverSet bool) {
 		}
 	}
 	if total == 0 {
-		t.errorf("group", "the rule has no backends")
+		t.errorf("group", "the %s has no backends", s.noun())
 	}
 	if count[RoleFailover] > 0 && count[RolePrimary] == 0 {
 		t.f.errorf(joinKey(joinIndex(t.key("group"), firstFailover), "role"),
@@ -149,23 +150,40 @@ func checkGroups(t *table, rs *ruleSrc, failoverSet bool) {
 // GRE carry IPv4 in IPv4, IPv6 in IPv6 and IPv4 in IPv6; nothing carries
 // IPv6 inside IPv4; DIRECT (MAC rewrite) keeps the packet as it is, so the
 // backend address, used only to find its MAC, must be of the VIP's family.
-func checkFamilies(t *table, rs *ruleSrc) {
+// groups are the ones that serve rs (familyGroups); a wrong backend is
+// reported at its key in s, once (seen), naming the rule when s is a
+// service file.
+func checkFamilies(rs *ruleSrc, s *svcSrc, groups []Group, seen map[netip.Addr]bool) {
 	r := &rs.rule
 	if !rs.vipOK {
 		return
 	}
-	for _, g := range r.Groups {
+	vip := "the VIP " + r.VIP.String()
+	if !s.inline {
+		vip = fmt.Sprintf("rule %q (%s) has the VIP %s, which", r.Name, r.File, r.VIP)
+	}
+	for _, g := range groups {
 		for _, b := range g.Backends {
+			if seen[b.Addr] {
+				continue
+			}
 			// The backend's own key: its index in the file, which skipped
 			// bad entries would shift in g.Backends.
-			key := rs.backendKeys[b.Addr]
+			key := s.backendKeys[b.Addr]
 			switch {
 			case r.VIP.Is6() && b.Addr.Is4():
-				t.f.errorf(key, "%s is IPv4 but the VIP %s is IPv6: no encapsulation carries IPv6 inside IPv4", b.Addr, r.VIP)
-			case r.Encap.Type == EncapDirect && r.VIP.Is4() && b.Addr.Is6():
-				t.f.errorf(key, "%s is IPv6 but the VIP %s is IPv4: encap DIRECT needs backends of the VIP's family (IPIP, GUE and GRE carry IPv4 in IPv6)", b.Addr, r.VIP)
+				s.f.errorf(key, "%s is IPv4 but %s is IPv6: no encapsulation carries IPv6 inside IPv4", b.Addr, vip)
+			case s.svc.Encap.Type == EncapDirect && r.VIP.Is4() && b.Addr.Is6():
+				s.f.errorf(key, "%s is IPv6 but %s is IPv4: encap DIRECT needs backends of the VIP's family (IPIP, GUE and GRE carry IPv4 in IPv6)", b.Addr, vip)
+			case b.Addr == r.VIP && s.inline:
+				s.f.errorf(key, "%s is the VIP itself", b.Addr)
 			case b.Addr == r.VIP:
-				t.f.errorf(key, "%s is the VIP itself", b.Addr)
+				s.f.errorf(key, "%s is the VIP of rule %q (%s)", b.Addr, r.Name, r.File)
+			default:
+				continue
+			}
+			if seen != nil {
+				seen[b.Addr] = true
 			}
 		}
 	}
@@ -173,7 +191,7 @@ func checkFamilies(t *table, rs *ruleSrc) {
 
 // checkZones: an enabled zonal affinity needs zoned groups and client
 // prefixes; prefixes of zones no group has are probably typos.
-func checkZones(t *table, r *Rule) {
+func checkZones(t *table, r *Service) {
 	z := &r.ZonalAffinity
 	zones := map[string]bool{}
 	for _, g := range r.Groups {

@@ -34,8 +34,9 @@ func Load(path string) (*Config, []Warning, error) {
 // reloads a thousand rules finds the one that changed without comparing
 // them. Safe for concurrent use; the zero value is ready.
 type Loader struct {
-	mu     sync.Mutex
-	parsed map[string]*parsedRule // by path, the files of the last Load
+	mu       sync.Mutex
+	parsed   map[string]*parsedRule    // by path, the files of the last Load
+	services map[string]*parsedService // by path, the service files of the last Load
 }
 
 // parsedRule is one clean rule file as readRule left it.
@@ -55,8 +56,12 @@ func (ld *Loader) Load(path string) (*Config, []Warning, error) {
 }
 
 // SameSource reports whether r and o were parsed from the same bytes of
-// the same file by one Loader (false for rules of the package's Load).
-func (r *Rule) SameSource(o *Rule) bool { return r.src != nil && r.src == o.src }
+// the same file by one Loader, and so were the backend service they name
+// and the groups it gives them (false for rules of the package's Load).
+func (r *Rule) SameSource(o *Rule) bool {
+	return r.src != nil && r.src == o.src && r.svc == o.svc && (r.Service == "" || r.svc != nil) &&
+		len(r.Groups) == len(o.Groups) && (len(r.Groups) == 0 || &r.Groups[0] == &o.Groups[0])
+}
 
 // load reads the configuration; a cache (Loader) reuses clean rule files,
 // an overlay (LoadWithRules) replaces rule files by name.
@@ -81,8 +86,12 @@ func load(path string, cache *Loader, overlay map[string][]byte) (*Config, []War
 		cfg.RulesDir = dir
 	}
 	cfg.RulesDir = resolve(cfg.Dir, cfg.RulesDir)
+	cfg.ServicesDir = resolve(cfg.Dir, cfg.ServicesDir)
 	l := &loader{cfg: &cfg, main: mainFile, is: is, mainBroken: root == nil, cache: cache, overlay: overlay}
 	l.readRules()
+	l.readServices()
+	l.defaultProbePaths()
+	l.resolveServices()
 	l.crossCheck()
 	l.checkBGP()
 	l.checkFleet()
@@ -164,7 +173,7 @@ func readMain(t *table, cfg *Config) {
 	for _, k := range []struct {
 		key string
 		dst *string
-	}{{"rules_dir", &cfg.RulesDir}, {"state_file", &cfg.StateFile}, {"control_socket", &cfg.ControlSocket}} {
+	}{{"rules_dir", &cfg.RulesDir}, {"services_dir", &cfg.ServicesDir}, {"state_file", &cfg.StateFile}, {"control_socket", &cfg.ControlSocket}} {
 		var s string
 		if t.str(k.key, &s) {
 			if s == "" {
@@ -320,6 +329,9 @@ type ruleSrc struct {
 	backendKeys map[netip.Addr]string
 	// probePathSet: the rule's [health_check] names its path.
 	probePathSet bool
+	// rangesSet: the rule writes source_ranges (then its list wins over
+	// its service's, service.go).
+	rangesSet bool
 }
 
 type loader struct {
@@ -330,8 +342,11 @@ type loader struct {
 	// mainBroken: xlb.toml did not parse (its syntax error is reported);
 	// what depends on its keys is not reported again.
 	mainBroken bool
-	cache      *Loader                // nil for Load
-	parsed     map[string]*parsedRule // this load's clean rule files, for the cache
+	cache      *Loader   // nil for Load
+	services   []*svcSrc // the service files, by file name
+	// servicesAbsent: services_dir does not exist (no services).
+	servicesAbsent bool
+	parsed         map[string]*parsedRule // this load's clean rule files, for the cache
 	// overlay replaces rule files by name (LoadWithRules).
 	overlay map[string][]byte
 }
@@ -397,7 +412,6 @@ func (l *loader) readRules() {
 	if l.cache != nil {
 		l.cache.parsed = l.parsed // files gone from the directory are forgotten
 	}
-	l.defaultProbePaths()
 	if len(files) == 0 && !l.mainBroken {
 		l.is.warnf(l.main.name, l.main.lines.line("rules_dir"), "rules_dir", "%s holds no *.toml rule files: nothing will be forwarded", l.cfg.RulesDir)
 	}

@@ -30,6 +30,7 @@ func withoutSources(c *Config) Config {
 	out.Rules = append([]Rule(nil), c.Rules...)
 	for i := range out.Rules {
 		out.Rules[i].src = nil
+		out.Rules[i].svc = nil
 	}
 	return out
 }

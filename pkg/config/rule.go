@@ -74,7 +74,45 @@ func readRule(t *table, stem string) *ruleSrc {
 
 	protoOK := enum(t, "protocol", protocolNames, &r.Protocol) || !t.has("protocol")
 	rs.portsOK = readPorts(t, r) && protoOK
+	rs.rangesSet = t.has("source_ranges")
 
+	if t.str("backend_service", &r.Service) && !validName(r.Service) {
+		t.errorf("backend_service", "%q is not a valid backend service name (letters, digits, '-', '_', '.'; at most 63; starts with a letter or digit)", r.Service)
+	}
+	if t.has("backend_service") {
+		// The backend service's file holds its keys (service.go).
+		if r.Service == "" {
+			r.Service = "-" // written with the wrong type: never resolved
+		}
+		refuseServiceKeys(t, r.Service)
+		readSourceRanges(t, r.VIP, &r.SourceRanges)
+		t.done()
+		return rs
+	}
+
+	s := &svcSrc{svc: DefaultService(), f: t.f, inline: true}
+	s.svc.Name = r.Name
+	readServiceKeys(t, s)
+	rs.probePathSet = s.probePathSet
+	r.useService(&s.svc, s.svc.Groups)
+	readSourceRanges(t, r.VIP, &r.SourceRanges)
+	t.done()
+	if s.groupsOK {
+		checkFamilies(rs, s, r.Groups, nil)
+	}
+	if rs.portsOK {
+		checkFragments(rs, s)
+	}
+	return rs
+}
+
+// readServiceKeys reads the keys of a backend service from t: those of a
+// service file, or of a rule file with its own backends. It checks what
+// lies within the service (weights and checks, groups, zones); what needs
+// a rule's VIP and protocol is checked per rule (checkFamilies,
+// checkFragments).
+func readServiceKeys(t *table, s *svcSrc) {
+	r := &s.svc
 	enum(t, "session_affinity", affinityNames, &r.SessionAffinity)
 	enum(t, "locality_lb_policy", lbPolicyNames, &r.LocalityLBPolicy)
 	t.duration("connection_draining_timeout", 0, MaxDrainingTimeout, &r.ConnectionDrainingTimeout)
@@ -101,7 +139,7 @@ func readRule(t *table, stem string) *ruleSrc {
 	fo.done()
 
 	hct := t.sub("health_check")
-	rs.probePathSet = hct.has("path")
+	s.probePathSet = hct.has("path")
 	hcOK := readHealthCheck(hct, &r.HealthCheck)
 
 	en := t.sub("encap")
@@ -109,24 +147,17 @@ func readRule(t *table, stem string) *ruleSrc {
 	en.port("gue_port", &r.Encap.GUEPort)
 	en.done()
 
-	readSourceRanges(t, r.VIP, &r.SourceRanges)
 	readZonal(t.sub("zonal_affinity"), &r.ZonalAffinity)
-	groupsOK := readGroups(t, rs)
-	t.done()
+	s.groupsOK = readGroups(t, s)
 
-	// Checks between keys of one rule.
+	// Checks between keys of one service.
 	if r.LocalityLBPolicy == WeightedMaglev && hcOK && !r.HealthCheck.Type.HTTPFamily() {
 		t.errorf("locality_lb_policy", "WEIGHTED_MAGLEV needs an HTTP, HTTPS or HTTP2 health check (weights come from its X-Load-Balancing-Endpoint-Weight header); health_check.type is %s", r.HealthCheck.Type)
 	}
-	if groupsOK {
-		checkGroups(t, rs, fo.present && len(fo.m) > 0)
-		checkFamilies(t, rs)
+	if s.groupsOK {
+		checkGroups(t, s, fo.present && len(fo.m) > 0)
 		checkZones(t, r)
 	}
-	if rs.portsOK {
-		checkFragments(t, r)
-	}
-	return rs
 }
 
 // whyNoHealthThreshold is the answer to Cloud Service Mesh's
@@ -458,20 +489,27 @@ func readZonal(t *table, z *ZonalAffinity) bool {
 }
 
 // checkFragments warns when a UDP or L3_DEFAULT rule may split a datagram's
-// fragments over backends (docs/design.md#fragments).
-func checkFragments(t *table, r *Rule) {
-	if r.Protocol == ProtocolTCP || r.FragmentTracking {
+// fragments over backends (docs/design.md#fragments): about its ports in
+// the rule's file, about the affinity and tracking mode in its service's
+// (the same file for a rule with its own backends).
+func checkFragments(rs *ruleSrc, s *svcSrc) {
+	r := &rs.rule
+	if r.Protocol == ProtocolTCP || s.svc.FragmentTracking {
 		return
 	}
 	const fix = "not fragment-safe: use ports = \"ALL\", session_affinity CLIENT_IP or CLIENT_IP_PROTO and tracking_mode PER_SESSION, or set fragment_tracking = true"
+	who := ""
+	if !s.inline {
+		who = fmt.Sprintf(" %q (%s)", r.Name, r.File)
+	}
 	if !r.Ports.All {
-		t.warnf("ports", "%s rule %s (non-first fragments carry no ports and match only an all-ports rule)", r.Protocol, fix)
+		rs.f.warnf("ports", "%s rule %s (non-first fragments carry no ports and match only an all-ports rule)", r.Protocol, fix)
 	}
-	if a := r.SessionAffinity; a != AffinityClientIP && a != AffinityClientIPProto {
-		t.warnf("session_affinity", "%s rule %s (%s hashes every fragment by 3-tuple but an unfragmented datagram by 5-tuple: one flow's large and small datagrams may reach different backends)", r.Protocol, fix, a)
+	if a := s.svc.SessionAffinity; a != AffinityClientIP && a != AffinityClientIPProto {
+		s.f.warnf("session_affinity", "%s rule%s %s (%s hashes every fragment by 3-tuple but an unfragmented datagram by 5-tuple: one flow's large and small datagrams may reach different backends)", r.Protocol, who, fix, a)
 	}
-	if r.ConnectionTracking.TrackingMode != PerSession {
-		t.f.warnf(joinKey(t.key("connection_tracking"), "tracking_mode"), "%s rule %s (PER_CONNECTION tracks unfragmented datagrams by 5-tuple)", r.Protocol, fix)
+	if s.svc.ConnectionTracking.TrackingMode != PerSession {
+		s.f.warnf(joinKey("connection_tracking", "tracking_mode"), "%s rule%s %s (PER_CONNECTION tracks unfragmented datagrams by 5-tuple)", r.Protocol, who, fix)
 	}
 }
 
@@ -479,8 +517,13 @@ func checkFragments(t *table, r *Rule) {
 // appliance's health_check_path (docs/design.md#data-path-probes).
 func (l *loader) defaultProbePaths() {
 	for _, rs := range l.rules {
-		if !rs.probePathSet {
+		if !rs.probePathSet && rs.rule.Service == "" {
 			rs.rule.HealthCheck.Path = l.cfg.HealthCheckPath
+		}
+	}
+	for _, s := range l.services {
+		if !s.probePathSet {
+			s.svc.HealthCheck.Path = l.cfg.HealthCheckPath
 		}
 	}
 }

@@ -20,8 +20,11 @@ type Config struct {
 	HashSeedSet     bool // false: the public default seed is in use (Load warns)
 	MaglevTableSize int
 	RulesDir        string // resolved against Dir
-	StateFile       string // resolved against Dir
-	ControlSocket   string // resolved against Dir
+	// ServicesDir holds the backend service files (service.go), resolved
+	// against Dir; the default one may be absent (no services).
+	ServicesDir   string
+	StateFile     string // resolved against Dir
+	ControlSocket string // resolved against Dir
 	// ControlSocketGroup may read through the control socket ("" = root
 	// only); a name or a numeric id.
 	ControlSocketGroup string
@@ -48,6 +51,10 @@ type Config struct {
 	HealthCheckPathSet bool
 
 	Rules []Rule // sorted by file name
+	// Services are the backend service files of ServicesDir, sorted by
+	// name (service.go); a rule with inline backends is its own service
+	// and is not listed here.
+	Services []Service
 }
 
 // Queues is the queues key: "all", a count (queues 0..Count-1) or a list.
@@ -76,6 +83,11 @@ type Rule struct {
 	VIP      netip.Addr
 	Protocol Protocol
 	Ports    Ports
+	// Service is the backend service the rule names (backend_service = "web"),
+	// whose keys below are copied from its file (service.go); "" for a
+	// rule that carries its own backends and is its own service, named
+	// after it (ServiceName).
+	Service string
 
 	SessionAffinity           Affinity
 	LocalityLBPolicy          LBPolicy
@@ -96,8 +108,10 @@ type Rule struct {
 
 	// src is the parse this rule came from, when a Loader made it
 	// (SameSource); rules of one parse share their slices, so a Rule is
-	// read-only once loaded.
+	// read-only once loaded. svc is the parse of the service it names,
+	// when a Loader made it.
 	src *parsedRule
+	svc *parsedService
 }
 
 // Ports is a rule's port set: All, or a list of inclusive ranges.
@@ -226,6 +240,7 @@ const (
 	MaxGroupsPerRole = 50
 
 	DefaultRulesDir      = "rules.d"
+	DefaultServicesDir   = "services.d"
 	DefaultStateFile     = "/var/lib/xlb/state.toml"
 	DefaultControlSocket = "/run/xlb/xlb.sock"
 	DefaultMetricsListen = "127.0.0.1:9641"
@@ -241,6 +256,7 @@ func Default() Config {
 		HashSeed:        DefaultHashSeed,
 		MaglevTableSize: DefaultMaglevTableSize,
 		RulesDir:        DefaultRulesDir,
+		ServicesDir:     DefaultServicesDir,
 		StateFile:       DefaultStateFile,
 		ControlSocket:   DefaultControlSocket,
 		MetricsListen:   DefaultMetricsListen,
@@ -249,32 +265,14 @@ func Default() Config {
 	}
 }
 
-// DefaultRule returns the values of every optional rule key. Name, VIP,
-// ports, the health check type and the groups have no default.
+// DefaultRule returns the values of every optional rule key: its
+// service's defaults (DefaultService) and protocol TCP. Name, VIP, ports,
+// the health check type and the groups have no default.
 func DefaultRule() Rule {
-	return Rule{
-		Protocol:         ProtocolTCP,
-		SessionAffinity:  AffinityNone,
-		LocalityLBPolicy: Maglev,
-		ConnectionTracking: ConnectionTracking{
-			TrackingMode:           PerConnection,
-			PersistenceOnUnhealthy: PersistDefaultForProtocol,
-			IdleTimeout:            DefaultIdleTimeout,
-		},
-		Failover: Failover{
-			ConnectionDrainOnFailover: true,
-			FailoverDrainTimeout:      DefaultFailoverDrainTimeout,
-		},
-		HealthCheck: HealthCheck{
-			RequestPath:        DefaultRequestPath,
-			Interval:           DefaultInterval,
-			Timeout:            DefaultTimeout,
-			HealthyThreshold:   DefaultThreshold,
-			UnhealthyThreshold: DefaultThreshold,
-		},
-		Encap:         Encap{Type: EncapIPIP, GUEPort: DefaultGUEPort},
-		ZonalAffinity: ZonalAffinity{Mode: ZonalDisabled},
-	}
+	r := Rule{Protocol: ProtocolTCP}
+	s := DefaultService()
+	r.useService(&s, nil)
+	return r
 }
 
 // DefaultGroup returns the values of a [[group]]'s optional keys.

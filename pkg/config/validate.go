@@ -47,6 +47,8 @@ func (l *loader) crossCheck() {
 	}
 	if sf := filepath.Clean(l.cfg.StateFile); filepath.Dir(sf) == filepath.Clean(l.cfg.RulesDir) && strings.HasSuffix(sf, ".toml") {
 		l.main.errorf("state_file", "%s is inside rules_dir and would be read as a rule file", l.cfg.StateFile)
+	} else if filepath.Dir(sf) == filepath.Clean(l.cfg.ServicesDir) && strings.HasSuffix(sf, ".toml") {
+		l.main.errorf("state_file", "%s is inside services_dir and would be read as a backend service file", l.cfg.StateFile)
 	} else if sf == filepath.Clean(l.cfg.Path) {
 		l.main.errorf("state_file", "%s is the configuration file itself; xlb writes the state file", l.cfg.StateFile)
 	}
