@@ -202,24 +202,10 @@ func TestWireUnmatchedVIPTraffic(t *testing.T) {
 		if out, err := exec.Command("ip", "-n", l.XLB.Name, "addr", "add", netip.PrefixFrom(vip, vip.BitLen()).String(), "dev", "lo").CombinedOutput(); err != nil {
 			t.Fatalf("ip addr add %s in %s: %v: %s", vip, l.XLB.Name, err, out)
 		}
-		var ln net.Listener
-		if err := l.XLB.Do(func() (err error) {
-			ln, err = net.Listen("tcp", netip.AddrPortFrom(vip, hosted).String())
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				fmt.Fprintln(c, "appliance")
-				c.Close()
-			}
-		}()
+		serveIn(t, l.XLB, netip.AddrPortFrom(vip, hosted), func(c net.Conn) {
+			fmt.Fprintln(c, "appliance")
+			c.Close()
+		})
 	}
 	dir := t.TempDir()
 	cfg, err := l.WriteConfig(dir, []lab.Rule{rule(l, "web4", ""), rule(l, "web6", "")})

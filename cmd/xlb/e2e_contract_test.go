@@ -23,6 +23,7 @@ import (
 
 	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/lab"
+	"github.com/xlbnet/xlb/pkg/netns"
 	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
@@ -135,24 +136,31 @@ func openKeeps(t *testing.T, l *lab.Lab, srcs []netip.Addr) ([]*keepConn, map[*k
 func listenOnVIP(t *testing.T, l *lab.Lab, vip netip.Addr, port uint16, serve func(backend int, c net.Conn)) {
 	t.Helper()
 	for _, b := range l.Backends {
-		var ln net.Listener
-		if err := b.NS.Do(func() (err error) {
-			ln, err = net.Listen("tcp", netip.AddrPortFrom(vip, port).String())
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go serve(b.Index, c)
-			}
-		}()
+		serveIn(t, b.NS, netip.AddrPortFrom(vip, port), func(c net.Conn) { serve(b.Index, c) })
 	}
+}
+
+// serveIn listens on TCP addr inside ns and serves each connection with
+// serve on its own goroutine, until the test ends.
+func serveIn(t *testing.T, ns *netns.NS, addr netip.AddrPort, serve func(c net.Conn)) {
+	t.Helper()
+	var ln net.Listener
+	if err := ns.Do(func() (err error) {
+		ln, err = net.Listen("tcp", addr.String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serve(c)
+		}
+	}()
 }
 
 // connOn opens keep-alive connections of family from successive client

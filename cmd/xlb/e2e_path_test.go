@@ -235,21 +235,10 @@ func TestEndToEndNonVIPTraffic(t *testing.T) {
 	l := labWith(t, lab.Options{Backends: 1})
 	xlbIn(t, l, l.DefaultRules("IPIP"))
 	mgmt := netip.AddrPortFrom(l.XLBAddr4, 2222)
-	var ln net.Listener
-	if err := l.XLB.Do(func() (err error) { ln, err = net.Listen("tcp", mgmt.String()); return err }); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			io.WriteString(c, "xlb management\n")
-			c.Close()
-		}
-	}()
+	serveIn(t, l.XLB, mgmt, func(c net.Conn) {
+		io.WriteString(c, "xlb management\n")
+		c.Close()
+	})
 	if err := l.Router.Run("ip", "neigh", "flush", "all"); err != nil {
 		t.Fatal(err)
 	}
