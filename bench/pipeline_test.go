@@ -34,12 +34,14 @@ const (
 // UDP to the VIP, port 80, numBackends backends, encapsulation kind) and a
 // generator of client frames.
 type pipeline struct {
-	ct   *conntrack.Table
-	fake *ring.Fake
-	wk   *dataplane.Worker
-	gen  *pktgen.Generator
-	snap atomic.Pointer[dataplane.Snapshot]
-	pkt  []byte
+	ct    *conntrack.Table
+	sess  *conntrack.Shared
+	frags *conntrack.Shared
+	fake  *ring.Fake
+	wk    *dataplane.Worker
+	gen   *pktgen.Generator
+	snap  atomic.Pointer[dataplane.Snapshot]
+	pkt   []byte
 }
 
 func newPipeline(tb testing.TB, kind encap.Kind, p pktgen.Packet) *pipeline {
@@ -96,7 +98,7 @@ func newPipelineSized(tb testing.TB, kind encap.Kind, p pktgen.Packet, ctSize in
 	if err != nil {
 		tb.Fatal(err)
 	}
-	pl := &pipeline{ct: ct, fake: fake, gen: gen, pkt: append([]byte(nil), gen.Template()...)}
+	pl := &pipeline{ct: ct, sess: sess, frags: frags, fake: fake, gen: gen, pkt: append([]byte(nil), gen.Template()...)}
 	pl.snap.Store(snap)
 	pl.wk = dataplane.NewWorker(fake.Rings(), &pl.snap, dataplane.FlowTables{Conntrack: ct, Sessions: sess, Fragments: frags}, &conntrack.FakeClock{}, nil)
 	pl.wk.Step() // fill the fill ring

@@ -166,8 +166,11 @@ func (tn *testNode) held(k hash.Key) (string, conntrack.Value, conntrack.Ticks) 
 	return tn.snap.Rules[tn.webSlot()].Backends[v.Backend].Name, v, left
 }
 
-func (tn *testNode) status() Status {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func (tn *testNode) status() Status { return tn.statusWithin(5 * time.Second) }
+
+// statusWithin is status, waiting up to d for the node's loop.
+func (tn *testNode) statusWithin(d time.Duration) Status {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	st, err := tn.n.Status(ctx)
 	if err != nil {

@@ -101,9 +101,10 @@ func (n *Node) handle(d []byte, now time.Time) {
 			return
 		}
 		p.verified, p.epoch, p.win, p.challenge = true, h.Epoch, window{}, 0
-		// What it sent before we believed it was dropped: ask for all of it.
-		p.synced, p.syncReq, p.syncGot, p.syncAt = false, nonce(), 0, now
 		n.log.Info("fleet peer epoch verified", "peer", p.addr)
+		// What it sent before we believed it was dropped: ask for all of it,
+		// now (a HELLO without a challenge: the peer serves it).
+		defer n.resync(p, now)
 	}
 	if !p.win.accept(h.Seq) {
 		n.drop(p, ReasonReplay)
@@ -236,7 +237,7 @@ func (n *Node) expireHeld() {
 
 // resync asks p for all its exceptions again, with a new request id.
 func (n *Node) resync(p *peer, now time.Time) {
-	p.syncReq, p.syncGot, p.syncAt = nonce(), 0, now
+	p.synced, p.syncReq, p.syncGot, p.syncAt = false, nonce(), 0, now
 	n.hello(p)
 }
 

@@ -121,6 +121,13 @@
 // stops BIRD; Down also stops a BIRD (or zebra, bgpd) left in a namespace
 // it deletes.
 //
+// With Options.Fleet, WriteConfigOn adds [fleet] to each appliance's
+// configuration (FleetConfig): its fabric address, every appliance of the
+// lab as a peer, the lab's key file (FleetKey, no secret), a join timeout
+// of 3 s (tests start appliances one by one: a peer not started yet holds
+// a join that long) and a refresh of 5 s. The appliances reach each other
+// over the bridge; the XDP program passes their datagrams to the kernel.
+//
 // Options.Router = RouterFRR (`xlb lab … --router frr`) runs FRR instead
 // (frr.go; Debian frr, ErrNoFRR when missing): zebra, then bgpd with
 // FRRConfig, the configuration deploy/fleet.md shows (a test renders the
