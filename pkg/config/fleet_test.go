@@ -178,3 +178,31 @@ func TestFleetExample(t *testing.T) {
 		t.Errorf("example read as %+v", cfg.Fleet)
 	}
 }
+
+// TestFleetGuideSnippet: the [fleet] table deploy/fleet.md shows reads as
+// written (its key file pointed at a test key).
+func TestFleetGuideSnippet(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/fleet.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	i := strings.Index(text, "## One connection table")
+	if i < 0 {
+		t.Fatal("deploy/fleet.md has no section on [fleet]")
+	}
+	start := strings.Index(text[i:], "```toml\n")
+	if start < 0 {
+		t.Fatal("its section has no ```toml block")
+	}
+	block := text[i+start+len("```toml\n"):]
+	block = block[:strings.Index(block, "```")]
+	block = strings.Replace(block, `"/etc/xlb/fleet.key"`, `"fleet.key"`, 1)
+	cfg, errs, ws := loadFleet(t, mainOK+block, fleetKey)
+	if errs != nil || len(ws) != 0 {
+		t.Fatalf("deploy/fleet.md's [fleet]:\n%s\nerrors %v, warnings %v", block, errs, ws)
+	}
+	if f := cfg.Fleet; f == nil || len(f.Others()) != 2 || f.Address != netip.MustParseAddr("192.0.2.11") {
+		t.Errorf("read as %+v", cfg.Fleet)
+	}
+}
