@@ -194,25 +194,10 @@ func TestBGPExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := string(b)
-	start := strings.Index(text, "# [bgp]")
-	if start < 0 {
-		t.Fatal("deploy/examples/xlb.toml has no commented [bgp] block")
-	}
-	var block []string
-	for _, l := range strings.Split(text[start:], "\n") {
-		if !strings.HasPrefix(l, "#") {
-			break
-		}
-		l = strings.TrimPrefix(strings.TrimPrefix(l, "#"), " ")
-		if k, _, ok := strings.Cut(l, " ="); ok && !strings.Contains(k, " ") || strings.HasPrefix(l, "[") {
-			block = append(block, l)
-		}
-	}
-	main := text[:start] + strings.Join(block, "\n") + "\n"
+	main := uncommentBlock(t, string(b), "[bgp]", nil)
 	cfg, errs, ws := loadFiles(t, map[string]string{"rules.d/web.toml": webRule, "xlb.toml": main})
 	if errs != nil || len(ws) != 0 {
-		t.Fatalf("the uncommented example:\n%s\nerrors %v, warnings %v", main[start:], errs, ws)
+		t.Fatalf("the uncommented example:\n%s\nerrors %v, warnings %v", main, errs, ws)
 	}
 	if cfg.BGP == nil || len(cfg.BGP.Peers) == 0 || len(cfg.BGP.Communities) == 0 {
 		t.Errorf("example read as %+v", cfg.BGP)
@@ -232,4 +217,30 @@ func TestBGPDesignExample(t *testing.T) {
 	if !reflect.DeepEqual(cfg.BGP, want) {
 		t.Errorf("BGP = %+v, want %+v", cfg.BGP, want)
 	}
+}
+
+// uncommentBlock returns text (deploy/examples/xlb.toml) up to its
+// commented "# <section>" block, followed by that block's key and table
+// lines uncommented (the explanation lines dropped); rewrite, when set,
+// may change a key's line.
+func uncommentBlock(t *testing.T, text, section string, rewrite func(key, line string) string) string {
+	t.Helper()
+	start := strings.Index(text, "# "+section)
+	if start < 0 {
+		t.Fatalf("deploy/examples/xlb.toml has no commented %s block", section)
+	}
+	var block []string
+	for _, l := range strings.Split(text[start:], "\n") {
+		if !strings.HasPrefix(l, "#") {
+			break
+		}
+		l = strings.TrimPrefix(strings.TrimPrefix(l, "#"), " ")
+		if k, _, ok := strings.Cut(l, " ="); ok && !strings.Contains(k, " ") || strings.HasPrefix(l, "[") {
+			if rewrite != nil {
+				l = rewrite(k, l)
+			}
+			block = append(block, l)
+		}
+	}
+	return text[:start] + strings.Join(block, "\n") + "\n"
 }

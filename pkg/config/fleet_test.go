@@ -152,27 +152,15 @@ func TestFleetExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := string(b)
-	start := strings.Index(text, "# [fleet]")
-	if start < 0 {
-		t.Fatal("deploy/examples/xlb.toml has no commented [fleet] block")
-	}
-	var block []string
-	for _, l := range strings.Split(text[start:], "\n") {
-		if !strings.HasPrefix(l, "#") {
-			break
+	main := uncommentBlock(t, string(b), "[fleet]", func(key, line string) string { // bgp_test.go
+		if key == "key_file" {
+			return `key_file = "fleet.key"`
 		}
-		l = strings.TrimPrefix(strings.TrimPrefix(l, "#"), " ")
-		if k, _, ok := strings.Cut(l, " ="); ok && !strings.Contains(k, " ") || strings.HasPrefix(l, "[") {
-			if k == "key_file" {
-				l = `key_file = "fleet.key"`
-			}
-			block = append(block, l)
-		}
-	}
-	cfg, errs, ws := loadFleet(t, text[:start]+strings.Join(block, "\n")+"\n", fleetKey)
+		return line
+	})
+	cfg, errs, ws := loadFleet(t, main, fleetKey)
 	if errs != nil || len(ws) != 0 {
-		t.Fatalf("the uncommented example:\n%s\nerrors %v, warnings %v", strings.Join(block, "\n"), errs, ws)
+		t.Fatalf("the uncommented example:\n%s\nerrors %v, warnings %v", main, errs, ws)
 	}
 	if cfg.Fleet == nil || len(cfg.Fleet.Others()) == 0 || cfg.Fleet.KeyFile == "" {
 		t.Errorf("example read as %+v", cfg.Fleet)

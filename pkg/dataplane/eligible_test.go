@@ -536,9 +536,10 @@ func TestReplacementEntriesSurviveRecovery(t *testing.T) {
 	}
 }
 
-// Zonal affinity: clients of a zone go to their zone's backends while it
-// has enough usable ones, and spill over to the whole eligible set when not.
-func TestZonalAffinity(t *testing.T) {
+// zonalWorld is a TCP rule with zonal affinity (SPILL_CROSS_ZONE, ratio
+// 0.5): clients 198.18.0.0/24 in zone a (backends 192.0.2.1-2, group
+// ga), 198.18.1.0/24 in zone b (192.0.2.3-4, group gb), all healthy.
+func zonalWorld(t *testing.T) *fworld {
 	p := failover.DefaultPolicy()
 	p.Zonal = failover.ZonalAffinity{Mode: failover.ZonalSpillCrossZone, SpilloverRatio: 0.5, Clients: []failover.ClientZone{
 		{Prefix: netip.MustParsePrefix("198.18.0.0/24"), Zone: "a"},
@@ -546,8 +547,13 @@ func TestZonalAffinity(t *testing.T) {
 	}}
 	groups := []failover.Group{{Name: "ga", Zone: "a", CapacityScaler: 1}, {Name: "gb", Zone: "b", CapacityScaler: 1}}
 	bs := []fb{{name: "192.0.2.1", group: "ga", health: h}, {name: "192.0.2.2", group: "ga", health: h}, {name: "192.0.2.3", group: "gb", health: h}, {name: "192.0.2.4", group: "gb", health: h}}
-	cfg := RuleConfig{Match: RuleMatch{Protocol: RuleTCP}, ZoneClients: p.Zonal.Clients}
-	w := newFWorld(t, cfg, p, groups, bs)
+	return newFWorld(t, RuleConfig{Match: RuleMatch{Protocol: RuleTCP}, ZoneClients: p.Zonal.Clients}, p, groups, bs)
+}
+
+// Zonal affinity: clients of a zone go to their zone's backends while it
+// has enough usable ones, and spill over to the whole eligible set when not.
+func TestZonalAffinity(t *testing.T) {
+	w := zonalWorld(t)
 	zoneA := map[string]int{}
 	zoneB := map[string]int{}
 	for i, c := range clients(512) {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/xlbnet/xlb/conntrack"
-	"github.com/xlbnet/xlb/failover"
 	"github.com/xlbnet/xlb/hash"
 	"github.com/xlbnet/xlb/pkg/encap"
 	"github.com/xlbnet/xlb/pkg/packet"
@@ -336,14 +335,7 @@ func TestDecideWithPeersAllocatesNothing(t *testing.T) {
 // TestPickIsDecideZonal: under zonal affinity Pick uses the client's zone
 // view, as Decide does, and the default view for clients of no zone.
 func TestPickIsDecideZonal(t *testing.T) {
-	p := failover.DefaultPolicy()
-	p.Zonal = failover.ZonalAffinity{Mode: failover.ZonalSpillCrossZone, SpilloverRatio: 0.5, Clients: []failover.ClientZone{
-		{Prefix: netip.MustParsePrefix("198.18.0.0/24"), Zone: "a"},
-		{Prefix: netip.MustParsePrefix("198.18.1.0/24"), Zone: "b"},
-	}}
-	groups := []failover.Group{{Name: "ga", Zone: "a", CapacityScaler: 1}, {Name: "gb", Zone: "b", CapacityScaler: 1}}
-	bs := []fb{{name: "192.0.2.1", group: "ga", health: h}, {name: "192.0.2.2", group: "ga", health: h}, {name: "192.0.2.3", group: "gb", health: h}, {name: "192.0.2.4", group: "gb", health: h}}
-	w := newFWorld(t, RuleConfig{Match: RuleMatch{Protocol: RuleTCP}, ZoneClients: p.Zonal.Clients}, p, groups, bs)
+	w := zonalWorld(t) // eligible_test.go
 	seen := map[string]bool{}
 	for i, c := range append(clients(512), "203.0.113.77", "203.0.113.78") {
 		f := tcp(c, uint16(3000+i), syn)
