@@ -84,7 +84,11 @@ func printStatus(w io.Writer, st *control.Status, now time.Time) {
 	printAppliance(w, &st.Appliance, now) // appliance.go
 	for _, r := range st.Rules {
 		fmt.Fprintln(w)
-		fmt.Fprintf(w, "%s %s %s  rule %s  %s  affinity %s  %s  encap %s\n", r.Protocol, r.VIP, r.Ports, r.Name, r.Policy, r.Affinity, r.Tracking, r.Encap)
+		name := r.Name
+		if r.Service != "" {
+			name += " (backend service " + r.Service + ")"
+		}
+		fmt.Fprintf(w, "%s %s %s  rule %s  %s  affinity %s  %s  encap %s\n", r.Protocol, r.VIP, r.Ports, name, r.Policy, r.Affinity, r.Tracking, r.Encap)
 		fmt.Fprintf(w, "  tier %s: %d eligible — %s\n", r.Tier, r.Eligible, r.Reason)
 		if r.TableDigest != "" {
 			pending := ""
@@ -330,6 +334,9 @@ func printLookup(w io.Writer, r *control.LookupResult) {
 	rule := r.Rule
 	if rule == "" {
 		rule = "none"
+	}
+	if r.Service != "" {
+		rule += " (backend service " + r.Service + ")"
 	}
 	fmt.Fprintf(tw, "rule\t%s\n", rule)
 	fmt.Fprintf(tw, "flow\t%s\n", r.Flow)

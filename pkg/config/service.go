@@ -303,6 +303,9 @@ func (l *loader) resolveServices() {
 			}
 			continue
 		}
+		if s := byName[r.Name]; s != nil && r.Name != r.Service {
+			s.f.errorf("name", "%q is also the name of rule %q (%s), which names backend service %q: the CLI takes either name (--rule) and would not know which", s.svc.Name, r.Name, r.File, r.Service)
+		}
 		s := byName[r.Service]
 		if s == nil {
 			switch {
@@ -451,4 +454,10 @@ func didYouMean(k string, known []string) string {
 		return " (it has " + strings.Join(known, ", ") + ")"
 	}
 	return ""
+}
+
+// staleServiceOverride is the stale message of an override kept under a
+// rule that now names a backend service: overrides are the service's.
+func staleServiceOverride(r *Rule) string {
+	return fmt.Sprintf("rule %q now uses backend service %q, whose backends' overrides are the service's (xlb backend … --rule %s); override kept, not applied", r.Name, r.Service, r.Service)
 }

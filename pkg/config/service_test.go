@@ -164,15 +164,18 @@ func TestBackendServices(t *testing.T) {
 				"services.d/www.toml":  wwwService,
 				"services.d/www2.toml": lines(`name = "www"`) + wwwService,
 				"services.d/web.toml":  wwwService,
+				"services.d/www6.toml": wwwService,
 				"rules.d/www6.toml":    www6,
 				"rules.d/web.toml":     webRule,
 			},
 			errs: []string{
 				`services.d/web.toml: name: "web" is also the name of rule "web" (rules.d/web.toml), which carries its own backends and so is a backend service of that name`,
 				`services.d/www2.toml:1: name: "www" is also the name of services.d/www.toml`,
+				`services.d/www6.toml: name: "www6" is also the name of rule "www6" (rules.d/www6.toml), which names backend service "www": the CLI takes either name (--rule) and would not know which`,
 			},
 			warns: []string{
 				`services.d/web.toml: name: no rule names backend service "web" (backend_service = "web" in a file of rules.d): it serves nothing`,
+				`services.d/www6.toml: name: no rule names backend service "www6" (backend_service = "www6" in a file of rules.d): it serves nothing`,
 			},
 		},
 		{
@@ -309,5 +312,80 @@ func TestLoaderServices(t *testing.T) {
 	}
 	if got := withoutSources(third); !reflect.DeepEqual(got, *plain) {
 		t.Errorf("Loader's config differs from Load's:\n got %+v\nwant %+v", got, *plain)
+	}
+}
+
+// The CLI's overrides are the backend service's: a drain, mark or weight
+// given through any rule of a service, or the service's name, applies to
+// every rule of the service, and is kept under the service's name.
+func TestServiceOverrides(t *testing.T) {
+	cfg, errs, _ := loadFiles(t, map[string]string{
+		"services.d/www.toml": lines(`locality_lb_policy = "WEIGHTED_MAGLEV"`) + wwwService +
+			lines(`[[group]]`, `name = "b"`, `role = "failover"`, `backends = ["2001:db8:2::10"]`),
+		"rules.d/www4.toml": serviceRule("www4", "203.0.113.31", "TCP", "www"),
+		"rules.d/www6.toml": serviceRule("www6", "2001:db8::31", "UDP", "www"),
+		"rules.d/web.toml":  webRule,
+	})
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	b := netip.MustParseAddr("2001:db8:1::11")
+	st := &State{}
+	if err := st.Drain(cfg, "www4", b, time.Unix(100, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetWeight(cfg, "www", b, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Mark(cfg, "www6", netip.MustParseAddr("2001:db8:2::10"), RolePrimary); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Overrides) != 2 || st.Overrides[0].Rule != "www" || st.Overrides[1].Rule != "www" {
+		t.Fatalf("overrides %+v, want two kept under the service www", st.Overrides)
+	}
+	v := Apply(cfg, st)
+	if len(v.Stale) != 0 {
+		t.Fatalf("stale: %v", v.Stale)
+	}
+	for _, rv := range v.Rules {
+		if rv.Rule.Service != "www" {
+			continue
+		}
+		for _, bv := range rv.Backends {
+			switch bv.Addr.String() {
+			case "2001:db8:1::11":
+				if !bv.Drained || bv.DrainedSource != SourceCLI || !bv.HasWeight || bv.Weight != 7 {
+					t.Errorf("rule %s: %s not drained with weight 7: %+v", rv.Rule.Name, bv.Addr, bv)
+				}
+			case "2001:db8:2::10":
+				if bv.Role != RolePrimary || bv.RoleSource != SourceCLI {
+					t.Errorf("rule %s: %s not marked primary: %+v", rv.Rule.Name, bv.Addr, bv)
+				}
+			default:
+				if bv.Drained || bv.RoleSource != SourceConfig {
+					t.Errorf("rule %s: %s changed: %+v", rv.Rule.Name, bv.Addr, bv)
+				}
+			}
+		}
+	}
+	// Undrain through the other rule ends the service's drain.
+	if ok, err := st.Undrain(cfg, "www6", b); !ok || err != nil {
+		t.Fatalf("undrain through www6: %v %v", ok, err)
+	}
+	if o := st.find("www", b); o == nil || o.Drained {
+		t.Errorf("after the undrain: %+v", o)
+	}
+	// Refusals name the service.
+	if err := st.Drain(cfg, "www4", b10, time.Now()); err == nil || err.Error() != `drain backend: backend service "www" has no backend 10.0.1.10` {
+		t.Errorf("drain of another rule's backend: %v", err)
+	}
+	if err := st.Drain(cfg, "nope", b, time.Now()); err == nil || err.Error() != `drain backend: no rule or backend service "nope"` {
+		t.Errorf("drain of an unknown name: %v", err)
+	}
+	// An override kept under a rule's name before the rule named a
+	// service says where its overrides are now.
+	old := &State{Overrides: []Override{{Rule: "www4", Backend: b, Drained: true}}, index: []int{-1}}
+	if v := Apply(cfg, old); len(v.Stale) != 1 || !strings.Contains(v.Stale[0].Message, `rule "www4" now uses backend service "www"`) {
+		t.Errorf("stale override under the rule's name: %v", v.Stale)
 	}
 }

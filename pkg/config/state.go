@@ -28,7 +28,9 @@ type State struct {
 	index []int    // index[i]: position in the loaded file of Overrides[i], -1 if new
 }
 
-// Override is everything the CLI changed about one backend of one rule.
+// Override is everything the CLI changed about one backend of one rule,
+// or of one backend service and so of all its rules (Rule then holds the
+// service's name: OverrideKey).
 // A field applies only when its Set flag is true; an Override with no flag
 // set does not exist (it is removed).
 type Override struct {
@@ -201,50 +203,82 @@ func (st *State) prune() {
 	st.Overrides, st.index = keep, idx
 }
 
-// target finds the backend's group in cfg, or explains why it cannot.
-func target(cfg *Config, rule string, backend netip.Addr) (*Rule, *Group, error) {
-	r := cfg.Rule(rule)
-	if r == nil {
-		return nil, nil, fmt.Errorf("no rule %q", rule)
+// OverrideKey is the name the overlay keeps name's overrides under, name
+// being a rule or a backend service: the backend service
+// (docs/design.md#backend-services; a rule with its own backends is its
+// own), so that every rule of a service follows one override.
+func OverrideKey(cfg *Config, name string) string {
+	if r := cfg.Rule(name); r != nil {
+		return r.ServiceName()
+	}
+	return name
+}
+
+// target finds the backend in the rules of name's service, or explains
+// why it cannot: the override key, the rules that have the backend and
+// its group in the first of them.
+func target(cfg *Config, name string, backend netip.Addr) (string, []*Rule, *Group, error) {
+	key := OverrideKey(cfg, name)
+	all := cfg.RulesOf(key)
+	if len(all) == 0 && len(cfg.Services) == 0 {
+		return "", nil, nil, fmt.Errorf("no rule %q", name)
+	} else if len(all) == 0 {
+		return "", nil, nil, fmt.Errorf("no rule or backend service %q", name)
 	}
 	backend = backend.Unmap()
-	for gi := range r.Groups {
-		for _, b := range r.Groups[gi].Backends {
-			if b.Addr == backend {
-				return r, &r.Groups[gi], nil
+	var rules []*Rule
+	var group *Group
+	for _, r := range all {
+		for gi := range r.Groups {
+			for _, b := range r.Groups[gi].Backends {
+				if b.Addr == backend {
+					if group == nil {
+						group = &r.Groups[gi]
+					}
+					rules = append(rules, r)
+				}
 			}
 		}
 	}
-	return nil, nil, fmt.Errorf("rule %q has no backend %s", rule, backend)
+	if group == nil {
+		if key != name || all[0].Name != name {
+			return "", nil, nil, fmt.Errorf("backend service %q has no backend %s", key, backend)
+		}
+		return "", nil, nil, fmt.Errorf("rule %q has no backend %s", name, backend)
+	}
+	return key, rules, group, nil
 }
 
 // Mark overrides the role of a backend (`xlb backend mark --rule R --role
-// failover ADDR`). Marking a backend with its group's own role removes the
-// role override. It refuses a change that would leave the rule with
-// failover backends but no primary one.
+// failover ADDR`), in every rule of R's backend service. Marking a backend
+// with its group's own role removes the role override. It refuses a
+// change that would leave a rule with failover backends but no primary
+// one.
 func (st *State) Mark(cfg *Config, rule string, backend netip.Addr, role Role) error {
-	r, g, err := target(cfg, rule, backend)
+	key, rules, g, err := target(cfg, rule, backend)
 	if err != nil {
 		return fmt.Errorf("mark backend: %w", err)
 	}
-	primaries, failovers := 0, 0
-	for _, gb := range r.Backends() {
-		eff := gb.Group.Role
-		if gb.Addr == backend.Unmap() {
-			eff = role
-		} else if o := st.find(rule, gb.Addr); o != nil && o.RoleSet {
-			eff = o.Role
+	for _, r := range rules {
+		primaries, failovers := 0, 0
+		for _, gb := range r.Backends() {
+			eff := gb.Group.Role
+			if gb.Addr == backend.Unmap() {
+				eff = role
+			} else if o := st.find(key, gb.Addr); o != nil && o.RoleSet {
+				eff = o.Role
+			}
+			if eff == RolePrimary {
+				primaries++
+			} else {
+				failovers++
+			}
 		}
-		if eff == RolePrimary {
-			primaries++
-		} else {
-			failovers++
+		if primaries == 0 && failovers > 0 {
+			return fmt.Errorf("mark backend: rule %q would have no primary backend", r.Name)
 		}
 	}
-	if primaries == 0 && failovers > 0 {
-		return fmt.Errorf("mark backend: rule %q would have no primary backend", rule)
-	}
-	o := st.edit(rule, backend)
+	o := st.edit(key, backend)
 	o.RoleSet, o.Role = role != g.Role, role
 	st.prune()
 	return nil
@@ -255,10 +289,11 @@ func (st *State) Mark(cfg *Config, rule string, backend netip.Addr, role Role) e
 // connection_draining_timeout from now. Draining a drained backend keeps
 // the first start time.
 func (st *State) Drain(cfg *Config, rule string, backend netip.Addr, now time.Time) error {
-	if _, _, err := target(cfg, rule, backend); err != nil {
+	key, _, _, err := target(cfg, rule, backend)
+	if err != nil {
 		return fmt.Errorf("drain backend: %w", err)
 	}
-	o := st.edit(rule, backend)
+	o := st.edit(key, backend)
 	if !o.Drained {
 		o.Drained, o.DrainedAt = true, now.UTC().Truncate(time.Second)
 	}
@@ -270,9 +305,9 @@ func (st *State) Drain(cfg *Config, rule string, backend netip.Addr, now time.Ti
 // neither in cfg nor in the overlay is an error (a typo must not pass for
 // "was not drained").
 func (st *State) Undrain(cfg *Config, rule string, backend netip.Addr) (bool, error) {
-	o := st.find(rule, backend)
+	o := st.find(OverrideKey(cfg, rule), backend)
 	if o == nil {
-		if _, _, err := target(cfg, rule, backend); err != nil {
+		if _, _, _, err := target(cfg, rule, backend); err != nil {
 			return false, fmt.Errorf("undrain backend: %w", err)
 		}
 	}
@@ -288,17 +323,17 @@ func (st *State) Undrain(cfg *Config, rule string, backend netip.Addr) (bool, er
 // on a WEIGHTED_MAGLEV rule; the weight header and any static weight are
 // then ignored for it.
 func (st *State) SetWeight(cfg *Config, rule string, backend netip.Addr, weight int) error {
-	r, _, err := target(cfg, rule, backend)
+	key, rules, _, err := target(cfg, rule, backend)
 	if err != nil {
 		return fmt.Errorf("set weight: %w", err)
 	}
-	if r.LocalityLBPolicy != WeightedMaglev {
+	if r := rules[0]; r.LocalityLBPolicy != WeightedMaglev {
 		return fmt.Errorf("set weight: rule %q uses %s; weights need WEIGHTED_MAGLEV", rule, r.LocalityLBPolicy)
 	}
 	if weight < 0 || weight > MaxWeight {
 		return fmt.Errorf("set weight: %d is outside [0, %d]", weight, MaxWeight)
 	}
-	o := st.edit(rule, backend)
+	o := st.edit(key, backend)
 	o.Weight, o.WeightSet = uint16(weight), true
 	return nil
 }
@@ -307,9 +342,9 @@ func (st *State) SetWeight(cfg *Config, rule string, backend netip.Addr, weight 
 // or not, and reports whether there was one; a backend that is neither in
 // cfg nor in the overlay is an error.
 func (st *State) Reset(cfg *Config, rule string, backend netip.Addr) (bool, error) {
-	o := st.find(rule, backend)
+	o := st.find(OverrideKey(cfg, rule), backend)
 	if o == nil {
-		if _, _, err := target(cfg, rule, backend); err != nil {
+		if _, _, _, err := target(cfg, rule, backend); err != nil {
 			return false, fmt.Errorf("reset backend: %w", err)
 		}
 		return false, nil

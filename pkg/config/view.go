@@ -60,7 +60,7 @@ func Apply(cfg *Config, st *State) *View {
 			}
 			for oi := range st.Overrides {
 				o := &st.Overrides[oi]
-				if o.Rule != r.Name || o.Backend != gb.Addr {
+				if o.Rule != r.ServiceName() || o.Backend != gb.Addr {
 					continue
 				}
 				used[oi] = true
@@ -89,7 +89,9 @@ func Apply(cfg *Config, st *State) *View {
 		}
 		o := &st.Overrides[oi]
 		msg := fmt.Sprintf("rule %q is not in the configuration; override kept, not applied", o.Rule)
-		if cfg.Rule(o.Rule) != nil {
+		if r := cfg.Rule(o.Rule); r != nil && r.Service != "" && r.Service != o.Rule {
+			msg = staleServiceOverride(r)
+		} else if len(cfg.RulesOf(o.Rule)) > 0 {
 			msg = fmt.Sprintf("rule %q has no backend %s; override kept, not applied", o.Rule, o.Backend)
 		}
 		v.Stale = append(v.Stale, st.issue(oi, "", msg))

@@ -111,7 +111,10 @@ type Counters struct {
 
 // Rule is one forwarding rule in Status.
 type Rule struct {
-	Name      string    `json:"name"`
+	Name string `json:"name"`
+	// Service is the backend service the rule names ("" when the rule
+	// carries its own backends).
+	Service   string    `json:"backend_service,omitempty"`
 	VIP       string    `json:"vip"`
 	Protocol  string    `json:"protocol"`
 	Ports     string    `json:"ports"`
@@ -312,6 +315,7 @@ type LookupQuery struct {
 // LookupResult explains the placement of one flow.
 type LookupResult struct {
 	Rule          string `json:"rule"`
+	Service       string `json:"backend_service,omitempty"` // the rule's backend service, if it names one
 	Flow          string `json:"flow"`
 	SelectionKey  string `json:"selection_key"`
 	SelectionHash string `json:"selection_hash"`

@@ -53,7 +53,7 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 	conns, live, rates := in.conns, in.live, in.rates
 	r := rr.cfg
 	info := control.Rule{
-		Name: r.Name, VIP: r.VIP.String(), Protocol: r.Protocol.String(), Ports: r.Ports.String(),
+		Name: r.Name, Service: r.Service, VIP: r.VIP.String(), Protocol: r.Protocol.String(), Ports: r.Ports.String(),
 		Affinity: r.SessionAffinity.String(), Tracking: r.ConnectionTracking.TrackingMode.String(),
 		Policy: r.LocalityLBPolicy.String(), Encap: r.Encap.Type.String(), Slot: int(rr.slot),
 		Backends: []control.Backend{},
@@ -117,7 +117,7 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 			detail = append(detail, "held back until every backend of the rule has its first verdict")
 		}
 		probeErr := br.probe // the error of the last verdict change
-		if st, ok := in.checks[probeKey{r.Name, b.Addr}]; ok && st.LastError != nil {
+		if st, ok := in.checks[o.d.probeKeyOf(r, b.Addr)]; ok && st.LastError != nil {
 			probeErr = st.LastError.Error() // the last probe's: a cause can change without the verdict
 		}
 		if probeErr != "" && row.Health != failover.HealthHealthy.String() {
@@ -142,7 +142,7 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 			row.BytesPerSec = rates.of(func(s *sample) uint64 { return s.backend[k].Bytes })
 			row.NewConnectionsPerSec = rates.of(func(s *sample) uint64 { return s.backend[k].Conns })
 		}
-		if st, ok := in.checks[probeKey{r.Name, b.Addr}]; ok {
+		if st, ok := in.checks[o.d.probeKeyOf(r, b.Addr)]; ok {
 			row.CheckInfo = checkInfo(st)
 		}
 		info.Backends = append(info.Backends, row)
@@ -176,30 +176,31 @@ func (o *ops) ChangeBackend(ctx context.Context, c control.BackendChange) (*cont
 	var cerr error
 	err = o.d.do(ctx, func() {
 		d := o.d
+		what := changeTarget(d.cfg, c.Rule) // services.go
 		before, _ := d.state.Marshal()
 		changed := true
 		switch c.Action {
 		case control.ActionMark:
 			role, _ := config.ParseRole(c.Role)
 			cerr = d.state.Mark(d.cfg, c.Rule, addr, role)
-			res.Message = fmt.Sprintf("%s of rule %s marked %s", addr, c.Rule, role)
+			res.Message = fmt.Sprintf("%s of %s marked %s", addr, what, role)
 		case control.ActionDrain:
 			cerr = d.state.Drain(d.cfg, c.Rule, addr, time.Now())
-			res.Message = fmt.Sprintf("%s of rule %s drained: no new connections; tracked ones are honoured for %s", addr, c.Rule, drainingOf(d.cfg, c.Rule))
+			res.Message = fmt.Sprintf("%s of %s drained: no new connections; tracked ones are honoured for %s", addr, what, drainingOf(d.cfg, c.Rule))
 		case control.ActionUndrain:
 			changed, cerr = d.state.Undrain(d.cfg, c.Rule, addr)
-			res.Message = fmt.Sprintf("%s of rule %s back in service", addr, c.Rule)
+			res.Message = fmt.Sprintf("%s of %s back in service", addr, what)
 			if !changed {
-				res.Message = fmt.Sprintf("%s of rule %s was not drained", addr, c.Rule)
+				res.Message = fmt.Sprintf("%s of %s was not drained", addr, what)
 			}
 		case control.ActionWeight:
 			cerr = d.state.SetWeight(d.cfg, c.Rule, addr, *c.Weight)
-			res.Message = fmt.Sprintf("%s of rule %s weight %d (overrides the health check's and the static weight)", addr, c.Rule, *c.Weight)
+			res.Message = fmt.Sprintf("%s of %s weight %d (overrides the health check's and the static weight)", addr, what, *c.Weight)
 		case control.ActionReset:
 			changed, cerr = d.state.Reset(d.cfg, c.Rule, addr)
-			res.Message = fmt.Sprintf("%s of rule %s: overrides removed; the rule files decide again", addr, c.Rule)
+			res.Message = fmt.Sprintf("%s of %s: overrides removed; the rule files decide again", addr, what)
 			if !changed {
-				res.Message = fmt.Sprintf("%s of rule %s had no override", addr, c.Rule)
+				res.Message = fmt.Sprintf("%s of %s had no override", addr, what)
 			}
 		}
 		if cerr != nil {
@@ -247,8 +248,8 @@ func (o *ops) ChangeBackend(ctx context.Context, c control.BackendChange) (*cont
 }
 
 func drainingOf(cfg *config.Config, rule string) time.Duration {
-	if r := cfg.Rule(rule); r != nil {
-		return r.ConnectionDrainingTimeout
+	if rs := cfg.RulesOf(config.OverrideKey(cfg, rule)); len(rs) > 0 {
+		return rs[0].ConnectionDrainingTimeout
 	}
 	return 0
 }

@@ -97,7 +97,7 @@ func (o *ops) rows(ctx context.Context, rule string) ([]ruleRows, []string, erro
 		}
 		for i := range d.view.Rules {
 			rv := &d.view.Rules[i]
-			if rule != "" && rv.Rule.Name != rule {
+			if rule != "" && !ruleOrService(rv.Rule, rule) {
 				continue
 			}
 			found = true
@@ -136,7 +136,7 @@ func (d *daemon) row(r *config.Rule, b config.BackendView, removed bool) backend
 	} else if !ok && !removed {
 		row.nhErr = "not resolved yet"
 	}
-	if p, ok := d.probes[probeKey{r.Name, b.Addr}]; ok {
+	if p, ok := d.probes[d.probeKeyOf(r, b.Addr)]; ok {
 		row.probe, row.verdict = p.lastError, p.health.String()
 	}
 	return row

@@ -72,6 +72,7 @@ type daemon struct {
 	view     *config.View
 	rules    map[string]*ruleRuntime
 	probes   map[probeKey]probe
+	probers  proberCache // services.go: which rule probes a service's backend
 	nexthops map[nhKey]nexthop
 	requests chan func()
 

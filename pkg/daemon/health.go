@@ -73,9 +73,10 @@ func (d *daemon) applyProbes() bool {
 }
 
 // healthTargets lists a prober for every backend of every rule that
-// checks health.
+// checks health, one per backend of a backend service.
 func (d *daemon) healthTargets() []health.Target {
 	var ts []health.Target
+	d.probers.set(d.cfg) // services.go: one prober per backend of a service
 	for i := range d.cfg.Rules {
 		r := &d.cfg.Rules[i]
 		if r.HealthCheck.Type == config.HealthNone {
@@ -84,6 +85,9 @@ func (d *daemon) healthTargets() []health.Target {
 		check := checkOf(r.HealthCheck)
 		dataPathHost(r, &check) // probepath.go
 		for _, gb := range r.Backends() {
+			if d.probeKeyOf(r, gb.Addr).rule != r.Name {
+				continue // another rule of its service probes it
+			}
 			ts = append(ts, health.Target{Key: health.Key{Rule: r.Name, Backend: gb.Addr}, Check: check})
 		}
 	}
@@ -122,7 +126,7 @@ const minHealthPublish = 250 * time.Millisecond
 func (d *daemon) applyHealth(r *config.Rule, addr netip.Addr, fb *failover.Backend, warm bool) {
 	if r.HealthCheck.Type == config.HealthNone {
 		fb.Health, fb.Weight, fb.WeightState = failover.HealthHealthy, 0, failover.WeightMissing
-	} else if p, ok := d.probes[probeKey{r.Name, addr}]; ok && warm {
+	} else if p, ok := d.probes[d.probeKeyOf(r, addr)]; ok && warm {
 		fb.Health, fb.Weight, fb.WeightState = p.health, p.weight, p.weightState
 	} else {
 		fb.Health, fb.WeightState = failover.HealthUnknown, failover.WeightUnavailable

@@ -226,6 +226,9 @@ func explainLookup(snap *dataplane.Snapshot, rs *ruleStatus, asked string, m *pa
 		return res
 	}
 	res.Rule, res.Tier, res.Eligible = rs.Name, rs.Tier, rs.Eligible
+	if rs.Rule != nil {
+		res.Service = rs.Rule.Service
+	}
 	defer func() {
 		if asked != "" && asked != rs.Name {
 			res.Why = fmt.Sprintf("the flow matches rule %s, not %s: %s", rs.Name, asked, res.Why)

@@ -240,7 +240,11 @@ func (d *daemon) collectRules(s metrics.Sink, st *publishedStatus) {
 				s.Add(mBEInactive, float64(inactive), r.Name, b.Name)
 			}
 			addr, _ := netip.ParseAddr(b.Name)
-			if hs, ok := in.checks[probeKey{r.Name, addr}]; ok && !hs.LastProbe.IsZero() {
+			pk := probeKey{r.Name, addr}
+			if r.Rule != nil {
+				pk = d.probeKeyOf(r.Rule, addr) // services.go
+			}
+			if hs, ok := in.checks[pk]; ok && !hs.LastProbe.IsZero() {
 				s.Add(mCheckLatency, hs.LastLatency.Seconds(), r.Name, b.Name)
 				s.Add(mCheckLast, float64(hs.LastProbe.UnixNano())/1e9, r.Name, b.Name)
 				s.Add(mHealthSince, float64(hs.Since.UnixNano())/1e9, r.Name, b.Name)

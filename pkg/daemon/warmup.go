@@ -69,7 +69,7 @@ func (d *daemon) warmCheck(rv *config.RuleView, rt *ruleRuntime, now time.Time) 
 	r := rv.Rule
 	if r.HealthCheck.Type != config.HealthNone {
 		for _, b := range rv.Backends {
-			if p, ok := d.probes[probeKey{r.Name, b.Addr}]; !ok || p.health == failover.HealthUnknown {
+			if p, ok := d.probes[d.probeKeyOf(r, b.Addr)]; !ok || p.health == failover.HealthUnknown {
 				pending = append(pending, b.Addr)
 			}
 		}

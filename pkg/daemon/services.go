@@ -1,0 +1,95 @@
+package daemon
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+
+	"github.com/xlbnet/xlb/pkg/config"
+)
+
+// Backend services at run time (docs/design.md#backend-services). Load
+// copies a service's keys into every rule that names it, so each rule is
+// forwarded, computed and built as a rule with its own backends; what the
+// rules of one service share is decided here:
+//
+//   - Health: one prober per backend of a service, not one per rule. The
+//     probe of (service, backend) belongs to one of the service's rules
+//     that has the backend, the first in file order whose VIP is of the
+//     backend's family, else the first; every rule of the service reads
+//     its verdict (probeKeyOf). A data-path probe therefore goes to that
+//     rule's VIP and port inside its encapsulation.
+//   - The CLI's overrides are kept under the service's name
+//     (config.OverrideKey), so a drain, mark or weight moves every rule.
+//   - With one health view and one overlay, the rules of a service and
+//     family compute the same eligible set and so the same Maglev table
+//     (tables are pure functions of their inputs: their table_digest is
+//     equal); each rule still holds its own copy.
+
+// proberCache maps (service, backend) to the rule whose probe speaks for
+// it, for the configuration the control goroutine last gave the checker
+// (healthTargets); status requests read it from their own goroutines.
+type proberCache struct {
+	mu sync.Mutex
+	by map[probeKey]string // key.rule is the service's name
+}
+
+// set computes the probers of cfg's services (control goroutine).
+func (c *proberCache) set(cfg *config.Config) {
+	by := map[probeKey]string{}
+	sameFamily := map[probeKey]bool{}
+	for i := range cfg.Rules {
+		r := &cfg.Rules[i]
+		if r.Service == "" {
+			continue
+		}
+		for _, gb := range r.Backends() {
+			k := probeKey{r.Service, gb.Addr}
+			same := gb.Addr.Is4() == r.VIP.Is4()
+			if _, ok := by[k]; !ok || (same && !sameFamily[k]) {
+				by[k], sameFamily[k] = r.Name, same
+			}
+		}
+	}
+	c.mu.Lock()
+	c.by = by
+	c.mu.Unlock()
+}
+
+// probeKeyOf is the key of the verdict that decides backend addr of rule
+// r: its own for a rule with its own backends, else its service's prober
+// rule's.
+func (d *daemon) probeKeyOf(r *config.Rule, addr netip.Addr) probeKey {
+	if r.Service == "" {
+		return probeKey{r.Name, addr}
+	}
+	d.probers.mu.Lock()
+	name, ok := d.probers.by[probeKey{r.Service, addr}]
+	d.probers.mu.Unlock()
+	if ok {
+		return probeKey{name, addr}
+	}
+	return probeKey{r.Name, addr}
+}
+
+// ruleOrService reports whether rule r is the one the CLI names with
+// name: the rule's own name, or its backend service's.
+func ruleOrService(r *config.Rule, name string) bool {
+	return r.Name == name || (r.Service != "" && r.Service == name)
+}
+
+// changeTarget names what a CLI change given with name applies to: the
+// rule, or the backend service and every rule of it.
+func changeTarget(cfg *config.Config, name string) string {
+	key := config.OverrideKey(cfg, name)
+	rules := cfg.RulesOf(key)
+	if len(rules) == 0 || (len(rules) == 1 && rules[0].Service == "") {
+		return "rule " + name
+	}
+	names := make([]string, len(rules))
+	for i, r := range rules {
+		names[i] = r.Name
+	}
+	return fmt.Sprintf("backend service %s (rules %s)", key, strings.Join(names, ", "))
+}

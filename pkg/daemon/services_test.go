@@ -1,0 +1,83 @@
+package daemon
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/xlbnet/xlb/failover"
+	"github.com/xlbnet/xlb/pkg/config"
+)
+
+// serviceConfig loads a configuration with backend service www (IPv6
+// backends 2001:db8:1::10 and ::11) named by an IPv4 TCP rule and an
+// IPv6 TCP and UDP rule, and a rule web with its own backends.
+func serviceConfig(t *testing.T) *config.Config {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"xlb.toml": "interface = \"eth0\"\nhash_seed = \"0x5eed1ab\"\nstate_file = \"" + filepath.Join(dir, "state.toml") + "\"\n",
+		"services.d/www.toml": "[health_check]\ntype = \"HTTP\"\nport = 8080\n" +
+			"[[group]]\nname = \"a\"\nbackends = [\"2001:db8:1::10\", \"2001:db8:1::11\"]\n",
+		"rules.d/a-www4.toml":  "vip = \"203.0.113.31\"\nports = [\"443\"]\nbackend_service = \"www\"\n",
+		"rules.d/b-www6.toml":  "vip = \"2001:db8::31\"\nports = [\"443\"]\nbackend_service = \"www\"\n",
+		"rules.d/c-www6u.toml": "vip = \"2001:db8::31\"\nprotocol = \"UDP\"\nports = [\"443\"]\nbackend_service = \"www\"\n",
+		"rules.d/web.toml":     webRule("", "[[group]]\nname = \"a\"\nbackends = [\"10.0.1.10\"]\n"),
+	}
+	for name, text := range files {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, _, err := config.Load(filepath.Join(dir, "xlb.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// The rules of a backend service share one prober per backend: the
+// checker gets one target per backend of the service (from the first rule
+// of the backend's family), and every rule of the service takes its
+// verdict.
+func TestServiceSharesProbes(t *testing.T) {
+	cfg := serviceConfig(t)
+	d := &daemon{cfg: cfg, probes: map[probeKey]probe{}, nexthops: map[nhKey]nexthop{}}
+	var got []string
+	for _, tg := range d.healthTargets() {
+		got = append(got, tg.Key.Rule+" "+tg.Key.Backend.String())
+	}
+	want := []string{"b-www6 2001:db8:1::10", "b-www6 2001:db8:1::11", "web 10.0.1.10"}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Fatalf("targets %v, want %v", got, want)
+	}
+	down, up := addr("2001:db8:1::10"), addr("2001:db8:1::11")
+	d.probes[probeKey{"b-www6", down}] = probe{health: failover.HealthUnhealthy}
+	d.probes[probeKey{"b-www6", up}] = probe{health: failover.HealthHealthy}
+	for _, a := range []netip.Addr{down, up} {
+		d.nexthops[nhKey{a, false}] = nexthop{}
+	}
+	for _, name := range []string{"a-www4", "b-www6", "c-www6u"} {
+		r := cfg.Rule(name)
+		for a, want := range map[netip.Addr]failover.Health{down: failover.HealthUnhealthy, up: failover.HealthHealthy} {
+			var fb failover.Backend
+			d.applyHealth(r, a, &fb, true)
+			if fb.Health != want {
+				t.Errorf("rule %s backend %s: %s, want %s (the service's verdict)", name, a, fb.Health, want)
+			}
+		}
+	}
+	if k := d.probeKeyOf(cfg.Rule("web"), addr("10.0.1.10")); k != (probeKey{"web", addr("10.0.1.10")}) {
+		t.Errorf("a rule with its own backends probes them itself: %v", k)
+	}
+	if s := changeTarget(cfg, "a-www4"); s != "backend service www (rules a-www4, b-www6, c-www6u)" {
+		t.Errorf("changeTarget(a-www4) = %q", s)
+	}
+	if s := changeTarget(cfg, "web"); s != "rule web" {
+		t.Errorf("changeTarget(web) = %q", s)
+	}
+}
