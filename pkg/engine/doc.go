@@ -44,8 +44,9 @@
 //
 // # Goroutines
 //
-//   - One worker per served queue, locked to its OS thread and pinned to
-//     CPU (its index mod NumCPU): RX batch → parse → decide → encap → TX
+//   - One worker per served queue, on an OS thread of its own (ended with
+//     the worker, never handed back to other goroutines) pinned to CPU
+//     (its index mod NumCPU), at Config.WorkerNice: RX batch → parse → decide → encap → TX
 //     on the queue's AF_XDP socket (dataplane.Worker.Run). A worker reads
 //     the published snapshot once per batch and never waits for anything
 //     else; requests for its conntrack table (conntrack.Control: count,

@@ -307,8 +307,11 @@ func (e *Engine) startWorkers() {
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
+			// The thread is never handed back: pinned to a CPU and perhaps
+			// at another nice value, it ends with the worker (Go ends a
+			// thread whose goroutine exits locked to it) instead of running
+			// other goroutines after a Quiesce or Close.
 			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
 			// Pin queue i to CPU i (mod the CPUs we have): the worker and
 			// its queue's interrupt handling then share a cache.
 			var set unix.CPUSet
@@ -446,18 +449,28 @@ func (e *Engine) SetCapture(s *capture.Session) {
 // Close stops the workers, detaches the program, removes its pins and
 // closes the sockets and arenas: the end of the appliance (xlb stop).
 // Closing a closed engine does nothing.
-func (e *Engine) Close() error {
+func (e *Engine) Close() error { return e.end(true) }
+
+// end stops the workers and closes this process's fds and mappings (the
+// sockets, the arenas); detach also unregisters the sockets, detaches the
+// program and removes its pins (Close), else the program stays attached
+// and pinned (Release).
+func (e *Engine) end(detach bool) error {
 	if e.closed {
 		return nil
 	}
 	e.closed = true
 	e.stopWorkers()
 	var errs []error
-	if e.prog != nil {
+	switch {
+	case e.prog == nil:
+	case detach:
 		for _, q := range e.queues {
 			_ = e.prog.Unregister(q.id)
 		}
 		errs = append(errs, e.prog.Close())
+	default:
+		errs = append(errs, e.prog.Release())
 	}
 	return errors.Join(append(errs, e.closeQueues())...)
 }

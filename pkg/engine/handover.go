@@ -142,18 +142,7 @@ func (e *Engine) Resume() {
 // else holds them (a successor, systemd's fd store). Also the clean-up of
 // an adopted engine that gave up: it never swapped its program in, so it
 // detaches nothing. Releasing a closed engine does nothing.
-func (e *Engine) Release() error {
-	if e.closed {
-		return nil
-	}
-	e.closed = true
-	e.stopWorkers()
-	var errs []error
-	if e.prog != nil {
-		errs = append(errs, e.prog.Release())
-	}
-	return errors.Join(append(errs, e.closeQueues())...)
-}
+func (e *Engine) Release() error { return e.end(false) }
 
 // Rebuild gives the queues new sockets after a successor died after the
 // cut-over: it may have moved frames, so the old rings cannot be trusted,
