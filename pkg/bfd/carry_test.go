@@ -24,19 +24,8 @@ func TestServerHandOver(t *testing.T) {
 	if err := a.Add(lo, cfg); err != nil {
 		t.Fatal(err)
 	}
-	first, _, from := r.read()
-	const routerDisc = 0x4321
-	answer := func(st State) {
-		r.send(Packet{State: st, DetectMult: 3, MyDisc: routerDisc, YourDisc: first.MyDisc, DesiredMinTx: 20000, RequiredMinRx: 20000}, 255, a.listenPort)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for st, _ := a.State(lo); st != Up; st, _ = a.State(lo) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not Up; dropped %d", a.Dropped.Load())
-		}
-		answer(Init)
-		time.Sleep(10 * time.Millisecond)
-	}
+	answer, first, from := bringUp(t, a, r, lo)
+	const routerDisc = fakeRouterDisc
 	answer(Up)
 	time.Sleep(30 * time.Millisecond)
 	cs := a.Export()

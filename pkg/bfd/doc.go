@@ -46,6 +46,20 @@
 //     for a failure. BIRD 2.0.12 does take it for one (the route to
 //     the VIP was gone for about 1.7 s at xlb restart), hence
 //     the hand-over below, which sends no AdminDown.
+//   - The detection time counts the router's silence, not this
+//     process's: the receive sockets ask the kernel for each packet's
+//     arrival time (SO_TIMESTAMPNS), a session refreshes its deadline from
+//     it, and a session whose deadline passed first takes what its inbox
+//     holds, then, while the receive path still holds packets (read and
+//     not yet handed over, or in the socket: SIOCINQ), looks again every
+//     5 ms, for at most a second or one detection time if longer (a
+//     silent router among talking ones can be declared that much later).
+//     A full inbox gives up its
+//     oldest packet, not the newest. A machine too busy to run the
+//     process for longer than the detection time (a hand-over's successor
+//     starting on two busy CPUs did) so takes no session down whose router
+//     kept sending (TestServerBusyProcess holds the process up for three
+//     detection times).
 //   - carry.go: the hand-over (xlb restart / upgrade). See "Hand-over".
 //   - server_test.go drives the sockets on loopback against a fake router
 //     (TTL 255 sent, source port range, TTL 64 dropped, AdminDown on
@@ -59,11 +73,19 @@
 // intervals, our advertised interval) into its state document ("bfd",
 // absent in older documents: the sessions start over) while its sessions
 // run on untouched, so a successor that fails before the cut-over changes
-// nothing. After the cut-over the predecessor's speaker detaches:
-// Server.Detach ends the sessions without a packet (the last one the
-// router got said Up). The successor's speaker calls Resume before its
-// first Add: the session starts Up with the carried discriminators, its
-// detection time restarted, and sends at once (ResumeSession).
+// nothing, and again as they are at the cut-over in the CUTOVER message
+// (a session the router restarted during the successor's preparation,
+// seconds on a busy machine, has another discriminator by then). The
+// successor resumes them at the cut-over, before it tells
+// the predecessor it is done (pkg/bgp StartBFD: Resume, then Add): each
+// session starts Up with the carried discriminators, its detection time
+// restarted, and sends at once (ResumeSession). Then the predecessor's
+// speaker detaches: Server.Detach ends its sessions without a packet (the
+// last one the router got said Up). For the moment in between both
+// processes send the same session's packets, which the router takes as
+// one session; a successor that resumed them later (when its BGP speaker
+// started) left the router's sessions silent for longer than their
+// detection time on a busy machine.
 //
 // Sockets: every BFD socket, the receive sockets on 3784 and the per-session
 // send sockets, has SO_REUSEPORT, so the successor binds 3784 and the

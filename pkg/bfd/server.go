@@ -53,11 +53,17 @@ type Server struct {
 	// Dropped counts received packets discarded: not from a peer, TTL not
 	// 255, or rejected by Parse.
 	Dropped atomic.Uint64
+	// held keeps the sessions from timing out (Hold).
+	held atomic.Bool
+	// inFlight counts, per family (index 1: IPv4), packets the receive
+	// goroutine has read and not yet handed to their session (pending).
+	inFlight [2]atomic.Int32
 }
 
 type peer struct {
 	addr  netip.Addr
-	inbox chan Packet
+	v4    bool
+	inbox chan arrival
 	state atomic.Uint32 // State
 	stop  context.CancelFunc
 	done  chan struct{}
@@ -106,7 +112,7 @@ func (s *Server) Add(addr netip.Addr, cfg Config) error {
 		s.log.Info("bfd session resumed from the predecessor", "peer", addr, "state", ss.State(), "local_disc", ss.LocalDisc(), "source_port", conn.LocalAddr().(*net.UDPAddr).Port)
 	}
 	ctx, stop := context.WithCancel(s.ctx)
-	p := &peer{addr: addr, inbox: make(chan Packet, 16), stop: stop, done: make(chan struct{})}
+	p := &peer{addr: addr, v4: addr.Is4(), inbox: make(chan arrival, 16), stop: stop, done: make(chan struct{})}
 	p.state.Store(uint32(ss.State()))
 	p.carried = ss.carry()
 	p.carried.Peer, p.carried.SourcePort = addr, uint16(conn.LocalAddr().(*net.UDPAddr).Port)
@@ -166,6 +172,14 @@ func (s *Server) Export() []Carried {
 	}
 	return cs
 }
+
+// Hold(true) keeps every session from timing out: they go on sending
+// their state, and a detection time that passes restarts. It is for a
+// hand-over's cut-over, when the successor has resumed the sessions and
+// its receive socket may take the router's packets before this process
+// Detaches: a session that timed out here would tell the router Down.
+// Hold(false) lets them time out again, one detection time on.
+func (s *Server) Hold(hold bool) { s.held.Store(hold) }
 
 // Close ends every session (AdminDown) and the receive sockets.
 func (s *Server) Close() { s.close(false) }
@@ -227,8 +241,16 @@ func (s *Server) run(ctx context.Context, p *peer, conn *net.UDPConn, ss *Sessio
 			s.onChange(Event{Peer: p.addr, State: st, Diag: ss.Diag()})
 		}
 	}
+	receive := func(a arrival) {
+		old := ss.State()
+		if ss.Receive(a.pkt, a.at) {
+			send(true)
+		}
+		changed(old)
+	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var held time.Time // when a detection was first put off (see below)
 	for {
 		select {
 		case <-ctx.Done():
@@ -239,16 +261,45 @@ func (s *Server) run(ctx context.Context, p *peer, conn *net.UDPConn, ss *Sessio
 			send(false)
 			p.state.Store(uint32(AdminDown))
 			return
-		case pkt := <-p.inbox:
-			old := ss.State()
-			if ss.Receive(pkt, time.Now()) {
-				send(true)
-			}
-			changed(old)
+		case a := <-p.inbox:
+			receive(a)
 		case <-timer.C:
 		}
+		now := time.Now()
+		// The detection time measures the router's silence, not this
+		// process's: packets that arrived (kernel timestamps) but wait in
+		// the inbox or the receive socket because this process did not run
+		// count first. A machine too busy to run us for a while must not
+		// take a session down.
+		for drained := false; !drained; {
+			select {
+			case a := <-p.inbox:
+				receive(a)
+			default:
+				drained = true
+			}
+		}
+		if s.held.Load() && ss.Expired(now) {
+			ss.Extend(now)
+		}
+		if ss.Expired(now) && s.pending(p.v4) && (held.IsZero() || now.Sub(held) < max(ss.DetectionTime(), maxPutOff)) {
+			if held.IsZero() {
+				held = now
+			}
+			timer.Reset(5 * time.Millisecond) // the receive goroutine reads them
+			continue
+		}
+		for drained := false; !drained; { // what was handed over meanwhile
+			select {
+			case a := <-p.inbox:
+				receive(a)
+			default:
+				drained = true
+			}
+		}
+		held = time.Time{}
 		old := ss.State()
-		if _, due := ss.Tick(time.Now()); due {
+		if _, due := ss.Tick(now); due {
 			send(false)
 		}
 		changed(old)
@@ -308,6 +359,12 @@ func setSockopt(c syscall.RawConn, v4, recv bool) error {
 		if serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1); serr != nil {
 			return
 		}
+		if recv {
+			// Each packet's arrival time: what the detection time counts.
+			if serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); serr != nil {
+				return
+			}
+		}
 		switch {
 		case v4 && recv:
 			serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_RECVTTL, 1)
@@ -354,6 +411,7 @@ func (s *Server) receive(v4 bool) {
 	s.rx[v4] = conn
 	s.mu.Unlock()
 	buf, oob := make([]byte, 512), make([]byte, 128)
+	inFlight := &s.inFlight[familyIndex(v4)]
 	for {
 		n, oobn, _, from, err := conn.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
@@ -362,24 +420,104 @@ func (s *Server) receive(v4 bool) {
 			}
 			continue
 		}
-		if t, ok := receivedTTL(oob[:oobn]); !ok || t != ttl {
-			s.Dropped.Add(1) // GTSM: only a directly connected router sends 255
-			continue
-		}
-		pkt, err := Parse(buf[:n])
-		s.mu.Lock()
-		p := s.peers[from.Addr().Unmap()]
-		s.mu.Unlock()
-		if err != nil || p == nil {
-			s.Dropped.Add(1)
-			continue
-		}
+		inFlight.Add(1)
+		s.deliver(buf[:n], oob[:oobn], from)
+		inFlight.Add(-1)
+	}
+}
+
+func familyIndex(v4 bool) int {
+	if v4 {
+		return 1
+	}
+	return 0
+}
+
+// deliver checks a received packet and hands it to its session.
+func (s *Server) deliver(b, oob []byte, from netip.AddrPort) {
+	if t, ok := receivedTTL(oob); !ok || t != ttl {
+		s.Dropped.Add(1) // GTSM: only a directly connected router sends 255
+		return
+	}
+	pkt, err := Parse(b)
+	s.mu.Lock()
+	p := s.peers[from.Addr().Unmap()]
+	s.mu.Unlock()
+	if err != nil || p == nil {
+		s.Dropped.Add(1)
+		return
+	}
+	at := time.Now()
+	if wall, ok := receivedAt(oob); ok {
+		// The kernel stamps the wall clock; the session counts on the
+		// monotonic one: keep the packet's age (a wall clock step in
+		// between can make it look negative or huge).
+		at = at.Add(-min(max(at.Sub(wall), 0), 10*time.Second))
+	}
+	// A full inbox (its session did not run for a while) gives up its
+	// oldest packet: the newest says most about the router.
+	for a := (arrival{pkt, at}); ; {
 		select {
-		case p.inbox <- pkt:
+		case p.inbox <- a:
 		default:
-			s.Dropped.Add(1)
+			select {
+			case <-p.inbox:
+			default:
+			}
+			continue
+		}
+		break
+	}
+}
+
+// maxPutOff bounds how long a session whose detection time passed waits
+// for the packets its receive path still holds (run): on a machine busy
+// enough to hold the process up, the receive goroutine may need that
+// long to run; packets from other routers can make a silent router's
+// Down come that much later at worst.
+const maxPutOff = time.Second
+
+// arrival is a received packet and when the kernel received it.
+type arrival struct {
+	pkt Packet
+	at  time.Time
+}
+
+// pending reports whether a family's receive path holds packets not yet
+// handed to their session: read and being delivered, or in the socket
+// (SIOCINQ).
+func (s *Server) pending(v4 bool) bool {
+	if s.inFlight[familyIndex(v4)].Load() > 0 {
+		return true
+	}
+	s.mu.Lock()
+	conn := s.rx[v4]
+	s.mu.Unlock()
+	if conn == nil {
+		return false
+	}
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+	return n > 0
+}
+
+// receivedAt finds the kernel's receive timestamp in a packet's control
+// messages.
+func receivedAt(oob []byte) (time.Time, bool) {
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, m := range msgs {
+		if m.Header.Level == syscall.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16 {
+			return time.Unix(int64(nativeEndian.Uint64(m.Data)), int64(nativeEndian.Uint64(m.Data[8:]))), true
 		}
 	}
+	return time.Time{}, false
 }
 
 // receivedTTL finds the TTL or hop limit in a packet's control messages.

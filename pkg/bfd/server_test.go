@@ -63,6 +63,47 @@ func (r *fakeRouter) send(p Packet, ttl, port int) {
 	}
 }
 
+// fakeRouterDisc is the fake router's discriminator in bringUp.
+const fakeRouterDisc = 0x4321
+
+// bringUp brings s's session to addr Up against r (the router at 20 ms,
+// answering Init until it is) and returns how the router answers, s's
+// first packet and where it came from.
+func bringUp(t *testing.T, s *Server, r *fakeRouter, addr netip.Addr) (answer func(State), first Packet, from netip.AddrPort) {
+	t.Helper()
+	first, _, from = r.read()
+	answer = func(st State) {
+		r.send(Packet{State: st, DetectMult: 3, MyDisc: fakeRouterDisc, YourDisc: first.MyDisc, DesiredMinTx: 20000, RequiredMinRx: 20000}, 255, s.listenPort)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for st, _ := s.State(addr); st != Up; st, _ = s.State(addr) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not Up; dropped %d", s.Dropped.Load())
+		}
+		answer(Init)
+		time.Sleep(10 * time.Millisecond)
+	}
+	return answer, first, from
+}
+
+// answerEvery makes the router answer Up every period until the returned
+// stop is called.
+func answerEvery(answer func(State), period time.Duration) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(period):
+				answer(Up)
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
 func freeUDPPort(t *testing.T) int {
 	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
@@ -136,5 +177,114 @@ func TestServerLoopback(t *testing.T) {
 	}
 	if _, ok := s.State(lo); ok {
 		t.Error("removed session still has a state")
+	}
+}
+
+// TestServerBusyProcess: the detection time counts the router's silence,
+// not this process's. The router answers every 20 ms; the server's
+// goroutines are held up for 1 s (the receive goroutine at the server's
+// mutex, the session's at its peer's, as a machine too busy to run the
+// process holds them), three detection times of 100 ms × 3, while the
+// router's packets wait in the socket. The session stays Up: packets that
+// arrived in time count once read, with their kernel timestamps. A router
+// that then falls silent still takes it Down.
+func TestServerBusyProcess(t *testing.T) {
+	r := newFakeRouter(t)
+	events := make(chan Event, 64)
+	s := NewServer(slog.New(slog.DiscardHandler), func(e Event) { events <- e })
+	s.listenPort, s.peerPort = freeUDPPort(t), r.port()
+	defer s.Close()
+	lo := netip.MustParseAddr("127.0.0.1")
+	// 300 ms: the router (a goroutine of this process) must keep sending
+	// within it although the machine may be busy.
+	if err := s.Add(lo, Config{MinTx: 100 * time.Millisecond, MinRx: 100 * time.Millisecond, Multiplier: 3}); err != nil {
+		t.Fatal(err)
+	}
+	answer, _, _ := bringUp(t, s, r, lo)
+	stop := answerEvery(answer, 20*time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	for len(events) > 0 {
+		<-events // the way Up
+	}
+	// Hold the process up: the receive goroutine stops at the server's
+	// mutex, the session's at its peer's.
+	s.mu.Lock()
+	p := s.peers[lo]
+	p.mu.Lock()
+	time.Sleep(time.Second)
+	p.mu.Unlock()
+	s.mu.Unlock()
+	time.Sleep(500 * time.Millisecond)
+	for len(events) > 0 {
+		if e := <-events; e.State != Up {
+			t.Errorf("the session went %v (diag %v) while the process was held up and the router answered", e.State, e.Diag)
+		}
+	}
+	if st, _ := s.State(lo); st != Up {
+		t.Fatalf("after the hold-up the session is %v, want Up", st)
+	}
+	stop()
+	silent := time.Now()
+	for down := false; !down; {
+		select {
+		case e := <-events:
+			down = e.State == Down
+		case <-time.After(5 * time.Second):
+			t.Fatal("the router fell silent and the session stayed Up")
+		}
+	}
+	if d := time.Since(silent); d > 2*time.Second {
+		t.Errorf("Down %v after the router fell silent, want within its detection time (300 ms) and the wait", d)
+	}
+}
+
+// TestServerHold: a held server's sessions do not time out when the router
+// falls silent (a hand-over's cut-over: the successor may take the
+// router's packets) and go on sending Up; released, they time out one
+// detection time on.
+func TestServerHold(t *testing.T) {
+	r := newFakeRouter(t)
+	events := make(chan Event, 64)
+	s := NewServer(slog.New(slog.DiscardHandler), func(e Event) { events <- e })
+	s.listenPort, s.peerPort = freeUDPPort(t), r.port()
+	defer s.Close()
+	lo := netip.MustParseAddr("127.0.0.1")
+	if err := s.Add(lo, Config{MinTx: 20 * time.Millisecond, MinRx: 20 * time.Millisecond, Multiplier: 3}); err != nil {
+		t.Fatal(err)
+	}
+	answer, _, _ := bringUp(t, s, r, lo)
+	stop := answerEvery(answer, 10*time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	s.Hold(true)
+	stop()
+	if st, _ := s.State(lo); st != Up {
+		t.Fatalf("before the hold the session is %v (the router answered every 10 ms)", st)
+	}
+	for len(events) > 0 {
+		<-events
+	}
+	// The router is silent for five detection times; the session keeps
+	// sending Up.
+	until := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(until) {
+		if p, _, _ := r.read(); p.State != Up {
+			t.Fatalf("a held session sent %v", p.State)
+		}
+	}
+	if st, _ := s.State(lo); st != Up || len(events) > 0 {
+		t.Fatalf("held session %v, %d events; want Up, none", st, len(events))
+	}
+	released := time.Now()
+	s.Hold(false)
+	select {
+	case e := <-events:
+		if e.State != Down || e.Diag != DiagDetectionExpired {
+			t.Fatalf("released: %+v, want Down (detection time expired)", e)
+		}
+		if d := time.Since(released); d > time.Second {
+			t.Errorf("released: Down after %v, want about one detection time (60 ms)", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("released session stayed Up with the router silent")
 	}
 }

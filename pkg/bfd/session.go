@@ -156,6 +156,20 @@ func (s *Session) Tick(now time.Time) (expired, send bool) {
 	return expired, true
 }
 
+// Extend restarts the detection time at now, as a received packet would
+// (Server.Hold).
+func (s *Session) Extend(now time.Time) {
+	if s.state == Init || s.state == Up {
+		s.deadline = now.Add(s.DetectionTime())
+	}
+}
+
+// Expired reports whether Tick at now would take the session down: no
+// packet within the detection time.
+func (s *Session) Expired(now time.Time) bool {
+	return !s.deadline.IsZero() && !now.Before(s.deadline)
+}
+
 // Next is when Tick must run next.
 func (s *Session) Next() time.Time {
 	if !s.deadline.IsZero() && s.deadline.Before(s.nextTx) {

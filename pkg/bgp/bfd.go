@@ -2,6 +2,10 @@ package bgp
 
 import (
 	"context"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"sync"
 	"time"
 
 	api "github.com/osrg/gobgp/v4/api"
@@ -25,16 +29,104 @@ func (b BFD) config() bfd.Config {
 	return bfd.Config{MinTx: b.MinTx, MinRx: b.MinRx, Multiplier: b.Multiplier}
 }
 
-// startBFD starts p's BFD session (the server on first use); s.mu held.
+// startBFD starts p's BFD session (the server on first use, or the
+// sessions StartBFD started, taken over); s.mu held.
 func (s *Speaker) startBFD(p Peer) error {
 	if !p.BFD.Enabled() {
 		return nil
 	}
 	if s.bfd == nil {
-		s.bfd = bfd.NewServer(s.log.With("component", "bfd"), s.onBFD)
-		s.bfd.Resume(s.opts.BFDCarried)
+		if early := s.opts.BFD; early != nil {
+			srv, held := early.take(s.onBFD)
+			s.bfdMu.Lock()
+			maps.Copy(s.bfdHeld, held)
+			s.bfdMu.Unlock()
+			s.bfd = srv
+		} else {
+			s.bfd = bfd.NewServer(s.log.With("component", "bfd"), s.onBFD)
+			s.bfd.Resume(s.opts.BFDCarried)
+		}
+	}
+	if _, running := s.bfd.State(p.Address); running {
+		return nil // started ahead (StartBFD)
 	}
 	return s.bfd.Add(p.Address, p.BFD.config())
+}
+
+// bfdHolds reports whether p's BFD session left Up, so its BGP session
+// stays closed until BFD is Up again.
+func (s *Speaker) bfdHolds(p netip.Addr) bool {
+	s.bfdMu.Lock()
+	defer s.bfdMu.Unlock()
+	return s.bfdHeld[p]
+}
+
+// BFDSessions are BFD sessions started ahead of a speaker (StartBFD), so
+// that the sessions a predecessor process carried (BFDExport) resume the
+// moment a hand-over cuts over, before the predecessor goes silent: a
+// speaker starts later (GoBGP's start takes a while on a busy machine),
+// and a router whose sessions hear nothing for their detection time
+// (0.3 s with 100 ms × 3) takes the BGP sessions down with them. A
+// speaker takes them over through Options.BFD and follows them from then
+// on; until then a session that leaves Up is remembered, and its peer is
+// added disabled.
+type BFDSessions struct {
+	srv *bfd.Server
+
+	mu   sync.Mutex
+	held map[netip.Addr]bool // left Up before a speaker took the sessions
+	to   func(bfd.Event)     // the speaker's, once it took them
+}
+
+// StartBFD starts the BFD session of every peer with BFD, each resuming
+// its carried state when carried has one.
+func StartBFD(log *slog.Logger, peers []Peer, carried []bfd.Carried) (*BFDSessions, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	b := &BFDSessions{held: map[netip.Addr]bool{}}
+	b.srv = bfd.NewServer(log.With("component", "bfd"), b.event)
+	b.srv.Resume(carried)
+	for _, p := range peers {
+		if !p.BFD.Enabled() {
+			continue
+		}
+		if err := b.srv.Add(p.Address, p.BFD.config()); err != nil {
+			b.srv.Detach()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// Detach ends the sessions without a packet, for a process that stops
+// before a speaker took them over.
+func (b *BFDSessions) Detach() { b.srv.Detach() }
+
+func (b *BFDSessions) event(ev bfd.Event) {
+	b.mu.Lock()
+	to := b.to
+	if to == nil {
+		switch ev.State {
+		case bfd.Up:
+			delete(b.held, ev.Peer)
+		case bfd.Down:
+			b.held[ev.Peer] = true
+		}
+	}
+	b.mu.Unlock()
+	if to != nil {
+		to(ev)
+	}
+}
+
+// take hands the sessions to a speaker: the peers whose session left Up
+// so far, and to for every later change.
+func (b *BFDSessions) take(to func(bfd.Event)) (*bfd.Server, map[netip.Addr]bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.to = to
+	return b.srv, maps.Clone(b.held)
 }
 
 // BFDExport returns the state of every BFD session for a successor
@@ -70,6 +162,10 @@ func (s *Speaker) stopBFD(p Peer) {
 // session right after it is established.
 func (s *Speaker) onBFD(ev bfd.Event) {
 	s.bfdMu.Lock()
+	if s.bfdFrozen != nil {
+		s.bfdMu.Unlock()
+		return
+	}
 	held := s.bfdHeld[ev.Peer]
 	switch {
 	case ev.State == bfd.Up && held:
@@ -91,6 +187,55 @@ func (s *Speaker) onBFD(ev bfd.Event) {
 	s.log.Warn("bfd session down: bgp session to the peer closed until bfd is up again", "peer", ev.Peer, "diag", ev.Diag)
 	if err := s.srv.DisablePeer(ctx, &api.DisablePeerRequest{Address: ev.Peer.String(), Communication: "BFD down"}); err != nil {
 		s.log.Warn("bfd down: disable bgp peer", "peer", ev.Peer, "err", err)
+	}
+}
+
+// HoldBFD(true) keeps the BFD sessions from timing out (bfd.Server.Hold)
+// and their changes from closing or opening BGP sessions, for a
+// hand-over's cut-over: the successor resumes the sessions before this
+// speaker Detaches (StartBFD), and while both processes hold port 3784
+// the kernel may hand the router's packets to the successor's socket, so
+// this speaker's sessions would time out, and tell the router Down,
+// without anything being wrong. HoldBFD(false), after a hand-over that
+// did not happen, lets them time out again and applies what changed
+// meanwhile: a session that left Up closes its BGP session, one that came
+// back opens it.
+func (s *Speaker) HoldBFD(hold bool) {
+	s.mu.Lock()
+	srv := s.bfd
+	var addrs []netip.Addr
+	for a, ps := range s.peers {
+		if ps.conf.BFD.Enabled() {
+			addrs = append(addrs, a)
+		}
+	}
+	s.mu.Unlock()
+	if srv == nil {
+		return
+	}
+	srv.Hold(hold)
+	states := map[netip.Addr]bfd.State{}
+	for _, a := range addrs {
+		states[a], _ = srv.State(a)
+	}
+	s.bfdMu.Lock()
+	was := s.bfdFrozen
+	if hold {
+		if was == nil {
+			s.bfdFrozen = states
+		}
+		s.bfdMu.Unlock()
+		return
+	}
+	s.bfdFrozen = nil
+	s.bfdMu.Unlock()
+	for a, st := range states {
+		switch old, ok := was[a]; {
+		case ok && old == bfd.Up && st != bfd.Up:
+			s.onBFD(bfd.Event{Peer: a, State: bfd.Down})
+		case ok && old != bfd.Up && st == bfd.Up:
+			s.onBFD(bfd.Event{Peer: a, State: bfd.Up})
+		}
 	}
 }
 

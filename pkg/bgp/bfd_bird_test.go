@@ -2,9 +2,12 @@ package bgp
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -132,4 +135,96 @@ func logTail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestBIRDHandOver is a process hand-over as the daemon runs it, against
+// BIRD with graceful restart and BFD (100 ms × 3): the predecessor holds
+// its BFD reactions (HoldBFD); the successor resumes the BFD sessions the
+// predecessor exported (StartBFD) before the predecessor Detaches, and
+// starts its speaker a second later, as a busy machine does (Restarting,
+// the VIP in Announce). The router's route never leaves the appliance
+// (polled every 5 ms), BIRD's BFD sessions never leave Up, and BIRD sees
+// the successor's capability keep the forwarding state (it holds the route
+// stale until the successor's End-of-RIB instead of dropping it when the
+// session comes up).
+func TestBIRDHandOver(t *testing.T) {
+	testutil.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l, err := lab.Up(ctx, lab.Options{Prefix: testutil.Unique("bh") + "-", Appliances: 1, Backends: 1, ClientAddrs: 2, NoDecap: true, BFD: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	a0 := l.Appliances[0]
+	vip4 := HostPrefix(l.Opts.VIP4)
+	bfdTimers := BFD{MinTx: 100 * time.Millisecond, MinRx: 100 * time.Millisecond, Multiplier: 3}
+	o := Options{LocalAS: lab.ApplianceAS, RouterID: a0.Addr4, HoldTime: 3 * time.Second, GracefulRestart: 20 * time.Second,
+		Peers: []Peer{{Address: l.Gateway4, AS: lab.RouterAS, BFD: bfdTimers}, {Address: l.Gateway6, AS: lab.RouterAS, BFD: bfdTimers}}}
+	s0 := startHelper(t, a0.NS.Name, o)
+	s0.do("announce " + vip4.String())
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err = l.WaitNexthops(wctx, l.Opts.VIP4, []netip.Addr{a0.Addr4})
+	wcancel()
+	if err != nil {
+		t.Fatalf("route: %v\n%s", err, l.BIRDLog())
+	}
+	waitUntil(t, 20*time.Second, "BFD up on both sides", func() bool {
+		ps := s0.peers()
+		out, _ := l.Birdc("show bfd sessions")
+		return len(ps) == 2 && ps[0].BFD == "up" && ps[1].BFD == "up" && sessionUp(out, a0.Addr4) && sessionUp(out, a0.Addr6)
+	})
+
+	var lost atomic.Int64
+	var firstLost atomic.Value
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if nh, err := l.RouteNexthops(l.Opts.VIP4); err != nil || len(nh) != 1 || nh[0] != a0.Addr4 {
+				if lost.Add(1) == 1 {
+					firstLost.Store(time.Now().Format("15:04:05.000"))
+				}
+			}
+		}
+	}()
+	carried := s0.do("bfdexport")
+	s0.do("holdbfd on")
+	o1 := o
+	o1.Restarting, o1.Announce = true, []netip.Prefix{vip4}
+	s1 := startHelper(t, a0.NS.Name, o1, helperCarriedEnv+"="+carried)
+	detachAt := time.Now()
+	s0.do("detach")
+	time.Sleep(time.Second) // the successor's speaker starts late
+	s1.do("start")
+	waitUntil(t, 30*time.Second, "the successor's IPv4 session established and the route fresh", func() bool {
+		ps := s1.peers()
+		out, _ := l.Birdc("show route", vip4.String())
+		return len(ps) == 2 && ps[0].Established() && strings.Contains(out, a0.Addr4.String()) && !strings.Contains(out, "stale")
+	})
+	t.Logf("successor's session established and the route fresh %v after the detach", time.Since(detachAt).Round(time.Millisecond))
+	time.Sleep(500 * time.Millisecond)
+	close(done)
+	wg.Wait()
+	birdLog := l.BIRDLog()
+	if n := lost.Load(); n > 0 {
+		t.Errorf("the router's route lost the appliance in %d polls (first at %v; detach at %s)\nsuccessor:\n%s\nbird log:\n%s",
+			n, firstLost.Load(), detachAt.Format("15:04:05.000"), s1.stderr, logTail(birdLog, 80))
+	}
+	if strings.Contains(birdLog, "changed state from Up") {
+		t.Errorf("BIRD's BFD sessions left Up during the hand-over:\n%s", logTail(birdLog, 80))
+	}
+	caps, _ := l.Birdc("show protocols all", fmt.Sprintf("a%dv4", a0.Index))
+	t.Logf("BIRD's view of the successor's session:\n%s", caps)
+	if !strings.Contains(caps, "AF preserved") {
+		t.Errorf("BIRD does not see the successor keep the forwarding state (no \"AF preserved\" in its graceful-restart capability):\n%s", caps)
+	}
+	s1.do("close")
 }

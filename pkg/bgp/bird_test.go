@@ -27,7 +27,9 @@ type helperSpeaker struct {
 	stderr *strings.Builder
 }
 
-func startHelper(t *testing.T, ns string, o Options) *helperSpeaker {
+// startHelper starts a helper speaker in namespace ns; env adds
+// variables (helperCarriedEnv: a hand-over's successor).
+func startHelper(t *testing.T, ns string, o Options, env ...string) *helperSpeaker {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -35,7 +37,7 @@ func startHelper(t *testing.T, ns string, o Options) *helperSpeaker {
 	}
 	b, _ := json.Marshal(o)
 	cmd := exec.Command("ip", "netns", "exec", ns, self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+string(b))
+	cmd.Env = append(append(os.Environ(), helperEnv+"="+string(b)), env...)
 	h := &helperSpeaker{t: t, cmd: cmd, stderr: &strings.Builder{}}
 	cmd.Stderr = h.stderr
 	if h.in, err = cmd.StdinPipe(); err != nil {

@@ -87,4 +87,31 @@
 // a withdraw. Without graceful restart at the routers, Detach behaves as a
 // crash: the routes go when the TCP connection closes (about 10 ms with BIRD)
 // and come back when the successor announces.
+//
+// The successor's speaker must say what it is, or a router drops the stale
+// routes the moment the new session comes up: RFC 4724 §4.2 has a
+// receiving speaker remove them at once when the new OPEN's
+// graceful-restart capability lacks the Forwarding State bit for the
+// family, and BIRD does (the route then blinks until the first UPDATE: a
+// few milliseconds, seconds on a busy machine). Options.Restarting makes
+// the first OPEN to each peer carry the Restart State bit and the
+// Forwarding State bit (true: the data plane forwarded throughout), and
+// GoBGP then sends its routes and End-of-RIB only after the peers' own
+// End-of-RIB or its deferral timer, set to 0 (this speaker imports nothing,
+// so it has no route selection to wait for). Options.Announce puts the
+// VIPs in before any peer is added, so that first UPDATE, ahead of the
+// End-of-RIB that ends the router's stale routes, carries them whatever
+// the timing. Only the peers Start adds are restarting: a session that
+// resets later, or a peer a reload adds, says nothing was kept.
+//
+// BFD across a hand-over (bfd.go): StartBFD resumes the predecessor's BFD
+// sessions ahead of the speaker, at the cut-over, and Options.BFD hands
+// them to it when it starts; the predecessor's speaker holds its BFD
+// reactions meanwhile (HoldBFD), since the successor's socket may take the
+// router's BFD packets before the predecessor Detaches. A router whose BFD
+// session hears nothing for its detection time takes the BGP session down
+// with it, graceful restart or not (BIRD 2.0.12 does), and a speaker that
+// resumed the sessions only when it started did so 0.5 s after the
+// predecessor fell silent on a busy machine. TestBIRDHandOver runs the
+// whole sequence against BIRD with the successor's speaker a second late.
 package bgp

@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+
+	"github.com/xlbnet/xlb/pkg/bfd"
 )
 
 // helperEnv makes the test binary run a speaker driven over stdin instead
@@ -17,10 +19,17 @@ import (
 // not stay in a namespace switched by one thread).
 const helperEnv = "XLB_BGP_TEST_SPEAKER"
 
+// helperCarriedEnv, when set (JSON []bfd.Carried), makes the helper a
+// hand-over's successor: it resumes those BFD sessions at once
+// (StartBFD) and starts the speaker, taking them over, only on "start".
+const helperCarriedEnv = "XLB_BGP_TEST_CARRIED"
+
 // runHelper reads Options (JSON) from the environment, starts a speaker
-// and executes one command per stdin line: "announce PREFIX", "withdraw
-// PREFIX", "peers", "close", "detach". Each gets one reply line: "ok",
-// JSON, or "error: …".
+// (or, as a successor, its BFD sessions) and executes one command per
+// stdin line: "start" (a successor's speaker), "announce PREFIX",
+// "withdraw PREFIX", "peers", "holdbfd on|off", "bfdexport", "close",
+// "detach". Each gets
+// one reply line: "ok", JSON, or "error: …".
 func runHelper() int {
 	var o Options
 	if err := json.Unmarshal([]byte(os.Getenv(helperEnv)), &o); err != nil {
@@ -28,8 +37,22 @@ func runHelper() int {
 		return 2
 	}
 	o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	s, err := Start(context.Background(), o)
-	if err != nil {
+	var s *Speaker
+	start := func() (err error) {
+		s, err = Start(context.Background(), o)
+		return err
+	}
+	if c := os.Getenv(helperCarriedEnv); c != "" {
+		var carried []bfd.Carried
+		err := json.Unmarshal([]byte(c), &carried)
+		if err == nil {
+			o.BFD, err = StartBFD(o.Log, o.Peers, carried)
+		}
+		if err != nil {
+			fmt.Println("error:", err)
+			return 1
+		}
+	} else if err := start(); err != nil {
 		fmt.Println("error:", err)
 		return 1
 	}
@@ -37,8 +60,20 @@ func runHelper() int {
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
 		cmd, arg, _ := strings.Cut(strings.TrimSpace(sc.Text()), " ")
+		if (s == nil) != (cmd == "start") {
+			fmt.Printf("error: %q with the speaker started: %v\n", cmd, s != nil)
+			continue
+		}
 		var err error
 		switch cmd {
+		case "start":
+			err = start()
+		case "holdbfd":
+			s.HoldBFD(arg == "on")
+		case "bfdexport":
+			b, _ := json.Marshal(s.BFDExport())
+			fmt.Println(string(b))
+			continue
 		case "announce", "withdraw":
 			var p netip.Prefix
 			if p, err = netip.ParsePrefix(arg); err == nil {
@@ -69,6 +104,10 @@ func runHelper() int {
 			fmt.Println("ok")
 		}
 	}
-	s.Close()
+	if s != nil {
+		s.Close()
+	} else if o.BFD != nil {
+		o.BFD.Detach()
+	}
 	return 0
 }

@@ -45,6 +45,22 @@ type Options struct {
 	// BFDCarried are the BFD sessions a predecessor process ran
 	// (BFDExport): each peer's session resumes in its carried state.
 	BFDCarried []bfd.Carried `json:"-"`
+	// BFD are sessions started ahead of the speaker (StartBFD, a
+	// hand-over); the speaker takes them over instead of starting its
+	// own, and BFDCarried is then unused.
+	BFD *BFDSessions `json:"-"`
+	// Restarting starts the speaker in place of one that Detached (a
+	// process hand-over; needs GracefulRestart): the first OPEN to each
+	// peer sets the graceful-restart Restart State bit and, for the
+	// peer's address family, the Forwarding State bit, so the router
+	// keeps the routes it holds from the predecessor, stale, until this
+	// speaker's End-of-RIB replaces them (doc.go "Leaving").
+	Restarting bool
+	// Announce are prefixes announced before any peer is added, so the
+	// first UPDATE each router gets, ahead of its End-of-RIB, carries
+	// them: a restarting speaker's End-of-RIB without a prefix takes the
+	// router's stale route to it away.
+	Announce []netip.Prefix
 }
 
 // Peer is one router to announce to.
@@ -110,6 +126,9 @@ type Speaker struct {
 
 	bfdMu   sync.Mutex
 	bfdHeld map[netip.Addr]bool // BGP peers disabled because BFD left Up
+	// bfdFrozen holds the sessions' states while HoldBFD holds: their
+	// changes meanwhile touch no BGP session.
+	bfdFrozen map[netip.Addr]bfd.State
 }
 
 type peerState struct {
@@ -160,7 +179,19 @@ func Start(ctx context.Context, o Options) (*Speaker, error) {
 		s.stop(false)
 		return nil, fmt.Errorf("watch bgp peers: %w", err)
 	}
-	if err := s.SetPeers(ctx, o.Peers); err != nil {
+	for _, p := range o.Announce {
+		if err := s.Announce(p); err != nil {
+			s.stop(false)
+			return nil, err
+		}
+	}
+	err := s.SetPeers(ctx, o.Peers)
+	// Only the peers of the hand-over restart: a peer a reload adds later,
+	// or a session that resets later, says nothing was kept.
+	s.mu.Lock()
+	s.opts.Restarting = false
+	s.mu.Unlock()
+	if err != nil {
 		s.stop(false)
 		return nil, err
 	}
@@ -237,7 +268,12 @@ func (s *Speaker) apiPeer(p Peer) *api.Peer {
 		ap.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(p.EBGPMultihop)}
 	}
 	if s.opts.GracefulRestart > 0 {
-		ap.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(s.opts.GracefulRestart / time.Second)}
+		// A restarting speaker (Options.Restarting) says it restarted and
+		// kept forwarding (GoBGP sets the Forwarding State bit with the
+		// Restart State bit), and GoBGP then holds its UPDATEs until every
+		// peer's End-of-RIB or the deferral timer: 0, as this speaker
+		// imports nothing and so has no route selection to wait for.
+		ap.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(s.opts.GracefulRestart / time.Second), LocalRestarting: s.opts.Restarting, DeferralTime: 0}
 		ap.AfiSafis[0].MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
 	}
 	return ap
@@ -270,15 +306,20 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []Peer) error {
 		if _, ok := s.peers[p.Address]; ok {
 			continue
 		}
-		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: s.apiPeer(p)}); err != nil {
+		// BFD first: a session taken over from StartBFD that left Up
+		// meanwhile has the peer added disabled (onBFD).
+		if err := s.startBFD(p); err != nil {
+			errs = append(errs, err)
+		}
+		ap := s.apiPeer(p)
+		ap.Conf.AdminDown = s.bfdHolds(p.Address)
+		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: ap}); err != nil {
+			s.stopBFD(p)
 			errs = append(errs, fmt.Errorf("add bgp peer %s: %w", p.Address, err))
 			continue
 		}
 		s.peers[p.Address] = &peerState{conf: p, state: gbgp.BGP_FSM_IDLE, since: time.Now()}
-		if err := s.startBFD(p); err != nil {
-			errs = append(errs, err)
-		}
-		s.log.Info("bgp peer added", "peer", p.Address, "peer_as", p.AS, "passive", p.Passive)
+		s.log.Info("bgp peer added", "peer", p.Address, "peer_as", p.AS, "passive", p.Passive, "held_by_bfd", ap.Conf.AdminDown)
 	}
 	return errors.Join(errs...)
 }

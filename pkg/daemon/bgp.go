@@ -93,6 +93,7 @@ func routerIDOf(c *config.BGP, ifname string) (netip.Addr, error) {
 // meanwhile), then closes the sessions. Without [bgp] both do nothing.
 func (d *daemon) startBGP(ctx context.Context) (stop func(), err error) {
 	if d.cfg.BGP == nil {
+		d.bgpRestarting = false // a [bgp] a reload adds later starts over
 		return func() {}, nil
 	}
 	if err := d.openBGP(ctx, d.cfg.BGP); err != nil {
@@ -110,6 +111,15 @@ func (d *daemon) openBGP(ctx context.Context, c *config.BGP) error {
 	o := speakerOptions(c, rid)
 	o.Log = d.log.With("component", "bgp")
 	o.BFDCarried, d.bfdCarried = d.bfdCarried, nil // once: a later speaker starts over
+	o.BFD, d.bfdEarly = d.bfdEarly, nil
+	o.Restarting, d.bgpRestarting = d.bgpRestarting, false
+	// What announce is about to announce goes in before any session can
+	// come up: a restarting speaker's first End-of-RIB must carry it.
+	for vip, w := range d.vipWants() {
+		if w.announced {
+			o.Announce = append(o.Announce, bgp.HostPrefix(vip))
+		}
+	}
 	o.OnPeerChange = func(p bgp.PeerStatus) {
 		d.events.add(control.RuleEvent{Kind: eventPeer, Backend: p.Address.String(), To: p.State, Reason: p.LastError, At: p.Since})
 	}
@@ -168,6 +178,15 @@ func (d *daemon) detachBGP() {
 	d.log.Info("bgp speaker detached for the successor", "graceful_restart", b.cfg.GracefulRestart)
 }
 
+// holdBFD keeps the speaker's BFD sessions from closing or opening BGP
+// sessions while a hand-over cuts over (bgp.Speaker.HoldBFD); false
+// applies what changed meanwhile, after a hand-over that did not happen.
+func (d *daemon) holdBFD(hold bool) {
+	if b := d.bgp.Load(); b != nil {
+		b.speaker.HoldBFD(hold)
+	}
+}
+
 // announce makes every VIP's announcement follow the published state and
 // the appliance drain. It runs on the control goroutine after every
 // publication and every appliance drain or undrain.
@@ -176,16 +195,7 @@ func (d *daemon) announce() {
 	if b == nil {
 		return
 	}
-	rules := d.Status().Rules
-	want := map[netip.Addr]vipDecision{}
-	for _, r := range rules {
-		vip := r.VIP.Unmap()
-		if _, done := want[vip]; done {
-			continue
-		}
-		ok, why := decideVIP(rules, vip, d.state.Appliance.Drained, d.fleetHold())
-		want[vip] = vipDecision{announced: ok, reason: why}
-	}
+	want := d.vipWants()
 	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -211,6 +221,21 @@ func (d *daemon) announce() {
 		w.since = now
 		b.vips[vip] = w
 	}
+}
+
+// vipWants is the announce decision of every VIP of the published rules.
+func (d *daemon) vipWants() map[netip.Addr]vipDecision {
+	rules := d.Status().Rules
+	want := map[netip.Addr]vipDecision{}
+	for _, r := range rules {
+		vip := r.VIP.Unmap()
+		if _, done := want[vip]; done {
+			continue
+		}
+		ok, why := decideVIP(rules, vip, d.state.Appliance.Drained, d.fleetHold())
+		want[vip] = vipDecision{announced: ok, reason: why}
+	}
+	return want
 }
 
 // bgpChange announces or withdraws vip and logs it with its reason.

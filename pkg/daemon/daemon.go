@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/xlbnet/xlb/pkg/bfd"
+	"github.com/xlbnet/xlb/pkg/bgp"
 	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/engine"
 	"github.com/xlbnet/xlb/pkg/handover"
@@ -84,6 +85,12 @@ type daemon struct {
 	// bfdCarried are the BFD sessions a predecessor handed over, until
 	// the speaker starts (bgp.go openBGP).
 	bfdCarried []bfd.Carried
+	// bfdEarly are those sessions resumed at the cut-over, before the
+	// speaker starts (successor.go), and bgpRestarting says this daemon
+	// took over from a predecessor whose routes the routers keep until
+	// the first speaker's End-of-RIB: both for openBGP, once.
+	bfdEarly      *bgp.BFDSessions
+	bgpRestarting bool
 
 	seed      uint64       // conntrack bucket seed
 	exit      exitMode     // set on the control goroutine; Run returns when it is set

@@ -218,9 +218,13 @@
 //   - BGP (docs/design.md#bgp-across-a-hand-over): a hand-over must not
 //     withdraw, or the routers would move flows to appliances without this
 //     conntrack table. The predecessor Detaches its speaker right after the
-//     cut-over (no withdraw, no NOTIFICATION); the successor, whose rules
-//     arrive warm with their verdicts, starts its speaker with the same
-//     identity as soon as it serves and announces at once. With [bgp]
+//     cut-over (no withdraw, no NOTIFICATION; its BFD reactions held from
+//     the cut-over on: bgp.Speaker.HoldBFD); the successor resumes the BFD
+//     sessions at the cut-over, before DONE (successor.go resumeBFD), and,
+//     its rules warm with their verdicts, starts its speaker with the same
+//     identity as soon as it serves, restarting (graceful restart's Restart
+//     State and Forwarding State bits) and with the VIPs it announces in
+//     its table before any session opens (bgp.go openBGP). With [bgp]
 //     graceful_restart (RFC 4724) the routers keep the routes, stale,
 //     meanwhile (TestEndToEndRestartBGP: the route never leaves the router).
 //     Graceful restart is off by default because it has a price after a

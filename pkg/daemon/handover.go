@@ -191,9 +191,14 @@ func (d *daemon) restoreState(doc *stateDoc) error {
 	return nil
 }
 
-// cutoverBody is what the predecessor's stopped workers hand over.
+// cutoverBody is what the predecessor's stopped workers hand over, and
+// its BFD sessions as they are at the cut-over: the state document's
+// copy is as old as the successor's preparation (seconds on a busy
+// machine), and a session the router restarted meanwhile has another
+// discriminator there. Absent (an older predecessor): the document's.
 type cutoverBody struct {
 	Free engine.FreeFrames `json:"free"` // queue → free UMEM chunks
+	BFD  []bfd.Carried     `json:"bfd,omitempty"`
 }
 
 // handOver starts a successor and hands everything to it (control
@@ -251,8 +256,16 @@ func (d *daemon) handOver(req control.RestartRequest) (*control.RestartResult, e
 		return fail(err)
 	}
 	begin := time.Now()
+	// From here the successor resumes the BFD sessions before it says
+	// DONE, and may take the router's BFD packets (bgp.go holdBFD).
+	d.holdBFD(true)
+	var bfdNow []bfd.Carried
+	if b := d.bgp.Load(); b != nil {
+		bfdNow = b.speaker.BFDExport()
+	}
 	free := d.engine.Quiesce()
-	if err := p.Cutover(cutoverBody{Free: free}); err != nil {
+	if err := p.Cutover(cutoverBody{Free: free, BFD: bfdNow}); err != nil {
+		d.holdBFD(false)
 		if handover.IsRefused(err) {
 			d.engine.Resume()
 			return fail(err)
@@ -269,11 +282,11 @@ func (d *daemon) handOver(req control.RestartRequest) (*control.RestartResult, e
 		return nil, control.Errorf(500, "restart: %v (this daemon serves again, on new sockets)", err)
 	}
 	pause := time.Since(begin)
+	// The successor runs the BFD sessions and starts its own speaker once
+	// it serves: this one goes first, without a withdraw (bgp.go).
+	d.detachBGP()
 	p.Close()
 	d.exit = exitHandedOver
-	// The successor starts its own speaker once it serves: this one goes
-	// first, without a withdraw (bgp.go).
-	d.detachBGP()
 	res := &control.RestartResult{PID: hello.PID, Build: hello.Build, StateVersion: version, Queues: len(free), PauseMS: float64(pause.Microseconds()) / 1000, CutoverAt: begin, Notes: notes}
 	d.log.Info("hand-over done: the successor serves; exiting without detaching", "pid", hello.PID, "build", hello.Build, "pause", pause.String())
 	return res, nil

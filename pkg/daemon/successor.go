@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xlbnet/xlb/pkg/bgp"
 	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/engine"
 	"github.com/xlbnet/xlb/pkg/handover"
@@ -58,6 +59,10 @@ func runSuccessor(ctx context.Context, opts Options, s *handover.Successor) erro
 		return fmt.Errorf("hand-over: cut-over: %w", err)
 	}
 	d.engine.Begin()
+	if len(body.BFD) > 0 {
+		d.bfdCarried = body.BFD // as they are now (cutoverBody)
+	}
+	d.resumeBFD()
 	if err := s.Done(); err != nil {
 		d.log.Warn("hand-over: tell the predecessor it is done", "err", err)
 	}
@@ -91,6 +96,7 @@ func prepareSuccessor(opts Options, offer *handover.Offer) (_ *daemon, notes []s
 	}
 	d.clock = newClockAt(doc.ClockBase)
 	d.seed = doc.Seed
+	d.bgpRestarting = true
 	if err := d.restoreState(&doc); err != nil {
 		return nil, nil, err
 	}
@@ -122,6 +128,25 @@ func prepareSuccessor(opts Options, offer *handover.Offer) (_ *daemon, notes []s
 		return nil, nil, err
 	}
 	return d, notes, nil
+}
+
+// resumeBFD resumes the BFD sessions the predecessor carried, between
+// the cut-over and DONE: the predecessor's sessions fall silent when it
+// reads DONE, and the speaker that would resume them starts only once
+// this daemon serves (on a busy machine later than a router's detection
+// time). Both processes send the same sessions' packets for the moments
+// in between, which a router takes as one session. Without it (no BFD,
+// or the sessions cannot start) the speaker resumes them when it starts.
+func (d *daemon) resumeBFD() {
+	if d.cfg.BGP == nil || len(d.bfdCarried) == 0 {
+		return
+	}
+	b, err := bgp.StartBFD(d.log.With("component", "bgp"), bgpPeers(d.cfg.BGP), d.bfdCarried)
+	if err != nil {
+		d.log.Warn("hand-over: bfd sessions not resumed at the cut-over; the speaker resumes them when it starts", "err", err)
+		return
+	}
+	d.bfdEarly = b
 }
 
 // inheritedListener takes a listener the predecessor handed over, or nil.
