@@ -27,10 +27,20 @@ func (s *Session) carry() Carried {
 		DesiredTxUS: uint32(s.desiredTx / time.Microsecond)}
 }
 
+// ResumeGrace is how long a resumed session waits for its first packet
+// before it may time out, instead of one detection time: until the
+// predecessor process closes its receive socket, the kernel may hand it
+// the router's packets (both hold port 3784), and a busy machine may take
+// the predecessor a while to let go. A session that timed out meanwhile
+// would tell the router Down. The router's own detection is unchanged:
+// the session sends from the start.
+const ResumeGrace = 3 * time.Second
+
 // ResumeSession continues a session a predecessor process carried: same
-// discriminators, same state, the detection time restarted at now and a
-// packet due at once. A carried Up session stays Up; anything else starts
-// over in Down with the carried local discriminator.
+// discriminators, same state, a packet due at once, and the detection time
+// restarted at now, at least ResumeGrace until the first packet. A carried
+// Up session stays Up; anything else starts over in Down with the carried
+// local discriminator.
 func ResumeSession(cfg Config, c Carried, now time.Time) *Session {
 	s := NewSession(cfg, c.LocalDisc, now)
 	if c.State != Up || c.RemoteDisc == 0 || c.RemoteMult == 0 {
@@ -45,6 +55,6 @@ func ResumeSession(cfg Config, c Carried, now time.Time) *Session {
 	}
 	s.txInterval = s.desiredTx
 	s.setDesiredTx(cfg.MinTx) // a changed min_tx goes through a Poll
-	s.deadline = now.Add(s.DetectionTime())
+	s.deadline = now.Add(max(s.DetectionTime(), ResumeGrace))
 	return s
 }

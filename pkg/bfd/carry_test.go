@@ -87,3 +87,31 @@ func TestResumeSessionNotUp(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeGrace: a resumed Up session does not time out before its
+// first packet within ResumeGrace (the predecessor's socket may still get
+// the router's packets), does after it, and once a packet arrives the
+// detection time is the usual one.
+func TestResumeGrace(t *testing.T) {
+	cfg := Config{MinTx: 100 * time.Millisecond, MinRx: 100 * time.Millisecond, Multiplier: 3}
+	c := Carried{State: Up, LocalDisc: 7, RemoteDisc: 9, RemoteMult: 3, RemoteTxUS: 100000, RemoteRxUS: 100000, DesiredTxUS: 100000}
+	t0 := time.Now()
+	s := ResumeSession(cfg, c, t0)
+	if detect := s.DetectionTime(); detect != 300*time.Millisecond {
+		t.Fatalf("detection time %v, want 300ms", detect)
+	}
+	if s.Expired(t0.Add(time.Second)) || s.Expired(t0.Add(ResumeGrace-time.Millisecond)) {
+		t.Fatal("a resumed session timed out before ResumeGrace without a packet")
+	}
+	if !s.Expired(t0.Add(ResumeGrace)) {
+		t.Fatal("a resumed session without a packet still Up after ResumeGrace")
+	}
+	t1 := t0.Add(time.Second)
+	s.Receive(Packet{State: Up, DetectMult: 3, MyDisc: 9, YourDisc: 7, DesiredMinTx: 100000, RequiredMinRx: 100000}, t1)
+	if s.Expired(t1.Add(299*time.Millisecond)) || !s.Expired(t1.Add(300*time.Millisecond)) {
+		t.Errorf("after a packet the detection time is not 300 ms")
+	}
+	if s.State() != Up {
+		t.Errorf("state %v, want Up", s.State())
+	}
+}

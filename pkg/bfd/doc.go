@@ -76,31 +76,34 @@
 // nothing, and again as they are at the cut-over in the CUTOVER message
 // (a session the router restarted during the successor's preparation,
 // seconds on a busy machine, has another discriminator by then). The
-// successor resumes them at the cut-over, before it tells
-// the predecessor it is done (pkg/bgp StartBFD: Resume, then Add): each
-// session starts Up with the carried discriminators, its detection time
-// restarted, and sends at once (ResumeSession). Then the predecessor's
-// speaker detaches: Server.Detach ends its sessions without a packet (the
-// last one the router got said Up). For the moment in between both
-// processes send the same session's packets, which the router takes as
-// one session; a successor that resumed them later (when its BGP speaker
-// started) left the router's sessions silent for longer than their
+// successor resumes them at the cut-over, before it tells the predecessor
+// it is done (pkg/bgp StartBFD: Resume, then Add): each session starts Up
+// with the carried discriminators and sends at once; it may not time out
+// before ResumeGrace (3 s) unless a packet came (ResumeSession), as the
+// predecessor's socket may get the router's packets until it closes. Then
+// the predecessor's speaker detaches: Server.Detach ends its sessions
+// without a packet (the last one the router got said Up). For the moment in
+// between both processes send the same session's packets, which the router
+// takes as one session; a successor that resumed them later (when its BGP
+// speaker started) left the router's sessions silent for longer than their
 // detection time on a busy machine.
 //
-// Sockets: every BFD socket, the receive sockets on 3784 and the per-session
-// send sockets, has SO_REUSEPORT, so the successor binds 3784 and the
-// session's source port (RFC 5881 §4: one source port per session) while
-// the predecessor still holds them. Chosen over passing the fds in the
-// hand-over's file list because it needs no plumbing through the daemon and
-// speaker and has no fd ownership to get wrong; while both processes hold
-// 3784 the kernel hands a router's packets to one of the two sockets, and
-// the other gets them once the predecessor closes its own (right after the
-// cut-over), well within the detection time. A predecessor built before
-// this (no SO_REUSEPORT) keeps the port until it exits: the successor's
-// session then falls back to a new source port, and its receive socket
-// retries every second, so an upgrade from such a build can still drop the
-// session once. Whether BIRD 2.0.12 checks the source port was not
-// checked; RFC 5881 asks for it and keeping it costs nothing.
+// Sockets: every BFD socket, the receive sockets on 3784 and the
+// per-session send sockets, has SO_REUSEPORT, so the successor binds 3784
+// and the session's source port (RFC 5881 §4: one source port per session)
+// while the predecessor still holds them. Chosen over passing the fds in
+// the hand-over's file list because it needs no plumbing through the daemon
+// and speaker and has no fd ownership to get wrong; while both processes
+// hold 3784 the kernel hands a router's packets to one of the two sockets,
+// and the other gets them once the predecessor closes its own (right after
+// the cut-over; a resumed session waits ResumeGrace for them, as a busy
+// machine may take the predecessor longer than a detection time to close
+// it). A predecessor built before this (no SO_REUSEPORT) keeps the port
+// until it exits: the successor's session then falls back to a new source
+// port, and its receive socket retries every second, so an upgrade from
+// such a build can still drop the session once. Whether BIRD 2.0.12 checks
+// the source port was not checked; RFC 5881 asks for it and keeping it
+// costs nothing.
 //
 // # Decisions where the RFCs leave a choice
 //

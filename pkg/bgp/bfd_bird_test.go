@@ -138,12 +138,15 @@ func logTail(s string, n int) string {
 }
 
 // TestBIRDHandOver is a process hand-over as the daemon runs it, against
-// BIRD with graceful restart and BFD (100 ms × 3): the predecessor holds
-// its BFD reactions (HoldBFD); the successor resumes the BFD sessions the
+// BIRD with graceful restart and BFD: the predecessor holds its BFD
+// reactions (HoldBFD); the successor resumes the BFD sessions the
 // predecessor exported (StartBFD) before the predecessor Detaches, and
-// starts its speaker a second later, as a busy machine does (Restarting,
-// the VIP in Announce). The router's route never leaves the appliance
-// (polled every 5 ms), BIRD's BFD sessions never leave Up, and BIRD sees
+// starts its speaker two seconds later, as a busy machine does
+// (Restarting, the VIP in Announce). The BFD sessions run at 300 ms × 3
+// (BIRD's 100 ms is the smaller side): a detection time of 0.9 s, still
+// well under the speaker's delay, gives a machine at a load of 40 on two
+// CPUs room to run both ends late. The router's route never leaves the
+// appliance (polled every 5 ms), BIRD's BFD sessions never leave Up, and BIRD sees
 // the successor's capability keep the forwarding state (it holds the route
 // stale until the successor's End-of-RIB instead of dropping it when the
 // session comes up).
@@ -158,7 +161,7 @@ func TestBIRDHandOver(t *testing.T) {
 	defer l.Close()
 	a0 := l.Appliances[0]
 	vip4 := HostPrefix(l.Opts.VIP4)
-	bfdTimers := BFD{MinTx: 100 * time.Millisecond, MinRx: 100 * time.Millisecond, Multiplier: 3}
+	bfdTimers := BFD{MinTx: 300 * time.Millisecond, MinRx: 300 * time.Millisecond, Multiplier: 3}
 	o := Options{LocalAS: lab.ApplianceAS, RouterID: a0.Addr4, HoldTime: 3 * time.Second, GracefulRestart: 20 * time.Second,
 		Peers: []Peer{{Address: l.Gateway4, AS: lab.RouterAS, BFD: bfdTimers}, {Address: l.Gateway6, AS: lab.RouterAS, BFD: bfdTimers}}}
 	s0 := startHelper(t, a0.NS.Name, o)
@@ -202,7 +205,7 @@ func TestBIRDHandOver(t *testing.T) {
 	s1 := startHelper(t, a0.NS.Name, o1, helperCarriedEnv+"="+carried)
 	detachAt := time.Now()
 	s0.do("detach")
-	time.Sleep(time.Second) // the successor's speaker starts late
+	time.Sleep(2 * time.Second) // the successor's speaker starts late
 	s1.do("start")
 	waitUntil(t, 30*time.Second, "the successor's IPv4 session established and the route fresh", func() bool {
 		ps := s1.peers()
