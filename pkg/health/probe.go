@@ -145,8 +145,11 @@ func (p *prober) probe(ctx context.Context) Result {
 	defer cancel()
 	r := p.run(ctx)
 	if r.Err != nil {
-		// The socket deadline is the context's, so it may fire first.
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(r.Err, os.ErrDeadlineExceeded) {
+		// The socket deadline is the context's, so it may fire first; and a
+		// library with its own timer on the context's deadline (gRPC) may
+		// fail before the context says so: past the deadline is a timeout.
+		dl, _ := ctx.Deadline()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(r.Err, os.ErrDeadlineExceeded) || !time.Now().Before(dl) {
 			r.Err = fmt.Errorf("%w after %s: %w", ErrTimeout, p.timeout, r.Err)
 		}
 		r.Err = fmt.Errorf("%s probe %s: %w", p.kind, p.addr, r.Err)
