@@ -74,7 +74,7 @@ func newPipelineSized(tb testing.TB, kind encap.Kind, p pktgen.Packet, ctSize in
 		tb.Fatal(err)
 	}
 	r.Table = tbl
-	snap, err := dataplane.NewSnapshot(1, []dataplane.Rule{r})
+	snap, err := dataplane.NewSnapshot(1, []*dataplane.Rule{&r})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -24,6 +24,14 @@ type RuleView struct {
 	Backends []BackendView
 }
 
+// SameView reports whether a and b are the same view of the same rule
+// source: b was carried over from a by ApplyFrom (or the other way), so
+// nothing that decides the rule's behaviour changed. O(1).
+func SameView(a, b *RuleView) bool {
+	return a.Rule.SameSource(b.Rule) && len(a.Backends) == len(b.Backends) &&
+		(len(a.Backends) == 0 || &a.Backends[0] == &b.Backends[0])
+}
+
 // BackendView is one backend's effective settings.
 type BackendView struct {
 	Addr           netip.Addr
@@ -56,6 +64,55 @@ func Apply(cfg *Config, st *State) *View {
 	}
 	v.Stale = st.stale(cfg)
 	return v
+}
+
+// ApplyFrom is Apply for a configuration that follows prev's (a reload
+// through a Loader): a rule parsed from the same bytes as one of prev's,
+// whose overrides in st (its service's: OverrideKey) are those it had in
+// prevState, keeps prev's backend views (SameView then holds); the others
+// are computed. The cost is the rules that changed, one pass over the
+// rules and one over the overrides.
+func ApplyFrom(prev *View, prevState *State, cfg *Config, st *State) *View {
+	if prev == nil || prevState == nil {
+		return Apply(cfg, st)
+	}
+	byKey := st.byBackend()
+	now, before := st.byRule(), prevState.byRule()
+	views := make(map[string]*RuleView, len(prev.Rules))
+	for i := range prev.Rules {
+		views[prev.Rules[i].Rule.Name] = &prev.Rules[i]
+	}
+	v := &View{Rules: make([]RuleView, len(cfg.Rules))}
+	for ri := range cfg.Rules {
+		r := &cfg.Rules[ri]
+		if p := views[r.Name]; p != nil && r.SameSource(p.Rule) && sameOverrides(now[r.ServiceName()], before[r.ServiceName()]) {
+			v.Rules[ri] = RuleView{Rule: r, Backends: p.Backends}
+			continue
+		}
+		v.Rules[ri] = applyRule(r, st, byKey)
+	}
+	v.Stale = st.stale(cfg)
+	return v
+}
+
+// byRule lists the overrides of each rule or backend service (the
+// names OverrideKey gives).
+func (st *State) byRule() map[string][]*Override {
+	m := map[string][]*Override{}
+	for i := range st.Overrides {
+		o := &st.Overrides[i]
+		m[o.Rule] = append(m[o.Rule], o)
+	}
+	return m
+}
+
+// sameOverrides reports whether two lists of one rule's overrides (in
+// state order) say the same.
+func sameOverrides(a, b []*Override) bool {
+	return slices.EqualFunc(a, b, func(x, y *Override) bool {
+		return x.Backend == y.Backend && x.RoleSet == y.RoleSet && x.Role == y.Role && x.Drained == y.Drained &&
+			x.DrainedAt.Equal(y.DrainedAt) && x.WeightSet == y.WeightSet && x.Weight == y.Weight
+	})
 }
 
 // Reapply is Apply after a change of st that concerns the overrides of

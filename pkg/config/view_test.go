@@ -2,6 +2,8 @@ package config
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -44,5 +46,57 @@ func TestReapply(t *testing.T) {
 	}
 	if len(v.Stale) != 0 {
 		t.Errorf("stale %v", v.Stale)
+	}
+}
+
+// TestApplyFrom: after a reload through a Loader, ApplyFrom gives what
+// Apply gives; the rules whose file and overrides did not change keep
+// their views (SameView), the others do not.
+func TestApplyFrom(t *testing.T) {
+	path := writeConfig(t, map[string]string{
+		"rules.d/a.toml": ruleText("a", "203.0.113.10", "80", "10.0.1.10"),
+		"rules.d/b.toml": ruleText("b", "203.0.113.11", "80", "10.0.1.11"),
+		"rules.d/c.toml": ruleText("c", "203.0.113.12", "80", "10.0.1.12"),
+	})
+	var ld Loader
+	cfg, _, err := ld.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := LoadState(filepath.Join(t.TempDir(), "state.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Drain(cfg, "c", netip.MustParseAddr("10.0.1.12"), time.Unix(100, 0)); err != nil {
+		t.Fatal(err)
+	}
+	v := Apply(cfg, st)
+	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "rules.d", "b.toml"), []byte(ruleText("b", "203.0.113.11", "80", "10.0.1.11", "10.0.1.99")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg2, _, err := ld.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := ApplyFrom(v, st, cfg2, st)
+	want := Apply(cfg2, st)
+	for i := range next.Rules {
+		if next.Rules[i].Rule != &cfg2.Rules[i] || !reflect.DeepEqual(next.Rules[i].Backends, want.Rules[i].Backends) {
+			t.Errorf("rule %s: ApplyFrom differs from Apply", cfg2.Rules[i].Name)
+		}
+	}
+	for i, same := range []bool{true, false, true} { // a kept; b changed; c's override is the same
+		if got := SameView(&next.Rules[i], &v.Rules[i]); got != same {
+			t.Errorf("rule %s: SameView %v, want %v", next.Rules[i].Rule.Name, got, same)
+		}
+	}
+	// c's override changes: c is computed again.
+	st2, err := LoadState(filepath.Join(t.TempDir(), "state.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	third := ApplyFrom(next, st, cfg2, st2)
+	if SameView(&third.Rules[2], &next.Rules[2]) || !SameView(&third.Rules[0], &next.Rules[0]) || third.Rules[2].Backends[0].Drained {
+		t.Errorf("after c's override went: c %+v", third.Rules[2].Backends)
 	}
 }

@@ -65,8 +65,8 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 	if snap := o.d.engine.Snapshot(); snap != nil && int(rr.slot) < len(snap.Rules) && snap.Rules[rr.slot].Present {
 		table = snap.Rules[rr.slot].Table
 		info.TableSize = table.Size()
-		info.TableDigest = tableDigest(snap.Seed, &snap.Rules[rr.slot]) // digest.go
-		if sr := &snap.Rules[rr.slot]; sharedSessions(sr) {             // sessions.go
+		info.TableDigest = rr.digest                       // digest.go, computed when the rule was
+		if sr := snap.Rules[rr.slot]; sharedSessions(sr) { // sessions.go
 			info.SessionActiveSeconds = sessionActiveWindow(sr.Idle).Duration().Seconds()
 		}
 	}
@@ -222,7 +222,8 @@ func (o *ops) ChangeBackend(ctx context.Context, c control.BackendChange) (*cont
 			cerr = fmt.Errorf("%s not applied: %w", c.Action, err)
 			return
 		}
-		d.view = config.Apply(d.cfg, d.state)
+		d.view = d.view.Reapply(d.cfg, d.state, c.Rule) // the other rules' views stay
+		d.touch(c.Rule)                                 // publish.go: only this rule is computed again
 		if err := d.publish(); err != nil {
 			cerr = fmt.Errorf("%s saved but not published: %w", c.Action, err)
 			return

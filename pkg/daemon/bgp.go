@@ -268,7 +268,7 @@ func (d *daemon) bgpChange(b *bgpRuntime, vip netip.Addr, announce bool, reason 
 // fleet, appliances that see a usable backend take the traffic; when none
 // does, the VIP is withdrawn everywhere, as ExaBGP's withdraw-on-down and
 // vc5 do.
-func decideVIP(rules []ruleStatus, vip netip.Addr, drained bool, held string) (bool, string) {
+func decideVIP(rules []*ruleStatus, vip netip.Addr, drained bool, held string) (bool, string) {
 	if drained {
 		return false, "appliance drained (xlb appliance drain)"
 	}
@@ -298,7 +298,7 @@ func decideVIP(rules []ruleStatus, vip netip.Addr, drained bool, held string) (b
 	return true, "serving (" + strings.Join(placing, "; ") + ")"
 }
 
-func canPlace(r ruleStatus) bool {
+func canPlace(r *ruleStatus) bool {
 	if r.State == nil || r.Eligible == 0 {
 		return false
 	}

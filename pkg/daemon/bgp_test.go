@@ -15,31 +15,31 @@ import (
 func TestDecideVIP(t *testing.T) {
 	vip := addr("203.0.113.10")
 	other := addr("203.0.113.20")
-	rule := func(name string, v netip.Addr, tier failover.Tier, eligible int, warm bool, pending int) ruleStatus {
-		return ruleStatus{Name: name, VIP: v, Tier: tier.String(), State: &failover.State{Tier: tier}, Eligible: eligible, Warm: warm, Pending: make([]netip.Addr, pending)}
+	rule := func(name string, v netip.Addr, tier failover.Tier, eligible int, warm bool, pending int) *ruleStatus {
+		return &ruleStatus{Name: name, VIP: v, Tier: tier.String(), State: &failover.State{Tier: tier}, Eligible: eligible, Warm: warm, Pending: make([]netip.Addr, pending)}
 	}
 	for _, tc := range []struct {
 		name    string
-		rules   []ruleStatus
+		rules   []*ruleStatus
 		drained bool
 		want    bool
 		reason  string
 		held    string // the fleet's hold
 	}{
-		{"serving", []ruleStatus{rule("web", vip, failover.TierPrimary, 3, true, 0)}, false, true, "serving (web: PRIMARY, 3 eligible)", ""},
-		{"drained", []ruleStatus{rule("web", vip, failover.TierPrimary, 3, true, 0)}, true, false, "appliance drained (xlb appliance drain)", ""},
-		{"cold rule", []ruleStatus{rule("web", vip, failover.TierPrimary, 3, true, 0), rule("udp", vip, failover.TierLastResort, 3, false, 2)}, false, false,
+		{"serving", []*ruleStatus{rule("web", vip, failover.TierPrimary, 3, true, 0)}, false, true, "serving (web: PRIMARY, 3 eligible)", ""},
+		{"drained", []*ruleStatus{rule("web", vip, failover.TierPrimary, 3, true, 0)}, true, false, "appliance drained (xlb appliance drain)", ""},
+		{"cold rule", []*ruleStatus{rule("web", vip, failover.TierPrimary, 3, true, 0), rule("udp", vip, failover.TierLastResort, 3, false, 2)}, false, false,
 			"first round of health checks not finished: udp (2 backends without a verdict)", ""},
-		{"last resort", []ruleStatus{rule("web", vip, failover.TierLastResort, 3, true, 0)}, false, false,
+		{"last resort", []*ruleStatus{rule("web", vip, failover.TierLastResort, 3, true, 0)}, false, false,
 			"no rule can place a new flow on a usable backend (web: LAST_RESORT)", ""},
-		{"empty", []ruleStatus{rule("web", vip, failover.TierEmpty, 0, true, 0)}, false, false,
+		{"empty", []*ruleStatus{rule("web", vip, failover.TierEmpty, 0, true, 0)}, false, false,
 			"no rule can place a new flow on a usable backend (web: EMPTY)", ""},
-		{"one of two rules places", []ruleStatus{rule("web", vip, failover.TierEmpty, 0, true, 0), rule("udp", vip, failover.TierFailover, 1, true, 0)}, false, true,
+		{"one of two rules places", []*ruleStatus{rule("web", vip, failover.TierEmpty, 0, true, 0), rule("udp", vip, failover.TierFailover, 1, true, 0)}, false, true,
 			"serving (udp: FAILOVER, 1 eligible)", ""},
-		{"other VIP's rules do not count", []ruleStatus{rule("web", vip, failover.TierEmpty, 0, true, 0), rule("api", other, failover.TierPrimary, 2, true, 0)}, false, false,
+		{"other VIP's rules do not count", []*ruleStatus{rule("web", vip, failover.TierEmpty, 0, true, 0), rule("api", other, failover.TierPrimary, 2, true, 0)}, false, false,
 			"no rule can place a new flow on a usable backend (web: EMPTY)", ""},
-		{"fleet joining", []ruleStatus{rule("web", vip, failover.TierPrimary, 3, true, 0)}, false, false, "fleet join under way", "fleet join under way"},
-		{"drained while joining", []ruleStatus{rule("web", vip, failover.TierPrimary, 3, true, 0)}, true, false, "appliance drained (xlb appliance drain)", "fleet join under way"},
+		{"fleet joining", []*ruleStatus{rule("web", vip, failover.TierPrimary, 3, true, 0)}, false, false, "fleet join under way", "fleet join under way"},
+		{"drained while joining", []*ruleStatus{rule("web", vip, failover.TierPrimary, 3, true, 0)}, true, false, "appliance drained (xlb appliance drain)", "fleet join under way"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, why := decideVIP(tc.rules, vip, tc.drained, tc.held)
@@ -116,7 +116,7 @@ func (fixedClock) Ticks(time.Time) conntrack.Time { return 0 }
 // TestTableDigest: the digest follows the table and the seed, not the
 // appliance-local backend slots.
 func TestTableDigest(t *testing.T) {
-	build := func(seed uint64, ids []uint32, names ...string) dataplane.Rule {
+	build := func(seed uint64, ids []uint32, names ...string) *dataplane.Rule {
 		t.Helper()
 		var groups = []failover.Group{{Name: "a", CapacityScaler: 1}}
 		var bs []failover.Backend
@@ -135,19 +135,19 @@ func TestTableDigest(t *testing.T) {
 	}
 	a := build(1, []uint32{0, 1, 2}, "192.0.2.1", "192.0.2.2", "192.0.2.3")
 	b := build(1, []uint32{7, 3, 5}, "192.0.2.1", "192.0.2.2", "192.0.2.3") // another appliance's slots
-	da, db := tableDigest(1, &a), tableDigest(1, &b)
+	da, db := tableDigest(1, a), tableDigest(1, b)
 	if da != db || len(da) != 16 {
 		t.Errorf("same tables, other slots: %s vs %s", da, db)
 	}
-	if d := tableDigest(2, &a); d == da {
+	if d := tableDigest(2, a); d == da {
 		t.Error("the seed does not change the digest")
 	}
 	c := build(2, []uint32{0, 1, 2}, "192.0.2.1", "192.0.2.2", "192.0.2.3") // tables built with another seed
-	if d := tableDigest(1, &c); d == da {
+	if d := tableDigest(1, c); d == da {
 		t.Error("a table built with another seed has the same digest")
 	}
 	e := build(1, []uint32{0, 1}, "192.0.2.1", "192.0.2.2")
-	if d := tableDigest(1, &e); d == da {
+	if d := tableDigest(1, e); d == da {
 		t.Error("another eligible set has the same digest")
 	}
 }

@@ -73,6 +73,7 @@ type ruleRows struct {
 	state    *failover.State
 	backends []backendRow
 	warm     bool // first round of health checks published (warmup.go)
+	digest   string
 }
 
 type backendRow struct {
@@ -107,6 +108,9 @@ func (o *ops) rows(ctx context.Context, rule string) ([]ruleRows, []string, erro
 			}
 			if rt := d.rules[rv.Rule.Name]; rt != nil {
 				rr.slot, rr.state, rr.warm = rt.slot, rt.prev, rt.warm.warm
+				if rt.status != nil {
+					rr.digest = rt.status.Digest
+				}
 				// Backends removed by a reload, still draining.
 				gone := slices.SortedFunc(maps.Keys(rt.removed), netip.Addr.Compare)
 				for _, addr := range gone {

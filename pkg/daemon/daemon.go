@@ -68,10 +68,12 @@ type daemon struct {
 	healthPoke    chan struct{}
 
 	// Owned by the Run goroutine.
+	loader   *config.Loader
 	cfg      *config.Config
 	state    *config.State
 	view     *config.View
 	rules    map[string]*ruleRuntime
+	pub      publication // publish.go
 	probes   map[probeKey]probe
 	probers  proberCache // services.go: which rule probes a service's backend
 	nexthops map[nhKey]nexthop
@@ -142,7 +144,8 @@ func newDaemon(opts Options) (*daemon, error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	cfg, warnings, err := config.Load(opts.ConfigPath)
+	loader := new(config.Loader) // a reload parses again only the files that changed
+	cfg, warnings, err := loader.Load(opts.ConfigPath)
 	for _, w := range warnings {
 		opts.Log.Warn("configuration", "warning", w.String())
 	}
@@ -157,7 +160,7 @@ func newDaemon(opts Options) (*daemon, error) {
 		return nil, err
 	}
 	d := &daemon{
-		opts: opts, log: opts.Log, clock: newClock(), reg: newRegistry(),
+		opts: opts, log: opts.Log, clock: newClock(), reg: newRegistry(), loader: loader,
 		cfg: cfg, state: st, rules: map[string]*ruleRuntime{},
 		probes: map[probeKey]probe{}, nexthops: map[nhKey]nexthop{},
 		requests:      make(chan func()),
@@ -349,7 +352,9 @@ func (d *daemon) serve(ctx context.Context) error {
 			}
 			changed := false
 			if now.Sub(lastResolve) >= 5*time.Second {
-				changed = d.resolveAll(ctx)
+				nh := d.resolveAll(ctx)
+				d.touchBackends(nh) // publish.go
+				changed = len(nh) > 0
 				lastResolve = now
 			}
 			if changed || d.timerDue(now) {
@@ -405,13 +410,14 @@ func (d *daemon) do(ctx context.Context, f func()) error {
 	return nil
 }
 
-// timerDue reports whether a rule's eligible set may change with time
-// alone (failback delay, undrain hold, drain deadlines).
+// timerDue reports whether a rule must be computed again with time alone
+// (failback delay, undrain hold, drain deadlines, warm-up deadline,
+// removed backends to forget: ruleRuntime.due).
 func (d *daemon) timerDue(now time.Time) bool {
 	for _, rt := range d.rules {
-		if rt.prev != nil && !rt.prev.NextCompute.IsZero() && !now.Before(rt.prev.NextCompute) {
+		if rt.due(now) {
 			return true
 		}
 	}
-	return d.warmDue(now)
+	return false
 }

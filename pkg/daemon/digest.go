@@ -56,7 +56,16 @@ func digestTable(h hash.Hash, put func(uint64), t *xhash.MaglevTable) {
 	put(uint64(t.Size()))
 	members := t.Backends()
 	slices.SortFunc(members, func(a, b xhash.Backend) int { return cmp.Compare(a.Name, b.Name) })
-	index := map[uint32]uint16{} // table ID → position in members
+	// Table ID → position in members (0xffff: none); IDs are backend
+	// slots, small.
+	var maxID uint32
+	for _, m := range members {
+		maxID = max(maxID, m.ID)
+	}
+	index := make([]uint16, maxID+1)
+	for i := range index {
+		index[i] = 0xffff
+	}
 	put(uint64(len(members)))
 	for i, m := range members {
 		h.Write([]byte(m.Name))
@@ -64,14 +73,22 @@ func digestTable(h hash.Hash, put func(uint64), t *xhash.MaglevTable) {
 		put(uint64(m.Weight))
 		index[m.ID] = uint16(i)
 	}
-	ids := t.SlotIDs()
-	buf := make([]byte, 2*len(ids))
-	for s, id := range ids {
-		pos, ok := index[id]
-		if !ok {
-			pos = 0xffff
-		}
-		binary.BigEndian.PutUint16(buf[2*s:], pos)
+	if t.SlotBytes() == 0 {
+		return // no backends, no slots
 	}
-	h.Write(buf)
+	// The slots, streamed through a small buffer.
+	var buf [4096]byte
+	n := 0
+	for s := range t.Size() {
+		pos := uint16(0xffff)
+		if id, ok := t.SlotID(s); ok && id <= maxID {
+			pos = index[id]
+		}
+		binary.BigEndian.PutUint16(buf[n:], pos)
+		if n += 2; n == len(buf) {
+			h.Write(buf[:])
+			n = 0
+		}
+	}
+	h.Write(buf[:n])
 }

@@ -7,8 +7,9 @@
 //
 //	daemon.go    Options, Run, the daemon type and its control loop (signals,
 //	             timers, requests), do (run a function on the control goroutine)
-//	publish.go   recompute every rule (failover.Compute → dataplane.BuildRule)
-//	             and publish a snapshot; the published status
+//	publish.go   recompute the rules a change touched (failover.Compute →
+//	             dataplane.BuildRule) and publish a snapshot sharing the
+//	             others; the published status
 //	build.go     configuration → eligible-set input (failoverInput, shared with
 //	             simulate.go), rule match, XDP VIP set, failover policy
 //	enums.go     configuration enums → runtime values: one table per enum
@@ -100,14 +101,20 @@
 //	health verdicts, next hops  ──▶ failover.Compute per rule (prev State kept)
 //	failover.State              ──▶ dataplane.BuildRule (Maglev, generations, deadlines)
 //	neigh next hop per backend  ──▶ encap.Template per backend
-//	rules                       ──▶ dataplane.NewSnapshot ──▶ engine.Publish
+//	rules                       ──▶ dataplane.NextSnapshot ──▶ engine.Publish
 //	                                 (atomic snapshot swap + XDP VIP set)
 //
 // A new snapshot is published at start, on every health or weight change
 // (at most every 250 ms, so an oscillating weight header cannot rebuild
 // tables per probe), when a next hop changes (resolved every 5 s), when a
 // rule's timers are due (failback delay, undrain hold, drain deadlines:
-// failover.State.NextCompute), on reload, and on every CLI change.
+// failover.State.NextCompute), on reload, and on every CLI change. Each
+// computes only the rules it touched: a CLI change its rule, a verdict
+// the rules of its probe, a next hop the rules with that backend, a reload
+// the rules whose file or overrides changed (config.Loader parses only
+// changed files and config.ApplyFrom keeps the other rules' views), all
+// rules when the seed or the table size changed
+// (docs/design.md#publication-that-costs-what-it-changes).
 //
 // # Decisions where the design is silent
 //

@@ -53,6 +53,7 @@ func (d *daemon) applyProbes() bool {
 		old, had := d.probes[k]
 		if !had || old.health != p.health || old.weight != p.weight || old.weightState != p.weightState {
 			changed = true
+			d.touch(k.rule) // publish.go: the rules whose verdicts changed are computed again
 			if !had || old.health != p.health {
 				from := ""
 				if had {

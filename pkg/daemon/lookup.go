@@ -112,7 +112,7 @@ func (o *ops) Lookup(ctx context.Context, q control.LookupQuery) (*control.Looku
 func (st *publishedStatus) rule(name string) *ruleStatus {
 	for i := range st.Rules {
 		if st.Rules[i].Name == name {
-			return &st.Rules[i]
+			return st.Rules[i]
 		}
 	}
 	return nil
@@ -122,7 +122,7 @@ func (st *publishedStatus) rule(name string) *ruleStatus {
 func (st *publishedStatus) slot(s uint16) *ruleStatus {
 	for i := range st.Rules {
 		if st.Rules[i].Slot == s {
-			return &st.Rules[i]
+			return st.Rules[i]
 		}
 	}
 	return nil
@@ -234,7 +234,7 @@ func explainLookup(snap *dataplane.Snapshot, rs *ruleStatus, asked string, m *pa
 			res.Why = fmt.Sprintf("the flow matches rule %s, not %s: %s", rs.Name, asked, res.Why)
 		}
 	}()
-	r := &snap.Rules[x.Rule]
+	r := snap.Rules[x.Rule]
 	if x.Decision.Reason == dataplane.ReasonSourceRange {
 		res.Why = fmt.Sprintf("the source %s is outside the rule's source_ranges (%d prefixes): dropped before any table is looked at (%s)",
 			netip.AddrFrom16(m.Src).Unmap(), len(r.Sources.Prefixes()), x.Decision.Reason)

@@ -83,7 +83,7 @@ func TestExplainWords(t *testing.T) {
 		t.Fatal(err)
 	}
 	rule.Backends[0].Template = tmpl
-	snap, err := dataplane.NewSnapshot(1, []dataplane.Rule{rule})
+	snap, err := dataplane.NewSnapshot(1, []*dataplane.Rule{&rule})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -208,7 +208,7 @@ func (d *daemon) collectRules(s metrics.Sink, st *publishedStatus) {
 	defer cancel()
 	in := d.statsInputs(ctx)
 	for ri := range st.Rules {
-		r := &st.Rules[ri]
+		r := st.Rules[ri]
 		s.Add(mRuleTier, 1, r.Name, r.VIP.String(), r.Tier)
 		n := 0
 		for _, ev := range r.State.History {

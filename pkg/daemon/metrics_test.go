@@ -20,7 +20,7 @@ func TestMetricsLint(t *testing.T) {
 		{Name: "192.0.2.10", ID: 0, Health: failover.HealthHealthy, WeightState: failover.WeightMissing, Eligible: true},
 		{Name: "192.0.2.11", ID: 1, Health: failover.HealthUnhealthy, WeightState: failover.WeightMissing},
 	}}
-	d.status = publishedStatus{XDPMode: "native", Queues: []int{0, 1}, Rules: []ruleStatus{{Name: "web", VIP: addr("203.0.113.10"), Tier: "PRIMARY", State: st}}}
+	d.status = publishedStatus{XDPMode: "native", Queues: []int{0, 1}, Rules: []*ruleStatus{{Name: "web", VIP: addr("203.0.113.10"), Tier: "PRIMARY", State: st}}}
 	reg, err := d.metricsRegistry()
 	if err != nil {
 		t.Fatal(err)

@@ -25,13 +25,39 @@ type nexthop struct {
 	err error
 }
 
-// resolveAll resolves the next hop of every backend and reports whether
-// anything changed.
-func (d *daemon) resolveAll(ctx context.Context) bool {
+// resolveAll resolves the next hop of every backend, forgets those of
+// backends gone, and returns the backends whose next hop changed (or was
+// resolved or lost).
+func (d *daemon) resolveAll(ctx context.Context) map[netip.Addr]bool {
+	return d.resolve(ctx, nil)
+}
+
+// resolveNew resolves the backends of the named rules that have no next
+// hop yet (a reload's new backends); the periodic resolveAll refreshes the
+// others and forgets the ones gone.
+func (d *daemon) resolveNew(ctx context.Context, rules []string) map[netip.Addr]bool {
+	if len(rules) == 0 {
+		return nil
+	}
+	only := make(map[string]bool, len(rules))
+	for _, r := range rules {
+		only[r] = true
+	}
+	return d.resolve(ctx, only)
+}
+
+// resolve resolves every backend (only == nil) or the backends of the
+// rules in only that have no next hop yet.
+func (d *daemon) resolve(ctx context.Context, only map[string]bool) map[netip.Addr]bool {
 	want := map[nhKey]bool{}
 	for _, r := range d.cfg.Rules {
-		for _, gb := range r.Backends() {
-			want[nhKey{gb.Addr, r.Encap.Type == config.EncapDirect}] = true
+		if only != nil && !only[r.Name] {
+			continue
+		}
+		for gi := range r.Groups {
+			for _, b := range r.Groups[gi].Backends {
+				want[nhKey{b.Addr, r.Encap.Type == config.EncapDirect}] = true
+			}
 		}
 		// A backend a reload removed keeps its next hop while its
 		// connections drain: without a template they would be dropped
@@ -42,10 +68,13 @@ func (d *daemon) resolveAll(ctx context.Context) bool {
 			}
 		}
 	}
-	changed := false
+	changed := map[netip.Addr]bool{}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for k := range want {
+		if _, had := d.nexthops[k]; had && only != nil {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -62,7 +91,7 @@ func (d *daemon) resolveAll(ctx context.Context) bool {
 			defer mu.Unlock()
 			old, had := d.nexthops[k]
 			if !had || (old.err == nil) != (err == nil) || (err == nil && !sameNextHop(old.nh, nh)) {
-				changed = true
+				changed[k.addr] = true
 				if err != nil {
 					d.log.Warn("backend next hop unresolved: not eligible", "backend", k.addr, "err", err)
 				} else {
@@ -73,9 +102,11 @@ func (d *daemon) resolveAll(ctx context.Context) bool {
 		}()
 	}
 	wg.Wait()
-	for k := range d.nexthops {
-		if !want[k] {
-			delete(d.nexthops, k)
+	if only == nil {
+		for k := range d.nexthops {
+			if !want[k] {
+				delete(d.nexthops, k)
+			}
 		}
 	}
 	return changed

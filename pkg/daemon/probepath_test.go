@@ -71,7 +71,7 @@ func TestProbeRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap := &dataplane.Snapshot{Seed: 0x1ab5eed, Rules: []dataplane.Rule{{Name: "web", Present: true, Backends: []dataplane.Backend{
+	snap := &dataplane.Snapshot{Seed: 0x1ab5eed, Rules: []*dataplane.Rule{{Name: "web", Present: true, Backends: []dataplane.Backend{
 		{Present: true, Template: tm, Addr: be1.As16(), Name: be1.String()},
 		{Present: true, Addr: be2.As16(), Name: be2.String()},
 	}}}}

@@ -3,9 +3,11 @@ package daemon
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/xlbnet/xlb/failover"
+	"github.com/xlbnet/xlb/hash"
 	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/dataplane"
 	"github.com/xlbnet/xlb/pkg/engine"
@@ -18,7 +20,7 @@ type publishedStatus struct {
 	XDPMode  string
 	ZeroCopy bool
 	Queues   []int
-	Rules    []ruleStatus
+	Rules    []*ruleStatus // shared between publications while a rule does not change; read-only
 	// Unmatched is unmatched_vip_traffic as published (lookup).
 	Unmatched config.UnmatchedVIPTraffic
 }
@@ -37,6 +39,10 @@ type ruleStatus struct {
 	// (warmup.go); Pending lists the backends without a verdict yet.
 	Warm    bool
 	Pending []netip.Addr
+	// Built is the rule as the workers read it, Digest its table_digest
+	// (digest.go), both as published.
+	Built  *dataplane.Rule
+	Digest string
 }
 
 // ruleRuntime is what the control plane remembers of one rule between
@@ -47,6 +53,16 @@ type ruleRuntime struct {
 	removed map[netip.Addr]removedBackend // gone from the configuration, still draining
 	cfg     *config.Rule                  // as last published
 	warm    warmState                     // warmup.go
+	// forgetAt is when the first backend of removed may be forgotten
+	// (its tracked connections are over); zero: none.
+	forgetAt time.Time
+
+	// What the rule's last computation published, reused as it is by
+	// every publication until something the rule depends on changes
+	// (touch) or its time comes (due).
+	status *ruleStatus
+	vips   []engine.VIP
+	seen   uint64 // the publication that last found the rule configured
 }
 
 type removedBackend struct {
@@ -54,99 +70,267 @@ type removedBackend struct {
 	group string
 }
 
-// publish recomputes every rule and publishes a new snapshot.
-func (d *daemon) publish() error {
-	now := time.Now()
-	rules := make([]dataplane.Rule, 0, len(d.cfg.Rules))
-	var vips []engine.VIP
-	var statuses []ruleStatus
-	keep := map[string]bool{}
+// Changes cost what they change (docs/design.md#publication-that-costs-what-it-changes). A publication
+// computes again only the rules something touched since the last one
+// (touch: a reload that changed them, a CLI change, a health verdict, a
+// next hop) and those whose time came (due: a failover timer, a cold
+// rule's warm-up deadline, a removed backend to forget); every other rule
+// is published as it was: the same *dataplane.Rule in the new snapshot
+// (NextSnapshot shares it, its tables included), the same status and VIP
+// set. The cost of a publication is then the rules it computes plus one
+// pass over the rules to assemble the pointer table.
+type publication struct {
+	// touched names the rules to compute at the next publication: a name
+	// is a rule's or a backend service's (then every rule of the service:
+	// they share its overrides and its probes' verdicts).
+	touched map[string]bool
+	all     bool   // every rule (a change of the hash seed, a restart)
+	gen     uint64 // publications so far
+	snap    *dataplane.Snapshot
+	vips    []engine.VIP // the VIP set published with snap
+	// unmatched is the unmatched_vip_traffic the VIP set was made for.
+	unmatched config.UnmatchedVIPTraffic
+	// tables builds every Maglev table: rules with the same backend set,
+	// weights and size share one, and a rule computed again without a
+	// change of its eligible set gets its table back without a build.
+	tables hash.Tables
+}
+
+// touch marks rules to be computed at the next publication: a rule's
+// name marks every rule of its backend service, a service's name all its
+// rules.
+func (d *daemon) touch(rules ...string) {
+	if d.pub.touched == nil {
+		d.pub.touched = map[string]bool{}
+	}
+	for _, r := range rules {
+		d.pub.touched[r] = true
+	}
+}
+
+// touchAll marks every rule.
+func (d *daemon) touchAll() { d.pub.all = true }
+
+// touchBackends marks the rules that have one of the backends (a next hop
+// changed); one pass over the view, only when some next hop changed.
+func (d *daemon) touchBackends(addrs map[netip.Addr]bool) {
+	if len(addrs) == 0 {
+		return
+	}
 	for i := range d.view.Rules {
 		rv := &d.view.Rules[i]
-		r := rv.Rule
-		keep[r.Name] = true
-		slot, err := d.reg.rule(r.Name)
+		for _, b := range rv.Backends {
+			if addrs[b.Addr] {
+				d.touch(rv.Rule.Name)
+				break
+			}
+		}
+		if rt := d.rules[rv.Rule.Name]; rt != nil {
+			for addr := range rt.removed {
+				if addrs[addr] {
+					d.touch(rv.Rule.Name)
+				}
+			}
+		}
+	}
+}
+
+// due reports whether the rule must be computed again because time
+// passed: a failover timer (failback delay, undrain hold, drain
+// deadlines), a cold rule's warm-up deadline, or a removed backend whose
+// connections are over.
+func (rt *ruleRuntime) due(now time.Time) bool {
+	switch {
+	case rt.prev != nil && !rt.prev.NextCompute.IsZero() && !now.Before(rt.prev.NextCompute):
+		return true
+	case !rt.forgetAt.IsZero() && !now.Before(rt.forgetAt):
+		return true
+	case !rt.warm.warm && rt.cfg != nil && !rt.warm.since.IsZero() && now.Sub(rt.warm.since) >= warmDeadline(rt.cfg.HealthCheck):
+		return true
+	}
+	return false
+}
+
+// computed is one rule computed by a publication, kept until the
+// publication is out.
+type computed struct {
+	rt      *ruleRuntime
+	status  *ruleStatus
+	vips    []engine.VIP
+	pending []netip.Addr
+}
+
+// publish computes the touched and due rules, publishes a new snapshot
+// that shares every other rule with the previous one, and then the status,
+// the BGP announcements and the state document.
+func (d *daemon) publish() error {
+	now := time.Now()
+	p := &d.pub
+	p.gen++
+	rules := make([]*dataplane.Rule, d.reg.ruleCount(), d.reg.ruleCount()+1)
+	vipsChanged := p.snap == nil || p.unmatched != d.cfg.UnmatchedVIPTraffic
+	statuses := make([]*ruleStatus, 0, len(d.view.Rules))
+	var done []computed
+	touchedServices := map[string]bool{}
+	if len(p.touched) > 0 && !p.all {
+		for i := range d.view.Rules {
+			if r := d.view.Rules[i].Rule; p.touched[r.Name] || p.touched[r.ServiceName()] {
+				touchedServices[r.ServiceName()] = true
+			}
+		}
+	}
+	for i := range d.view.Rules {
+		rv := &d.view.Rules[i]
+		rt := d.rules[rv.Rule.Name]
+		if rt != nil && rt.status != nil && !p.all && !p.touched[rv.Rule.Name] && !touchedServices[rv.Rule.ServiceName()] && !rt.due(now) {
+			rt.seen = p.gen
+			rules[rt.slot] = rt.status.Built
+			statuses = append(statuses, rt.status)
+			continue
+		}
+		c, err := d.compute(rv, now)
 		if err != nil {
 			return err
 		}
-		rt := d.rules[r.Name]
-		if rt == nil {
-			rt = &ruleRuntime{slot: slot, removed: map[netip.Addr]removedBackend{}}
-			d.rules[r.Name] = rt
+		for int(c.rt.slot) >= len(rules) {
+			rules = append(rules, nil)
 		}
-		warm, pending := d.warmCheck(rv, rt, now)
-		groups, backends := d.ruleInput(rv, rt, warm)
-		st, err := failover.Compute(policyOf(r), groups, backends, rt.prev, now)
-		if err != nil {
-			return fmt.Errorf("rule %s: %w", r.Name, err)
-		}
-		for _, ev := range st.Events {
-			d.log.Info("eligible set", "rule", r.Name, "event", ev.Kind.String(), "from", ev.From.String(), "to", ev.To.String(), "group", ev.Group, "reason", ev.Reason)
-		}
-		// Forget removed backends once their entries are over.
-		for addr := range rt.removed {
-			if b, ok := st.Backend(addr.String()); ok && !b.DrainUntil.IsZero() && now.After(b.DrainUntil.Add(r.ConnectionTracking.IdleTimeout)) {
-				delete(rt.removed, addr)
+		rules[c.rt.slot] = c.status.Built
+		statuses = append(statuses, c.status)
+		done = append(done, c)
+		vipsChanged = vipsChanged || c.rt.status == nil || !slices.Equal(c.vips, c.rt.vips)
+	}
+	if len(d.rules) != len(d.view.Rules) {
+		for name, rt := range d.rules {
+			if rt.seen != p.gen {
+				delete(d.rules, name)
+				vipsChanged = true
 			}
 		}
-		rt.prev = st
-		dr, err := dataplane.BuildRule(dataplane.RuleConfig{
-			Name: r.Name, Match: matchOf(r),
-			Affinity: affinities.of(r.SessionAffinity), Mode: trackingModes.of(r.ConnectionTracking.TrackingMode),
-			Persistence:      persistences.of(r.ConnectionTracking.PersistenceOnUnhealthy),
-			Idle:             r.ConnectionTracking.IdleTimeout,
-			FragmentTracking: r.FragmentTracking,
-			TableSize:        uint32(d.cfg.MaglevTableSize),
-			ZoneClients:      policyOf(r).Zonal.Clients,
-			SourceRanges:     r.SourceRanges,
-		}, st, d.cfg.HashSeed, d.clock)
-		if err != nil {
-			return err
+	}
+	vips := p.vips
+	if vipsChanged { // a rule's VIP, protocol or ports changed, or a rule came or went
+		fresh := make(map[string][]engine.VIP, len(done))
+		for _, c := range done {
+			fresh[c.status.Name] = c.vips
 		}
-		for i := range dr.Backends {
-			b := &dr.Backends[i]
-			if !b.Present {
-				continue
-			}
-			if t, err := d.template(r, netip.MustParseAddr(b.Name)); err == nil {
-				b.Template = t
+		vips = nil
+		for i := range d.view.Rules {
+			name := d.view.Rules[i].Rule.Name
+			if v, ok := fresh[name]; ok {
+				vips = append(vips, v...)
+			} else {
+				vips = append(vips, d.rules[name].vips...)
 			}
 		}
-		for int(slot) >= len(rules) {
-			rules = append(rules, dataplane.Rule{})
-		}
-		rules[slot] = dr
-		vips = append(vips, vipsOf(r)...)
-		statuses = append(statuses, ruleStatus{Name: r.Name, VIP: r.VIP, Tier: st.Tier.String(), Reason: st.Reason, State: st, Rule: r, Slot: slot, Eligible: len(st.Eligible), Warm: warm, Pending: pending})
+		vips = append(vips, unmatchedVIPs(d.cfg.UnmatchedVIPTraffic, vips)...)
 	}
-	for name := range d.rules {
-		if !keep[name] {
-			delete(d.rules, name)
-		}
-	}
-	for len(rules) < d.reg.ruleCount() {
-		rules = append(rules, dataplane.Rule{})
-	}
-	vips = append(vips, unmatchedVIPs(d.cfg.UnmatchedVIPTraffic, vips)...)
-	snap, err := dataplane.NewSnapshot(d.cfg.HashSeed, rules)
+	snap, err := dataplane.NextSnapshot(p.snap, d.cfg.HashSeed, rules)
 	if err != nil {
 		return err
 	}
-	if err := d.engine.Publish(snap, vips); err != nil {
-		return err
+	if d.engine != nil && vipsChanged {
+		if err := d.engine.Publish(snap, vips); err != nil {
+			return err
+		}
+	} else if d.engine != nil {
+		d.engine.PublishRules(snap)
 	}
 	d.publishProbeRoutes(snap) // probepath.go
-	for _, rs := range statuses {
-		rt := d.rules[rs.Name]
-		rt.cfg = rs.Rule
-		d.latchWarm(rs.Name, rt, rs.Warm, rs.Pending, now)
+	p.snap, p.vips, p.unmatched, p.all = snap, vips, d.cfg.UnmatchedVIPTraffic, false
+	clear(p.touched)
+	for _, c := range done {
+		c.rt.status, c.rt.vips, c.rt.cfg = c.status, c.vips, c.status.Rule
+		d.latchWarm(c.status.Name, c.rt, c.status.Warm, c.pending, now)
+	}
+	st := publishedStatus{Config: d.cfg.Path, Loaded: now, Rules: statuses, Unmatched: d.cfg.UnmatchedVIPTraffic}
+	if d.engine != nil {
+		st.XDPMode, st.ZeroCopy, st.Queues = d.engine.Mode().String(), d.engine.ZeroCopy(), d.engine.Queues()
 	}
 	d.mu.Lock()
-	d.status = publishedStatus{Config: d.cfg.Path, Loaded: now, XDPMode: d.engine.Mode().String(), ZeroCopy: d.engine.ZeroCopy(), Queues: d.engine.Queues(), Rules: statuses, Unmatched: d.cfg.UnmatchedVIPTraffic}
+	d.status = st
 	d.mu.Unlock()
 	d.announce()      // bgp.go: the VIPs follow the published state
 	d.storeState(nil) // systemd.go: what a restart after a crash starts from
 	return nil
+}
+
+// compute runs one rule's eligible-set engine and builds what the
+// workers read of it. It changes the rule's runtime (its failover state,
+// removed backends) but publishes nothing.
+func (d *daemon) compute(rv *config.RuleView, now time.Time) (computed, error) {
+	r := rv.Rule
+	slot, err := d.reg.rule(r.Name)
+	if err != nil {
+		return computed{}, err
+	}
+	rt := d.rules[r.Name]
+	if rt == nil {
+		rt = &ruleRuntime{slot: slot, removed: map[netip.Addr]removedBackend{}}
+		d.rules[r.Name] = rt
+	}
+	rt.seen = d.pub.gen
+	warm, pending := d.warmCheck(rv, rt, now)
+	groups, backends := d.ruleInput(rv, rt, warm)
+	st, err := failover.Compute(policyOf(r), groups, backends, rt.prev, now)
+	if err != nil {
+		return computed{}, fmt.Errorf("rule %s: %w", r.Name, err)
+	}
+	for _, ev := range st.Events {
+		d.log.Info("eligible set", "rule", r.Name, "event", ev.Kind.String(), "from", ev.From.String(), "to", ev.To.String(), "group", ev.Group, "reason", ev.Reason)
+	}
+	// Forget removed backends once their entries are over.
+	rt.forgetAt = time.Time{}
+	for addr := range rt.removed {
+		b, ok := st.Backend(addr.String())
+		if !ok || b.DrainUntil.IsZero() {
+			continue
+		}
+		if over := b.DrainUntil.Add(r.ConnectionTracking.IdleTimeout); now.After(over) {
+			delete(rt.removed, addr)
+		} else if rt.forgetAt.IsZero() || over.Before(rt.forgetAt) {
+			rt.forgetAt = over
+		}
+	}
+	rt.prev = st
+	dr, err := dataplane.BuildRule(dataplane.RuleConfig{
+		Name: r.Name, Match: matchOf(r),
+		Affinity: affinities.of(r.SessionAffinity), Mode: trackingModes.of(r.ConnectionTracking.TrackingMode),
+		Persistence:      persistences.of(r.ConnectionTracking.PersistenceOnUnhealthy),
+		Idle:             r.ConnectionTracking.IdleTimeout,
+		FragmentTracking: r.FragmentTracking,
+		TableSize:        uint32(d.cfg.MaglevTableSize),
+		ZoneClients:      policyOf(r).Zonal.Clients,
+		SourceRanges:     r.SourceRanges,
+		Tables:           &d.pub.tables,
+	}, st, d.cfg.HashSeed, d.clock)
+	if err != nil {
+		return computed{}, err
+	}
+	for i := range dr.Backends {
+		b := &dr.Backends[i]
+		if !b.Present {
+			continue
+		}
+		if t, err := d.template(r, netip.MustParseAddr(b.Name)); err == nil {
+			b.Template = t
+		}
+	}
+	// The digest hashes every slot: keep it while the tables and the
+	// seed are the ones it was computed from.
+	var digest string
+	if old := rt.status; old != nil && old.Built.SameTables(dr) && old.Built.Affinity == dr.Affinity && d.pub.snap != nil && d.pub.snap.Seed == d.cfg.HashSeed {
+		digest = old.Digest
+	} else {
+		digest = tableDigest(d.cfg.HashSeed, dr)
+	}
+	return computed{
+		rt:   rt,
+		vips: vipsOf(r),
+		status: &ruleStatus{Name: r.Name, VIP: r.VIP, Tier: st.Tier.String(), Reason: st.Reason, State: st, Rule: r, Slot: slot,
+			Eligible: len(st.Eligible), Warm: warm, Pending: pending, Built: dr, Digest: digest},
+		pending: pending,
+	}, nil
 }
 
 // Status returns the latest published status; safe from any goroutine.

@@ -54,7 +54,7 @@ func (d *daemon) takeSample() *sample {
 	}
 	s.backend = map[[2]uint32]dataplane.Totals{}
 	for ri := range snap.Rules {
-		r := &snap.Rules[ri]
+		r := snap.Rules[ri]
 		for bi := range r.Backends {
 			if !r.Backends[bi].Present {
 				continue

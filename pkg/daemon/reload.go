@@ -31,7 +31,11 @@ func (d *daemon) Reload(force bool) ([]string, error) {
 }
 
 func (d *daemon) reload(force bool) (warnings []string, err error) {
-	cfg, ws, err := config.Load(d.opts.ConfigPath)
+	load := config.Load
+	if d.loader != nil {
+		load = d.loader.Load
+	}
+	cfg, ws, err := load(d.opts.ConfigPath)
 	for _, w := range ws {
 		d.log.Warn("configuration", "warning", w.String())
 		warnings = append(warnings, w.String())
@@ -68,7 +72,7 @@ func (d *daemon) apply(cfg *config.Config, err error, force bool) (revived []str
 	if err != nil {
 		return nil, err
 	}
-	newView := config.Apply(cfg, st)
+	newView := config.ApplyFrom(d.view, d.state, cfg, st)
 	if err := guardReload(d.view, newView, force); err != nil { // reloadkeys.go
 		d.log.Error("reload refused", "err", err)
 		return nil, err
@@ -77,26 +81,49 @@ func (d *daemon) apply(cfg *config.Config, err error, force bool) (revived []str
 	if err != nil {
 		return nil, err
 	}
+	// What changed: the rules whose file or overrides did (the others keep
+	// their views, config.SameView), all of them when the seed or the
+	// table size did.
+	oldViews := make(map[string]*config.RuleView, len(d.view.Rules))
+	for i := range d.view.Rules {
+		oldViews[d.view.Rules[i].Rule.Name] = &d.view.Rules[i]
+	}
 	now := time.Now()
-	for _, r := range d.cfg.Rules {
-		nr := cfg.Rule(r.Name)
-		rt := d.rules[r.Name]
-		if nr == nil || rt == nil {
+	var changed []string
+	for i := range newView.Rules {
+		rv := &newView.Rules[i]
+		ov := oldViews[rv.Rule.Name]
+		if ov != nil && config.SameView(rv, ov) {
 			continue
 		}
-		for _, gb := range r.Backends() {
-			if !ruleHas(nr, gb.Addr) {
-				rt.removed[gb.Addr] = removedBackend{at: now, group: gb.Group.Name}
+		changed = append(changed, rv.Rule.Name)
+		rt := d.rules[rv.Rule.Name]
+		if ov == nil || rt == nil {
+			continue
+		}
+		keep := make(map[netip.Addr]bool, len(rv.Backends))
+		for _, b := range rv.Backends {
+			keep[b.Addr] = true
+		}
+		for _, b := range ov.Backends {
+			if !keep[b.Addr] {
+				rt.removed[b.Addr] = removedBackend{at: now, group: b.Group}
 			}
 		}
 	}
+	all := cfg.HashSeed != d.cfg.HashSeed || cfg.MaglevTableSize != d.cfg.MaglevTableSize
 	old, oldState, oldView := d.cfg, d.state, d.view
 	d.cfg, d.state = cfg, st
 	d.view = newView
-	d.resolveAll(context.Background())
+	d.touch(changed...)
+	if all {
+		d.touchAll()
+	}
+	d.touchBackends(d.resolveNew(context.Background(), changed)) // nexthop.go
 	if err := d.publish(); err != nil {
 		d.cfg, d.state = old, oldState
-		d.view = config.Apply(old, oldState)
+		d.view = oldView
+		d.touchAll() // the next publication starts from the configuration as it is
 		live.abort()
 		return nil, fmt.Errorf("reload: %w", err)
 	}
@@ -105,26 +132,43 @@ func (d *daemon) apply(cfg *config.Config, err error, force bool) (revived []str
 		d.log.Error("reload health checks", "err", err)
 	}
 	d.reloadBGP(context.Background())
-	for k := range d.probes {
-		if r := cfg.Rule(k.rule); r == nil || !ruleHas(r, k.addr) {
-			delete(d.probes, k)
-		}
-	}
+	forgetProbes(d.probes, oldViews, newView, changed)
 	revived = revivedOverrides(oldView, newView) // reloadkeys.go
 	for _, w := range revived {
 		d.log.Warn("state overlay", "warning", w)
 	}
-	d.log.Info("reloaded", "config", cfg.Path, "rules", len(cfg.Rules))
+	d.log.Info("reloaded", "config", cfg.Path, "rules", len(cfg.Rules), "changed", len(changed))
 	return revived, nil
 }
 
-func ruleHas(r *config.Rule, addr netip.Addr) bool {
-	for _, gb := range r.Backends() {
-		if gb.Addr == addr {
-			return true
+// forgetProbes drops the verdicts of the backends that left a changed
+// rule, and of every backend of a rule that is gone.
+func forgetProbes(probes map[probeKey]probe, old map[string]*config.RuleView, v *config.View, changed []string) {
+	now := make(map[string]*config.RuleView, len(v.Rules))
+	for i := range v.Rules {
+		now[v.Rules[i].Rule.Name] = &v.Rules[i]
+	}
+	touched := make(map[string]bool, len(changed))
+	for _, name := range changed {
+		touched[name] = true
+	}
+	for name, ov := range old {
+		nv, still := now[name]
+		if still && !touched[name] {
+			continue
+		}
+		keep := map[netip.Addr]bool{}
+		if still {
+			for _, b := range nv.Backends {
+				keep[b.Addr] = true
+			}
+		}
+		for _, b := range ov.Backends {
+			if !keep[b.Addr] {
+				delete(probes, probeKey{name, b.Addr})
+			}
 		}
 	}
-	return false
 }
 
 // firstLine is an error's first issue, for the event list (a rejected

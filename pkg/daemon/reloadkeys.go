@@ -180,20 +180,27 @@ func guardReload(old, n *config.View, force bool) error {
 // rule was), they hold again now that it is back
 // (docs/design.md#the-state-overlay). A
 // drain the operator forgot about must not come back silently.
+// A rule whose view the reload kept (config.SameView) revives nothing.
 func revivedOverrides(old, n *config.View) []string {
-	had := map[string]map[netip.Addr]bool{}
+	before := make(map[string]*config.RuleView, len(old.Rules))
 	for i := range old.Rules {
-		m := map[netip.Addr]bool{}
-		for _, b := range old.Rules[i].Backends {
-			m[b.Addr] = true
-		}
-		had[old.Rules[i].Rule.Name] = m
+		before[old.Rules[i].Rule.Name] = &old.Rules[i]
 	}
 	var out []string
 	for i := range n.Rules {
 		rv := &n.Rules[i]
+		ov := before[rv.Rule.Name]
+		if ov != nil && config.SameView(rv, ov) {
+			continue
+		}
+		had := map[netip.Addr]bool{}
+		if ov != nil {
+			for _, b := range ov.Backends {
+				had[b.Addr] = true
+			}
+		}
 		for _, b := range rv.Backends {
-			if had[rv.Rule.Name][b.Addr] {
+			if had[b.Addr] {
 				continue
 			}
 			var what []string

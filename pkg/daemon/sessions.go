@@ -41,7 +41,7 @@ func sharedSessions(r *dataplane.Rule) bool {
 // splitSessions counts the shared table's records that still decide
 // (valid) per (rule slot, backend slot) into c.shared, and those whose
 // last packet is within their rule's window into c.sessionsActive.
-func splitSessions(c *connCounts, recs []conntrack.Record, rules []dataplane.Rule, valid func(rule uint16, v conntrack.Value, proto uint8) bool) {
+func splitSessions(c *connCounts, recs []conntrack.Record, rules []*dataplane.Rule, valid func(rule uint16, v conntrack.Value, proto uint8) bool) {
 	for j := range recs {
 		r := &recs[j]
 		if !valid(r.Rule, r.Value, r.Key.Proto) {

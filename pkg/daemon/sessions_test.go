@@ -22,7 +22,7 @@ func TestSplitSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	long, short := conntrack.TicksOf(60*time.Second), conntrack.TicksOf(8*time.Second) // windows 10 s and 4 s
-	rules := []dataplane.Rule{{Idle: long, Mode: hash.PerSession, Affinity: hash.AffinityClientIP}, {Idle: short, Mode: hash.PerSession, Affinity: hash.AffinityClientIPProto}}
+	rules := []*dataplane.Rule{{Idle: long, Mode: hash.PerSession, Affinity: hash.AffinityClientIP}, {Idle: short, Mode: hash.PerSession, Affinity: hash.AffinityClientIPProto}}
 	var clk conntrack.FakeClock
 	key := func(i byte) *hash.Key {
 		return &hash.Key{Src: [16]byte{15: i}, Dst: [16]byte{15: 200}, Kind: hash.Tuple2}
@@ -55,7 +55,7 @@ func TestSplitSessions(t *testing.T) {
 			t.Errorf("rule %d backend %d: %d active, %d inactive of %d sessions; want %d and %d", k[0], k[1], active, inactive, c.shared[k], want[0], want[1])
 		}
 	}
-	if !sharedSessions(&rules[0]) || !sharedSessions(&rules[1]) || sharedSessions(&dataplane.Rule{Mode: hash.PerSession, Affinity: hash.AffinityClientIPPortProto}) ||
+	if !sharedSessions(rules[0]) || !sharedSessions(rules[1]) || sharedSessions(&dataplane.Rule{Mode: hash.PerSession, Affinity: hash.AffinityClientIPPortProto}) ||
 		sharedSessions(&dataplane.Rule{Mode: hash.PerConnection, Affinity: hash.AffinityClientIP}) {
 		t.Error("sharedSessions disagrees with the dataplane's choice of table")
 	}

@@ -39,7 +39,7 @@ func TestLookupUnmatchedAndSourceRanges(t *testing.T) {
 	rule := dataplane.Rule{Name: "web", Present: true, Table: tbl, Sources: src,
 		Match:    dataplane.RuleMatch{VIP: addr("203.0.113.10").As16(), Protocol: dataplane.RuleTCP, Ports: []dataplane.PortRange{{Lo: 80, Hi: 80}}},
 		Backends: []dataplane.Backend{{Name: "192.0.2.1", Present: true}}}
-	snap, err := dataplane.NewSnapshot(1, []dataplane.Rule{rule})
+	snap, err := dataplane.NewSnapshot(1, []*dataplane.Rule{&rule})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,15 +97,3 @@ func (d *daemon) latchWarm(name string, rt *ruleRuntime, warm bool, pending []ne
 		}
 	}
 }
-
-// warmDue reports whether a cold rule's warm-up deadline has passed (the
-// control loop then publishes, so the rule turns warm without waiting for a
-// health change).
-func (d *daemon) warmDue(now time.Time) bool {
-	for _, rt := range d.rules {
-		if !rt.warm.warm && !rt.warm.since.IsZero() && rt.cfg != nil && now.Sub(rt.warm.since) >= warmDeadline(rt.cfg.HealthCheck) {
-			return true
-		}
-	}
-	return false
-}

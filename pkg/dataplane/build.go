@@ -27,6 +27,18 @@ type RuleConfig struct {
 	// SourceRanges are the client prefixes the rule admits (source_ranges);
 	// empty admits every source.
 	SourceRanges []netip.Prefix
+	// Tables, when set, builds the Maglev tables: a table of the same
+	// content as a live one (another rule's, or this rule's before) is
+	// shared instead of built again. Nil: every table is built.
+	Tables *hash.Tables
+}
+
+// build builds one Maglev table, through cfg.Tables when set.
+func (cfg *RuleConfig) build(bs []hash.Backend, seed uint64) (*hash.MaglevTable, error) {
+	if cfg.Tables != nil {
+		return cfg.Tables.Build(bs, cfg.TableSize, seed)
+	}
+	return hash.Build(bs, cfg.TableSize, seed)
 }
 
 // Clock converts the control plane's wall-clock instants to the workers'
@@ -41,11 +53,11 @@ type Clock interface {
 // rule's flush generation and the persistence table. Backend slots are the
 // failover.Backend IDs; slots with no backend stay absent. It runs on the
 // control plane; the Maglev build is its only real cost.
-func BuildRule(cfg RuleConfig, st *failover.State, seed uint64, clock Clock) (Rule, error) {
+func BuildRule(cfg RuleConfig, st *failover.State, seed uint64, clock Clock) (*Rule, error) {
 	if err := failover.CheckPersistence(cfg.Persistence, cfg.Mode); err != nil {
-		return Rule{}, fmt.Errorf("rule %s: %w", cfg.Name, err)
+		return nil, fmt.Errorf("rule %s: %w", cfg.Name, err)
 	}
-	r := Rule{
+	r := &Rule{
 		Name:             cfg.Name,
 		Present:          true,
 		Match:            cfg.Match,
@@ -60,7 +72,7 @@ func BuildRule(cfg RuleConfig, st *failover.State, seed uint64, clock Clock) (Ru
 	}
 	src, err := NewSourceSet(cfg.SourceRanges)
 	if err != nil {
-		return Rule{}, fmt.Errorf("rule %s: %w", cfg.Name, err)
+		return nil, fmt.Errorf("rule %s: %w", cfg.Name, err)
 	}
 	r.Sources = src
 	for p := range 256 {
@@ -72,11 +84,11 @@ func BuildRule(cfg RuleConfig, st *failover.State, seed uint64, clock Clock) (Ru
 		}
 		addr, err := netip.ParseAddr(b.Name)
 		if err != nil {
-			return Rule{}, fmt.Errorf("rule %s: backend %q: %w", cfg.Name, b.Name, err)
+			return nil, fmt.Errorf("rule %s: backend %q: %w", cfg.Name, b.Name, err)
 		}
 		d := &r.Backends[b.ID]
 		if d.Present {
-			return Rule{}, fmt.Errorf("rule %s: backends %s and %s share slot %d", cfg.Name, d.Name, b.Name, b.ID)
+			return nil, fmt.Errorf("rule %s: backends %s and %s share slot %d", cfg.Name, d.Name, b.Name, b.ID)
 		}
 		g := b.Gens()
 		*d = Backend{
@@ -87,16 +99,16 @@ func BuildRule(cfg RuleConfig, st *failover.State, seed uint64, clock Clock) (Ru
 			d.DrainUntil = clock.Ticks(b.DrainUntil)
 		}
 	}
-	tbl, err := hash.Build(failover.MaglevBackends(st.Eligible), cfg.TableSize, seed)
+	tbl, err := cfg.build(failover.MaglevBackends(st.Eligible), seed)
 	if err != nil {
-		return Rule{}, fmt.Errorf("rule %s: %w", cfg.Name, err)
+		return nil, fmt.Errorf("rule %s: %w", cfg.Name, err)
 	}
 	r.Table = tbl
 	if len(st.Zones) > 0 && len(cfg.ZoneClients) > 0 {
 		tables := map[string]*hash.MaglevTable{}
 		for _, v := range st.Zones {
-			if tables[v.Zone], err = hash.Build(failover.MaglevBackends(v.Members), cfg.TableSize, seed); err != nil {
-				return Rule{}, fmt.Errorf("rule %s: zone %s: %w", cfg.Name, v.Zone, err)
+			if tables[v.Zone], err = cfg.build(failover.MaglevBackends(v.Members), seed); err != nil {
+				return nil, fmt.Errorf("rule %s: zone %s: %w", cfg.Name, v.Zone, err)
 			}
 		}
 		prefixes := make([]netip.Prefix, len(cfg.ZoneClients))

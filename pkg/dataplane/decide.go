@@ -84,7 +84,7 @@ func (s *Snapshot) Decide(m *packet.Meta, q *FlowTables, now conntrack.Time) Dec
 	var f flow
 	s.prepare(m, q, &f)
 	if f.path == pathFlow { // the common case, without finish's frame
-		return s.decideFlow(&s.Rules[f.slot], m, q, now, &f)
+		return s.decideFlow(s.Rules[f.slot], m, q, now, &f)
 	}
 	return s.finish(m, q, now, &f)
 }
@@ -118,7 +118,7 @@ func (s *Snapshot) prepare(m *packet.Meta, q *FlowTables, f *flow) {
 		return
 	}
 	slot := s.ruleOfMatch[mi]
-	r := &s.Rules[slot]
+	r := s.Rules[slot]
 	if r.Sources != nil && !r.Sources.Admits(&m.Src) {
 		// Before any table is touched: a denied flood costs one trie walk.
 		// (The nil test first: a rule without ranges pays no call.)
@@ -163,9 +163,9 @@ func (s *Snapshot) prepareFlow(r *Rule, slot uint16, m *packet.Meta, q *FlowTabl
 func (s *Snapshot) finish(m *packet.Meta, q *FlowTables, now conntrack.Time, f *flow) Decision {
 	switch f.path {
 	case pathFlow:
-		return s.decideFlow(&s.Rules[f.slot], m, q, now, f)
+		return s.decideFlow(s.Rules[f.slot], m, q, now, f)
 	case pathFragment:
-		return s.decideFragment(&s.Rules[f.slot], f.slot, m, q, now)
+		return s.decideFragment(s.Rules[f.slot], f.slot, m, q, now)
 	case pathICMPErr:
 		return s.decideICMPError(m, q, now)
 	}
@@ -339,7 +339,7 @@ func (s *Snapshot) decideICMPError(m *packet.Meta, q *FlowTables, now conntrack.
 		return drop(ReasonICMPNotForFlow)
 	}
 	slot := s.ruleOfMatch[mi]
-	r := &s.Rules[slot]
+	r := s.Rules[slot]
 	if r.Sources != nil && !r.Sources.Admits(&flowMeta.Src) {
 		// The error is about a client the rule does not admit (its source
 		// is a router's): no flow of it can exist.

@@ -10,7 +10,10 @@
 //     rule from its configuration and its failover.State, then
 //     NewSnapshot), publishes it with one atomic pointer swap, and workers
 //     load the pointer once per batch. A worker never waits for the control
-//     plane and the control plane never waits for a worker.
+//     plane and the control plane never waits for a worker. Rules is a
+//     table of pointers: NextSnapshot shares every unchanged rule (and its
+//     tables) with the previous snapshot and keeps its matcher when no
+//     rule's match changed, so a change costs its rules and the table.
 //   - FlowTables is one worker's state: its conntrack.Table, touched by that
 //     worker only, and the conntrack.Shared tables (PER_SESSION sessions,
 //     fragment tracking) that all workers share.

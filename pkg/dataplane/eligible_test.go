@@ -91,7 +91,7 @@ func (w *fworld) compute() {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	s, err := NewSnapshot(testSeed, []Rule{r})
+	s, err := NewSnapshot(testSeed, []*Rule{r})
 	if err != nil {
 		w.t.Fatal(err)
 	}

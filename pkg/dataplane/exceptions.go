@@ -151,7 +151,7 @@ func (s *Snapshot) Pick(rule uint16, k *hash.Key) (uint32, bool) {
 	if int(rule) >= len(s.Rules) || !s.Rules[rule].Present {
 		return 0, false
 	}
-	r := &s.Rules[rule]
+	r := s.Rules[rule]
 	sel := hash.Key{Src: k.Src, Dst: k.Dst}
 	switch {
 	case r.Affinity == hash.AffinityClientIP:
@@ -170,18 +170,14 @@ func (s *Snapshot) Pick(rule uint16, k *hash.Key) (uint32, bool) {
 // exception scan starts a pass over every entry when it changes.
 func (s *Snapshot) Placement() uint64 { return s.placement }
 
-func placementOf(seed uint64, rules []Rule) uint64 {
-	h := mix(0, seed)
-	for i := range rules {
-		r := &rules[i]
-		if !r.Present {
-			continue
-		}
-		h = mix(mix(mix(h, uint64(i)), uint64(r.Affinity)), r.Table.Placement())
-		if r.zones != nil {
-			for _, z := range *r.zones {
-				h = mix(mix(mix(mix(h, z.hi), z.lo), uint64(z.bits)), z.table.Placement())
-			}
+// placementOf is rule slot's part of the snapshot's placement: the snapshot
+// adds its rules' parts (a sum, so one rule's change does not need the
+// others).
+func (r *Rule) placementOf(slot uint16) uint64 {
+	h := mix(mix(mix(0, uint64(slot)), uint64(r.Affinity)), r.Table.Placement())
+	if r.zones != nil {
+		for _, z := range *r.zones {
+			h = mix(mix(mix(mix(h, z.hi), z.lo), uint64(z.bits)), z.table.Placement())
 		}
 	}
 	return h

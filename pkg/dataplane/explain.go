@@ -84,7 +84,7 @@ func (s *Snapshot) Explain(m *packet.Meta, now conntrack.Time, find EntryFinder)
 	}
 	x.Matched = true
 	x.Rule = f.slot
-	r := &s.Rules[x.Rule]
+	r := s.Rules[x.Rule]
 	x.Decision = s.decideFlowAs(r, m, nil, now, &f, false, &trace{find: find, x: &x})
 
 	x.Selection.SetSelection(m, r.Affinity)

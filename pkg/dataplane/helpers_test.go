@@ -199,7 +199,7 @@ func (w *world) publish() {
 	w.t.Helper()
 	r := w.rule
 	r.Backends = append([]Backend(nil), w.rule.Backends...)
-	s, err := NewSnapshot(testSeed, []Rule{r})
+	s, err := NewSnapshot(testSeed, []*Rule{&r})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -204,10 +204,10 @@ func (m *Matcher) answersEcho(dst, src *[16]byte) bool {
 
 // setEchoSources gives each VIP the union of its rules' source sets; the
 // matcher's rule i is rules[slotOf[i]].
-func (m *Matcher) setEchoSources(rules []Rule, slotOf []uint16) error {
+func (m *Matcher) setEchoSources(rules []*Rule, slotOf []uint16) error {
 	byVIP := map[[16]byte][]*SourceSet{}
 	for _, slot := range slotOf {
-		r := &rules[slot]
+		r := rules[slot]
 		byVIP[r.Match.VIP] = append(byVIP[r.Match.VIP], r.Sources)
 	}
 	for i := range m.slots {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/xlbnet/xlb/conntrack"
 	"github.com/xlbnet/xlb/failover"
@@ -99,54 +100,129 @@ type Rule struct {
 
 	Name  string
 	Match RuleMatch
+
+	// placement is the rule's part of Snapshot.Placement, set when a
+	// snapshot first takes the rule.
+	placement uint64
 }
 
 // Snapshot is everything the workers read that can change. It is built by
 // the control plane, published with one atomic pointer swap, and never
 // modified afterwards, so workers read it without locks.
+//
+// Rules is a table of pointers: a snapshot that follows another shares
+// every rule that did not change (NextSnapshot), so a change costs the
+// rules it touches and this table, not a copy of every rule.
 type Snapshot struct {
-	Seed  uint64 // the fleet-wide hash seed
-	Rules []Rule // indexed by the stable rule slot
+	Seed  uint64  // the fleet-wide hash seed
+	Rules []*Rule // indexed by the stable rule slot; an absent slot's rule has Present false
 
 	matcher     *Matcher
 	ruleOfMatch []uint16 // matcher index → rule slot
 	placement   uint64   // Placement
 }
 
-// NewSnapshot indexes rules (gaps, Present == false, are allowed and stay
-// unmatched) for matching.
-func NewSnapshot(seed uint64, rules []Rule) (*Snapshot, error) {
+// absentRule fills the slots without a rule, so Rules[slot].Present is
+// always safe to read.
+var absentRule = &Rule{}
+
+// NewSnapshot indexes rules for matching: nil entries and rules with
+// Present false are allowed and stay unmatched. The snapshot owns rules
+// from now on; neither the slice nor the rules may change afterwards.
+func NewSnapshot(seed uint64, rules []*Rule) (*Snapshot, error) {
+	return NextSnapshot(nil, seed, rules)
+}
+
+// NextSnapshot is NewSnapshot for the snapshot that follows prev (nil:
+// none). A rule that is prev's rule of the same slot (the same pointer)
+// was checked when prev was built and is not checked again, and prev's
+// matcher is kept when no slot's presence, match or source ranges changed
+// (a VIP's echo requests are admitted by its rules' ranges): the cost is
+// one pass over the pointer table plus the rules that changed.
+func NextSnapshot(prev *Snapshot, seed uint64, rules []*Rule) (*Snapshot, error) {
 	if len(rules) > 1<<16 {
 		return nil, fmt.Errorf("new snapshot: %d rules, at most 65536", len(rules))
 	}
 	s := &Snapshot{Seed: seed, Rules: rules}
-	var ms []RuleMatch
-	for i := range rules {
-		r := &rules[i]
-		if !r.Present {
+	sameMatch := prev != nil
+	if prev != nil && len(prev.Rules) > len(rules) {
+		for _, r := range prev.Rules[len(rules):] {
+			sameMatch = sameMatch && !r.Present
+		}
+	}
+	for i, r := range rules {
+		if r == nil {
+			r, rules[i] = absentRule, absentRule
+		}
+		old := absentRule
+		if prev != nil && i < len(prev.Rules) {
+			old = prev.Rules[i]
+		}
+		if r == old {
 			continue
 		}
-		if r.Table == nil {
-			return nil, fmt.Errorf("new snapshot: rule %q has no Maglev table", r.Name)
+		if r.Present {
+			if err := r.check(); err != nil {
+				return nil, fmt.Errorf("new snapshot: %w", err)
+			}
+			r.placement = r.placementOf(uint16(i))
 		}
-		for _, b := range r.Table.Backends() {
-			if int(b.ID) >= len(r.Backends) || !r.Backends[b.ID].Present {
-				return nil, fmt.Errorf("new snapshot: rule %q: Maglev backend %s has slot %d with no backend", r.Name, b.Name, b.ID)
+		if r.Present != old.Present || r.Present && (!r.Match.equal(&old.Match) || !r.Sources.same(old.Sources)) {
+			sameMatch = false // the matcher, or a VIP's echo sources, differ
+		}
+	}
+	if sameMatch {
+		s.matcher, s.ruleOfMatch = prev.matcher, prev.ruleOfMatch
+	} else {
+		var ms []RuleMatch
+		for i, r := range rules {
+			if r.Present {
+				ms = append(ms, r.Match)
+				s.ruleOfMatch = append(s.ruleOfMatch, uint16(i))
 			}
 		}
-		ms = append(ms, r.Match)
-		s.ruleOfMatch = append(s.ruleOfMatch, uint16(i))
+		m, err := NewMatcher(ms)
+		if err != nil {
+			return nil, fmt.Errorf("new snapshot: %w", err)
+		}
+		if err := m.setEchoSources(rules, s.ruleOfMatch); err != nil {
+			return nil, fmt.Errorf("new snapshot: %w", err)
+		}
+		s.matcher = m
 	}
-	m, err := NewMatcher(ms)
-	if err != nil {
-		return nil, fmt.Errorf("new snapshot: %w", err)
+	s.placement = mix(0, seed)
+	for _, r := range rules {
+		if r.Present {
+			s.placement += r.placement
+		}
 	}
-	if err := m.setEchoSources(rules, s.ruleOfMatch); err != nil {
-		return nil, fmt.Errorf("new snapshot: %w", err)
-	}
-	s.matcher = m
-	s.placement = placementOf(seed, rules)
 	return s, nil
+}
+
+// check verifies that every member of the rule's tables has a backend.
+func (r *Rule) check() error {
+	if r.Table == nil {
+		return fmt.Errorf("rule %q has no Maglev table", r.Name)
+	}
+	tables := []*hash.MaglevTable{r.Table}
+	if r.zones != nil {
+		for _, z := range *r.zones {
+			tables = append(tables, z.table)
+		}
+	}
+	for _, t := range tables {
+		for _, b := range t.Backends() {
+			if int(b.ID) >= len(r.Backends) || !r.Backends[b.ID].Present {
+				return fmt.Errorf("rule %q: Maglev backend %s has slot %d with no backend", r.Name, b.Name, b.ID)
+			}
+		}
+	}
+	return nil
+}
+
+// equal reports whether two matches match the same packets.
+func (m *RuleMatch) equal(o *RuleMatch) bool {
+	return m.VIP == o.VIP && m.Protocol == o.Protocol && m.AllPorts == o.AllPorts && slices.Equal(m.Ports, o.Ports)
 }
 
 // Matcher returns the snapshot's rule matcher.

@@ -78,6 +78,11 @@ func (s *SourceSet) Prefixes() []netip.Prefix {
 	return s.prefixes
 }
 
+// same reports whether s and o admit the same sources (nil admits all).
+func (s *SourceSet) same(o *SourceSet) bool {
+	return s == o || slices.Equal(s.Prefixes(), o.Prefixes())
+}
+
 // Len is the number of trie nodes: its memory is Len × 72 bytes.
 func (s *SourceSet) Len() int {
 	if s == nil {

@@ -278,7 +278,7 @@ func TestSourceRangesICMP(t *testing.T) {
 	open := w.rule
 	open.Name, open.Sources = "open", nil
 	open.Match = RuleMatch{VIP: testVIP, Protocol: RuleUDP, Ports: []PortRange{{53, 53}}}
-	s, err := NewSnapshot(testSeed, []Rule{w.rule, open})
+	s, err := NewSnapshot(testSeed, []*Rule{&w.rule, &open})
 	if err != nil {
 		t.Fatal(err)
 	}

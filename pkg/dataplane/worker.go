@@ -279,7 +279,7 @@ func (w *Worker) batch(snap *Snapshot, n int, now conntrack.Time) (ntx, ndrop in
 		if res := w.parsed[i]; res != packet.OK {
 			dec = parseFailure(res)
 		} else if f := &w.flows[i]; f.path == pathFlow {
-			dec = snap.decideFlow(&snap.Rules[f.slot], &w.metas[i], q, now, f)
+			dec = snap.decideFlow(snap.Rules[f.slot], &w.metas[i], q, now, f)
 		} else {
 			dec = snap.finish(&w.metas[i], q, now, f)
 		}

@@ -72,3 +72,16 @@ func (r *Rule) setZones(prefixes []netip.Prefix, zoneOf []string, tables map[str
 		r.zones = &zones
 	}
 }
+
+// SameTables reports whether r and o place new flows with the same
+// tables: the same Maglev table and, under zonal affinity, the same client
+// prefixes with the same tables (pointers: hash.Tables gives equal
+// content the same table). The control plane keeps what it derived from
+// r's tables (the table digest) when a rule is computed again without a
+// change of its tables.
+func (r *Rule) SameTables(o *Rule) bool {
+	if r.Table != o.Table || (r.zones == nil) != (o.zones == nil) {
+		return false
+	}
+	return r.zones == nil || slices.Equal(*r.zones, *o.zones)
+}

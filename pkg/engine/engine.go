@@ -371,6 +371,10 @@ func (e *Engine) Publish(s *dataplane.Snapshot, vips []VIP) error {
 	return e.replaceVIPs(vips)
 }
 
+// PublishRules is Publish with the VIP set as it is: most publications
+// change no rule's VIP, protocol or ports, and skip comparing the set.
+func (e *Engine) PublishRules(s *dataplane.Snapshot) { e.snapshot.Store(s) }
+
 func (e *Engine) replaceVIPs(vips []VIP) error {
 	set := make([]xsk.VIP, len(vips))
 	for i, v := range vips {

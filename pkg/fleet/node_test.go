@@ -25,11 +25,13 @@ var backends = []string{"198.18.1.100", "198.18.1.101", "198.18.1.102", "198.18.
 // nodes can number rules and backends differently.
 func testSnapshot(t testing.TB, extra int, order []string) *dataplane.Snapshot {
 	t.Helper()
-	var rules []dataplane.Rule
+	var rules []*dataplane.Rule
 	for i := range extra {
-		rules = append(rules, rule(t, fmt.Sprintf("other%d", i), 81+i, order))
+		r := rule(t, fmt.Sprintf("other%d", i), 81+i, order)
+		rules = append(rules, &r)
 	}
-	rules = append(rules, rule(t, "web", 80, order))
+	web := rule(t, "web", 80, order)
+	rules = append(rules, &web)
 	s, err := dataplane.NewSnapshot(1, rules)
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ func (r *resolved) update(s *dataplane.Snapshot) {
 	r.backs = make([]map[netip.Addr]uint32, len(s.Rules))
 	r.ids = make([]uint64, len(s.Rules))
 	for i := range s.Rules {
-		rule := &s.Rules[i]
+		rule := s.Rules[i]
 		if !rule.Present {
 			continue
 		}
@@ -48,7 +48,7 @@ func (r *resolved) backend(rule uint16, b uint32) (*dataplane.Rule, *dataplane.B
 	if r.snap == nil || int(rule) >= len(r.snap.Rules) || !r.snap.Rules[rule].Present {
 		return nil, nil, false
 	}
-	rl := &r.snap.Rules[rule]
+	rl := r.snap.Rules[rule]
 	if int(b) >= len(rl.Backends) || !rl.Backends[b].Present {
 		return nil, nil, false
 	}

@@ -1,0 +1,253 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/xlbnet/xlb/pkg/control"
+	"github.com/xlbnet/xlb/pkg/dataplane"
+	"github.com/xlbnet/xlb/pkg/health"
+	"github.com/xlbnet/xlb/pkg/neigh"
+)
+
+// scaleBackend is backend j of rule i of scaleDaemon's configuration.
+func scaleBackend(i, j int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), byte(j + 1)})
+}
+
+// scaleRuleFile is rule i's file with the given backends (health NONE,
+// IPIP, its own VIP).
+func scaleRuleFile(i int, backends []netip.Addr) string {
+	var q []string
+	for _, b := range backends {
+		q = append(q, fmt.Sprintf("%q", b))
+	}
+	return fmt.Sprintf("name = \"r%05d\"\nvip = \"198.18.%d.%d\"\nports = [\"%d\"]\n[health_check]\ntype = \"NONE\"\n[encap]\ntype = \"IPIP\"\n[[group]]\nname = \"g\"\nbackends = [%s]\n",
+		i, 16+i/250, 1+i%250, 80+i/(250*16), strings.Join(q, ", "))
+}
+
+// scaleDaemon is a daemon without a data plane over n rule files of m
+// backends each, loaded through a Loader as newDaemon loads them, with
+// every backend's next hop known (nothing is resolved over netlink, no
+// packet leaves), published once; its control goroutine serves requests
+// until the test ends.
+func scaleDaemon(tb testing.TB, n, m int) (*daemon, string) {
+	tb.Helper()
+	dir := tb.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "rules.d"), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	main := fmt.Sprintf("interface = \"lo\"\nhash_seed = \"0x5eed1ab\"\nmetrics_listen = \"\"\nstate_file = %q\ncontrol_socket = %q\n",
+		filepath.Join(dir, "state.toml"), filepath.Join(dir, "xlb.sock"))
+	if err := os.WriteFile(filepath.Join(dir, "xlb.toml"), []byte(main), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	for i := range n {
+		var bs []netip.Addr
+		for j := range m {
+			bs = append(bs, scaleBackend(i, j))
+		}
+		if err := os.WriteFile(filepath.Join(dir, "rules.d", fmt.Sprintf("r%05d.toml", i)), []byte(scaleRuleFile(i, bs)), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	d, err := newDaemon(Options{ConfigPath: filepath.Join(dir, "xlb.toml"), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d.checker = health.New(health.Options{OnChange: d.onHealth})
+	tb.Cleanup(d.checker.Stop)
+	mac := net.HardwareAddr{2, 0, 0, 0, 0, 1}
+	for i := range n {
+		for j := range m + 2 { // and the backends a test adds
+			a := scaleBackend(i, j)
+			d.nexthops[nhKey{a, false}] = nexthop{nh: neigh.NextHop{Backend: a, Gateway: netip.MustParseAddr("192.0.2.1"), Ifindex: 1,
+				Src: netip.MustParseAddr("192.0.2.2"), SrcMAC: mac, DstMAC: mac, MTU: 1500}}
+		}
+	}
+	if err := d.publish(); err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case f := <-d.requests:
+				f()
+			case <-done:
+				return
+			}
+		}
+	}()
+	tb.Cleanup(func() { close(done) })
+	return d, dir
+}
+
+// published returns the rules of the last snapshot by name.
+func published(d *daemon) map[string]*dataplane.Rule {
+	out := map[string]*dataplane.Rule{}
+	for _, r := range d.pub.snap.Rules {
+		if r.Present {
+			out[r.Name] = r
+		}
+	}
+	return out
+}
+
+// TestChangesCostWhatTheyChange: a CLI change, a health verdict and a
+// reload that changes one rule file each compute that rule again and
+// publish a snapshot that shares every other rule (the same pointers, so
+// the same tables) with the one before; the changed rule's table shows
+// the change. A reload that changes nothing computes nothing.
+func TestChangesCostWhatTheyChange(t *testing.T) {
+	d, dir := scaleDaemon(t, 4, 3)
+	o := &ops{d: d}
+	steps := []struct {
+		name   string
+		rule   string // the one rule that must change ("": none)
+		change func() error
+		check  func(r *dataplane.Rule) error
+	}{
+		{"cli drain", "r00001", func() error {
+			_, err := o.ChangeBackend(context.Background(), control.BackendChange{Action: control.ActionDrain, Rule: "r00001", Backend: scaleBackend(1, 0).String()})
+			return err
+		}, func(r *dataplane.Rule) error {
+			if _, in := r.Table.Slots(scaleBackend(1, 0).String()); in {
+				return fmt.Errorf("the drained backend is still in the table")
+			}
+			return nil
+		}},
+		{"reload adding a backend", "r00002", func() error {
+			bs := []netip.Addr{scaleBackend(2, 0), scaleBackend(2, 1), scaleBackend(2, 2), scaleBackend(2, 3)}
+			if err := os.WriteFile(filepath.Join(dir, "rules.d", "r00002.toml"), []byte(scaleRuleFile(2, bs)), 0o644); err != nil {
+				return err
+			}
+			return do(d, func() error { _, err := d.Reload(false); return err })
+		}, func(r *dataplane.Rule) error {
+			if n, in := r.Table.Slots(scaleBackend(2, 3).String()); !in || n == 0 {
+				return fmt.Errorf("the added backend has no slot")
+			}
+			return nil
+		}},
+		{"reload without a change", "", func() error {
+			return do(d, func() error { _, err := d.Reload(false); return err })
+		}, nil},
+		{"health verdict", "r00003", func() error {
+			return do(d, func() error {
+				d.probes[probeKey{"r00003", scaleBackend(3, 1)}] = probe{}
+				d.touch("r00003")
+				return d.publish()
+			})
+		}, nil},
+	}
+	for _, s := range steps {
+		before := published(d)
+		snapBefore := d.pub.snap
+		if err := s.change(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if d.pub.snap == snapBefore && s.rule != "" {
+			t.Fatalf("%s: nothing published", s.name)
+		}
+		after := published(d)
+		for name, r := range after {
+			switch {
+			case name == s.rule && r == before[name]:
+				t.Errorf("%s: rule %s was not computed again", s.name, name)
+			case name != s.rule && r != before[name]:
+				t.Errorf("%s: rule %s was computed again", s.name, name)
+			}
+		}
+		if s.check != nil {
+			if err := s.check(after[s.rule]); err != nil {
+				t.Errorf("%s: %v", s.name, err)
+			}
+		}
+		if d.pub.snap.Matcher() != snapBefore.Matcher() {
+			t.Errorf("%s: the matcher was built again", s.name)
+		}
+	}
+}
+
+// do runs f on d's control goroutine.
+func do(d *daemon, f func() error) error {
+	var err error
+	if derr := d.do(context.Background(), func() { err = f() }); derr != nil {
+		return derr
+	}
+	return err
+}
+
+// BenchmarkOneBackendChange is the cost of one backend's change at N rules
+// of 100 backends: a CLI drain or undrain through the control API (the
+// state file written, the rule computed, a snapshot published, the
+// backend's row answered), a reload after one rule file gained or lost a
+// backend (every file is read again: that part grows with N), and a
+// health verdict applied and published. The per-operation bytes of cli
+// and health are the rule computed plus the snapshot's pointer table (8
+// bytes a rule), the status's (8 bytes a rule) and, for cli, the view's
+// (32 bytes a rule).
+func BenchmarkOneBackendChange(b *testing.B) {
+	for _, n := range []int{10, 100, 1000, 5000} {
+		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
+			if testing.Short() && n > 1000 {
+				b.Skip("skipped with -short: 5000 rules take a minute to set up")
+			}
+			d, dir := scaleDaemon(b, n, 100)
+			o := &ops{d: d}
+			rule, backend := fmt.Sprintf("r%05d", n/2), scaleBackend(n/2, 7).String()
+			b.Run("cli", func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					action := control.ActionDrain
+					if i%2 == 1 {
+						action = control.ActionUndrain
+					}
+					if _, err := o.ChangeBackend(context.Background(), control.BackendChange{Action: action, Rule: rule, Backend: backend}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("reload", func(b *testing.B) {
+				file := filepath.Join(dir, "rules.d", rule+".toml")
+				var bs []netip.Addr
+				for j := range 100 {
+					bs = append(bs, scaleBackend(n/2, j))
+				}
+				texts := []string{scaleRuleFile(n/2, append(bs, scaleBackend(n/2, 100))), scaleRuleFile(n/2, bs)}
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					b.StopTimer()
+					if err := os.WriteFile(file, []byte(texts[i%2]), 0o644); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					if err := do(d, func() error { _, err := d.Reload(false); return err }); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("health", func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					err := do(d, func() error {
+						d.probes[probeKey{rule, scaleBackend(n/2, 7)}] = probe{weight: uint32(i)}
+						d.touch(rule)
+						return d.publish()
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
