@@ -17,7 +17,9 @@
 // # Files
 //
 //	schema.go    the Config and Rule types (what Load returns), limits and defaults
-//	load.go      Load: xlb.toml's keys, then every rule file (loader)
+//	load.go      Load: xlb.toml's keys, then every rule file (loader);
+//	             Loader, a Load that parses again only the files that changed
+//	stat.go      a rule file's identity, so a Loader need not read it again
 //	restart.go   pin_dir: where the XDP program's link and maps are pinned
 //	rule.go      one rule file's keys: ports, health check, zonal affinity
 //	groups.go    [[group]] and backends; checks of groups, families, zones

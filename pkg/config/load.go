@@ -28,15 +28,18 @@ func Load(path string) (*Config, []Warning, error) {
 
 // Loader is Load with a memory: it keeps each rule file it parsed without
 // an error or a warning, and a later Load parses again only the files
-// whose path or bytes changed (every file is still read, and the
-// checks across files run on the whole). Rules parsed from the same
-// bytes are then the same: SameSource says so in O(1), so a caller that
-// reloads a thousand rules finds the one that changed without comparing
-// them. Safe for concurrent use; the zero value is ready.
+// whose path or bytes changed, and reads again only those whose identity
+// changed (fileStat: device, inode, size, modification and change times)
+// or that had changed less than a second before they were read; the
+// checks across files run on the whole. Rules parsed from the same bytes
+// are then the same: SameSource says so in O(1), so a caller that reloads
+// a thousand rules finds the one that changed without comparing them.
+// Safe for concurrent use; the zero value is ready.
 type Loader struct {
 	mu       sync.Mutex
 	parsed   map[string]*parsedRule    // by path, the files of the last Load
 	services map[string]*parsedService // by path, the service files of the last Load
+	reads    int                       // rule files read (tests)
 }
 
 // parsedRule is one clean rule file as readRule left it.
@@ -45,6 +48,9 @@ type parsedRule struct {
 	name string  // the display name it was parsed under
 	rs   ruleSrc // its f is a template: lines and placeholders, no issues
 	f    srcFile
+	// stat is the file's identity when it was read (fileStat), zero when
+	// it changed too shortly before to be trusted.
+	stat fileStat
 }
 
 // Load is Load, parsing again only the rule files that changed since the
@@ -386,14 +392,25 @@ func (l *loader) readRules() {
 		p := filepath.Join(l.cfg.RulesDir, n)
 		f := &srcFile{name: l.displayName(p), is: l.is}
 		l.is.rank(f.name)
-		data, ok := l.overlay[n]
-		if !ok {
+		data, inOverlay := l.overlay[n]
+		var stat fileStat // zero for a file from memory: never trusted
+		if !inOverlay {
+			// A file whose identity (inode, size, change times) is the one
+			// it had when a previous load read it is not read again.
+			stat = statFile(p)
+			if rs := l.cachedByStat(p, f.name, stat); rs != nil {
+				l.rules = append(l.rules, rs)
+				continue
+			}
 			if data, err = os.ReadFile(p); err != nil {
 				l.is.errorf(f.name, 0, "", "cannot read: %v", unwrapPathError(err))
 				continue
 			}
+			if l.cache != nil {
+				l.cache.reads++
+			}
 		}
-		if rs := l.cached(p, f.name, data); rs != nil {
+		if rs := l.cached(p, f.name, data, stat); rs != nil {
 			l.rules = append(l.rules, rs)
 			continue
 		}
@@ -405,7 +422,7 @@ func (l *loader) readRules() {
 		rs := readRule(t, strings.TrimSuffix(n, ".toml"))
 		rs.rule.File = f.name
 		if l.cache != nil && len(l.is.errs) == errs && len(l.is.warns) == warns {
-			l.remember(p, data, rs)
+			l.remember(p, data, rs, stat)
 		}
 		l.rules = append(l.rules, rs)
 	}
@@ -417,9 +434,22 @@ func (l *loader) readRules() {
 	}
 }
 
+// cachedByStat returns a copy of the rule parsed by an earlier load from
+// the file as it is now, judged by its identity alone, or nil.
+func (l *loader) cachedByStat(path, name string, stat fileStat) *ruleSrc {
+	if l.cache == nil || !stat.valid() {
+		return nil
+	}
+	c := l.cache.parsed[path]
+	if c == nil || c.name != name || c.stat != stat {
+		return nil
+	}
+	return l.reuse(path, c)
+}
+
 // cached returns a copy of the rule parsed from these bytes of this file
 // by an earlier load, or nil.
-func (l *loader) cached(path, name string, data []byte) *ruleSrc {
+func (l *loader) cached(path, name string, data []byte, stat fileStat) *ruleSrc {
 	if l.cache == nil {
 		return nil
 	}
@@ -427,6 +457,13 @@ func (l *loader) cached(path, name string, data []byte) *ruleSrc {
 	if c == nil || c.name != name || !bytes.Equal(c.data, data) {
 		return nil
 	}
+	c.stat = stat.trusted()
+	return l.reuse(path, c)
+}
+
+// reuse keeps c for the next load and returns a copy of its rule that
+// reports into this load.
+func (l *loader) reuse(path string, c *parsedRule) *ruleSrc {
 	l.keep(path, c)
 	rs := c.rs
 	f := c.f
@@ -436,8 +473,8 @@ func (l *loader) cached(path, name string, data []byte) *ruleSrc {
 }
 
 // remember keeps a clean parse for the next load.
-func (l *loader) remember(path string, data []byte, rs *ruleSrc) {
-	c := &parsedRule{data: data, name: rs.f.name, f: *rs.f}
+func (l *loader) remember(path string, data []byte, rs *ruleSrc, stat fileStat) {
+	c := &parsedRule{data: data, name: rs.f.name, f: *rs.f, stat: stat.trusted()}
 	c.f.is = nil
 	rs.rule.src = c
 	c.rs = *rs

@@ -2,11 +2,13 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // ruleText is a valid TCP rule named name on vip, port port.
@@ -162,4 +164,48 @@ func BenchmarkLoad(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestLoaderSkipsUnchangedFiles: a file whose identity is the one it had
+// when the Loader read it, a second or more after its last change, is not
+// read again; a file changed since is, until it is a second old.
+func TestLoaderSkipsUnchangedFiles(t *testing.T) {
+	path := writeConfig(t, map[string]string{
+		"rules.d/a.toml": ruleText("a", "203.0.113.10", "80", "10.0.1.10"),
+		"rules.d/b.toml": ruleText("b", "203.0.113.11", "80", "10.0.1.11"),
+	})
+	var ld Loader
+	load := func() *Config {
+		t.Helper()
+		cfg, _, err := ld.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	reads := func(want int, why string) {
+		t.Helper()
+		before := ld.reads
+		load()
+		if got := ld.reads - before; got != want {
+			t.Errorf("%s: %d files read, want %d", why, got, want)
+		}
+	}
+	reads(2, "first load")
+	reads(2, "files changed less than a second ago")
+	time.Sleep(changeMargin + 100*time.Millisecond)
+	reads(2, "the first load after they aged")
+	reads(0, "nothing changed")
+	b := filepath.Join(filepath.Dir(path), "rules.d", "b.toml")
+	if err := os.WriteFile(b, []byte(ruleText("b", "203.0.113.11", "80", "10.0.1.12")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reads(1, "b rewritten")
+	if cfg := load(); cfg.Rules[1].Groups[0].Backends[0].Addr != netip.MustParseAddr("10.0.1.12") {
+		t.Errorf("b's new backend not loaded: %v", cfg.Rules[1].Groups[0].Backends)
+	}
+	if err := os.Chmod(b, 0o600); err != nil { // a status change alone
+		t.Fatal(err)
+	}
+	reads(1, "b's mode changed")
 }
