@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"strings"
 )
@@ -12,8 +13,9 @@ import (
 // file. It then stores the rules in the Config.
 func (l *loader) crossCheck() {
 	names := map[string]*ruleSrc{}
+	byVIP := map[netip.Addr][]*ruleSrc{} // only rules of one VIP can overlap
 	largest, largestRule := 0, ""
-	for k, rs := range l.rules {
+	for _, rs := range l.rules {
 		r := &rs.rule
 		if prev, dup := names[r.Name]; dup {
 			rs.f.errorf("name", "%q is also the name of %s", r.Name, prev.rule.File)
@@ -23,9 +25,10 @@ func (l *loader) crossCheck() {
 		if n := r.BackendCount(); n > largest {
 			largest, largestRule = n, r.Name
 		}
-		for _, o := range l.rules[:k] {
+		for _, o := range byVIP[r.VIP] {
 			l.checkOverlap(o, rs)
 		}
+		byVIP[r.VIP] = append(byVIP[r.VIP], rs)
 		l.cfg.Rules = append(l.cfg.Rules, *r)
 	}
 	if l.mainBroken {
