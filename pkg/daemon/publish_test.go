@@ -41,21 +41,33 @@ func scaleRuleFile(i int, backends []netip.Addr) string {
 // until the test ends.
 func scaleDaemon(tb testing.TB, n, m int) (*daemon, string) {
 	tb.Helper()
-	dir := tb.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "rules.d"), 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	main := fmt.Sprintf("interface = \"lo\"\nhash_seed = \"0x5eed1ab\"\nmetrics_listen = \"\"\nstate_file = %q\ncontrol_socket = %q\n",
-		filepath.Join(dir, "state.toml"), filepath.Join(dir, "xlb.sock"))
-	if err := os.WriteFile(filepath.Join(dir, "xlb.toml"), []byte(main), 0o644); err != nil {
-		tb.Fatal(err)
-	}
+	files := map[string]string{}
+	var addrs []netip.Addr
 	for i := range n {
 		var bs []netip.Addr
 		for j := range m {
 			bs = append(bs, scaleBackend(i, j))
 		}
-		if err := os.WriteFile(filepath.Join(dir, "rules.d", fmt.Sprintf("r%05d.toml", i)), []byte(scaleRuleFile(i, bs)), 0o644); err != nil {
+		files[fmt.Sprintf("rules.d/r%05d.toml", i)] = scaleRuleFile(i, bs)
+		for j := range m + 2 { // and the backends a test adds
+			addrs = append(addrs, scaleBackend(i, j))
+		}
+	}
+	return testDaemon(tb, files, addrs)
+}
+
+// testDaemon is scaleDaemon's daemon over the given files (relative to
+// the directory of xlb.toml) with the next hops of addrs known.
+func testDaemon(tb testing.TB, files map[string]string, addrs []netip.Addr) (*daemon, string) {
+	tb.Helper()
+	dir := tb.TempDir()
+	files["xlb.toml"] = fmt.Sprintf("interface = \"lo\"\nhash_seed = \"0x5eed1ab\"\nmetrics_listen = \"\"\nstate_file = %q\ncontrol_socket = %q\n",
+		filepath.Join(dir, "state.toml"), filepath.Join(dir, "xlb.sock"))
+	for name, text := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -66,12 +78,9 @@ func scaleDaemon(tb testing.TB, n, m int) (*daemon, string) {
 	d.checker = health.New(health.Options{OnChange: d.onHealth})
 	tb.Cleanup(d.checker.Stop)
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 1}
-	for i := range n {
-		for j := range m + 2 { // and the backends a test adds
-			a := scaleBackend(i, j)
-			d.nexthops[nhKey{a, false}] = nexthop{nh: neigh.NextHop{Backend: a, Gateway: netip.MustParseAddr("192.0.2.1"), Ifindex: 1,
-				Src: netip.MustParseAddr("192.0.2.2"), SrcMAC: mac, DstMAC: mac, MTU: 1500}}
-		}
+	for _, a := range addrs {
+		d.nexthops[nhKey{a, false}] = nexthop{nh: neigh.NextHop{Backend: a, Gateway: netip.MustParseAddr("192.0.2.1"), Ifindex: 1,
+			Src: netip.MustParseAddr("192.0.2.2"), SrcMAC: mac, DstMAC: mac, MTU: 1500}}
 	}
 	if err := d.publish(); err != nil {
 		tb.Fatal(err)
@@ -173,6 +182,81 @@ func TestChangesCostWhatTheyChange(t *testing.T) {
 		}
 		if d.pub.snap.Matcher() != snapBefore.Matcher() {
 			t.Errorf("%s: the matcher was built again", s.name)
+		}
+	}
+}
+
+// TestServiceChangeTouchesItsRules: a reload after a backend service's
+// file changed computes again every rule that names the service and no
+// other rule.
+func TestServiceChangeTouchesItsRules(t *testing.T) {
+	service := func(backends ...string) string {
+		return "name = \"s\"\n[health_check]\ntype = \"NONE\"\n[encap]\ntype = \"IPIP\"\n[[group]]\nname = \"g\"\nbackends = [\"" + strings.Join(backends, "\", \"") + "\"]\n"
+	}
+	named := func(name, vip string) string {
+		return fmt.Sprintf("name = %q\nvip = %q\nports = [\"80\"]\nbackend_service = \"s\"\n", name, vip)
+	}
+	b := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 9, 0, byte(i)}) }
+	d, dir := testDaemon(t, map[string]string{
+		"services.d/s.toml": service(b(1).String(), b(2).String()),
+		"rules.d/a.toml":    named("a", "198.18.16.1"),
+		"rules.d/b.toml":    named("b", "198.18.16.2"),
+		"rules.d/c.toml":    scaleRuleFile(3, []netip.Addr{b(1)}),
+	}, []netip.Addr{b(1), b(2), b(3)})
+	before := published(d)
+	if err := os.WriteFile(filepath.Join(dir, "services.d", "s.toml"), []byte(service(b(1).String(), b(2).String(), b(3).String())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := do(d, func() error { _, err := d.Reload(false); return err }); err != nil {
+		t.Fatal(err)
+	}
+	after := published(d)
+	for name, r := range after {
+		if changed := r != before[name]; changed != (name != "r00003") {
+			t.Errorf("rule %s: computed again %v", name, changed)
+		}
+		if _, in := r.Table.Slots(b(3).String()); in != (name != "r00003") {
+			t.Errorf("rule %s: the service's new backend in its table: %v", name, in)
+		}
+	}
+	if len(after) != 3 {
+		t.Errorf("published rules %v", after)
+	}
+
+	// A drain through one rule of the service, a drain by the service's
+	// name and a verdict of the probe one rule runs for the service: each
+	// moves both rules of the service, and only them.
+	o := &ops{d: d}
+	for _, step := range []struct {
+		name   string
+		change func() error
+	}{
+		{"drain through rule a", func() error {
+			_, err := o.ChangeBackend(context.Background(), control.BackendChange{Action: control.ActionDrain, Rule: "a", Backend: b(1).String()})
+			return err
+		}},
+		{"undrain by the service's name", func() error {
+			_, err := o.ChangeBackend(context.Background(), control.BackendChange{Action: control.ActionUndrain, Rule: "s", Backend: b(1).String()})
+			return err
+		}},
+		{"a verdict of rule a's probe", func() error {
+			return do(d, func() error {
+				d.pendingProbes[probeKey{"a", b(2)}] = probe{weight: 7}
+				if !d.applyProbes() {
+					return fmt.Errorf("no verdict changed")
+				}
+				return d.publish()
+			})
+		}},
+	} {
+		before := published(d)
+		if err := step.change(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		for name, r := range published(d) {
+			if changed := r != before[name]; changed != (name != "r00003") {
+				t.Errorf("%s: rule %s computed again %v", step.name, name, changed)
+			}
 		}
 	}
 }
