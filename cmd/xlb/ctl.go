@@ -167,7 +167,8 @@ func backendCommand() *cli.Command {
 		Usage: "list backends and change them: mark, drain, undrain, weight, reset",
 		Description: "Changes are kept in the state file (state_file), applied over the rule files, survive restarts\n" +
 			"and are shown with source cli in 'xlb backend list'; the rule files are never rewritten.\n" +
-			"A change is acknowledged once saved and in force.",
+			"A change is acknowledged once saved and in force. --rule takes a rule or a backend service:\n" +
+			"a backend of a service (services_dir) changes in every rule that names the service.",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "list",
