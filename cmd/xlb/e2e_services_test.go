@@ -48,7 +48,8 @@ func writeServiceConfig(t *testing.T, l *lab.Lab, dir string) string {
 }
 
 // One backend service behind an IPv4 and an IPv6 rule
-// (docs/design.md#backend-services), on real packets: traffic to both VIPs
+// (docs/design.md#backend-services; the rules' part of
+// docs/design.md#rules-and-vips), on real packets: traffic to both VIPs
 // reaches the same backends; each backend is probed once for both rules
 // (their status rows carry the same probe); the two rules build the same
 // table; status and lookup name the service; one drain, given through
