@@ -2,58 +2,85 @@ package health
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// Checker probes a set of targets, each on its own goroutine and schedule,
-// and reports changes to Options.OnChange. Its methods are safe for
-// concurrent use.
+// Checker probes a set of targets, each on its own schedule, and reports
+// changes to Options.OnChange. Its methods are safe for concurrent use.
+// One scheduler goroutine starts every probe when it is due (doc.go,
+// "Ownership and threading").
 type Checker struct {
 	opts Options // defaults filled in
 	seed uint64
+	fast bool // connect-only TCP probes may take the connector (default dialer, real clock)
 
 	root   context.Context // cancelled by Stop
 	cancel context.CancelFunc
 
-	reload  sync.Mutex // serialises Set, Add, Remove and Stop (held while probers stop)
-	mu      sync.Mutex // guards targets and stopped; held only briefly
+	reload sync.Mutex // serialises Set, Add, Remove and Stop (held while probes end)
+
+	// mu guards targets, queue, stopped and the schedule fields of every
+	// target; it is held only briefly, never across a probe or OnChange.
+	mu      sync.Mutex
+	idle    sync.Cond // on mu: a probe has ended
 	targets map[Key]*target
+	queue   dueQueue // targets waiting for their next probe, earliest first
 	stopped bool
 
-	emit sync.Mutex // one OnChange call at a time
-	wg   sync.WaitGroup
+	wake  chan struct{} // the queue's head changed: the scheduler looks again
+	emit  sync.Mutex    // one OnChange call at a time
+	conns *connector    // connect-only TCP probes; nil until the first (under mu)
+
+	probes  sync.WaitGroup // probes in flight
+	loops   sync.WaitGroup // the scheduler and the connector
+	started atomic.Uint64  // probes started since New
 }
 
-// target is one prober: its configuration, its goroutine and its state.
+// target is one prober: its configuration, its schedule and its state.
 type target struct {
 	Target
-	p      *prober
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the goroutine has returned
+	p    *prober
+	fast bool       // connect-only TCP through the connector
+	rng  *rand.Rand // the schedule's random stream (under Checker.mu)
 
-	mu sync.Mutex // guards tr: written by the goroutine, read by Status
+	ctx    context.Context // cancelled when the target is removed
+	cancel context.CancelFunc
+
+	// Under Checker.mu:
+	due     time.Time // when the next probe is due
+	index   int       // in Checker.queue; -1 while a probe runs or after removal
+	busy    bool      // a probe is in flight
+	removed bool
+
+	mu sync.Mutex // guards tr: written when a probe ends, read by Status
 	tr tracker
 }
 
 // New returns a Checker with no targets.
 func New(opts Options) *Checker {
+	c := &Checker{seed: opts.Seed, fast: opts.Dial == nil && opts.Clock == nil, targets: make(map[Key]*target), wake: make(chan struct{}, 1)}
 	if opts.Dial == nil {
 		opts.Dial = DirectDial
 	}
 	if opts.Clock == nil {
 		opts.Clock = realClock{}
 	}
-	c := &Checker{opts: opts, seed: opts.Seed, targets: make(map[Key]*target)}
+	c.opts = opts
 	if c.seed == 0 {
 		c.seed = rand.Uint64()
 	}
+	c.idle.L = &c.mu
 	c.root, c.cancel = context.WithCancel(context.Background())
+	c.loops.Add(1)
+	go c.schedule()
 	return c
 }
 
@@ -76,8 +103,8 @@ func (c *Checker) Set(targets []Target) error {
 	c.reload.Lock()
 	defer c.reload.Unlock()
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.stopped {
-		c.mu.Unlock()
 		return ErrStopped
 	}
 	var stop []*target
@@ -86,11 +113,7 @@ func (c *Checker) Set(targets []Target) error {
 			stop = append(stop, old)
 		}
 	}
-	c.mu.Unlock()
-	stopAll(stop)
-
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.stopTargets(stop)
 	for _, old := range stop {
 		delete(c.targets, old.Key)
 	}
@@ -101,7 +124,7 @@ func (c *Checker) Set(targets []Target) error {
 		var prev *tracker
 		for _, old := range stop {
 			if old.Key == k {
-				prev = &old.tr // its goroutine has returned: no lock needed
+				prev = &old.tr // its probe has ended: no lock needed
 			}
 		}
 		c.start(t, prev)
@@ -128,35 +151,41 @@ func (c *Checker) Add(t Target) error {
 	return nil
 }
 
-// Remove stops probing k and waits for its prober to end; it reports
-// whether k was probed.
+// Remove stops probing k and waits for its probe in flight, if any, to
+// end; it reports whether k was probed.
 func (c *Checker) Remove(k Key) bool {
 	c.reload.Lock()
 	defer c.reload.Unlock()
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	t, ok := c.targets[k]
-	c.mu.Unlock()
-	if !ok {
-		return false
+	if ok {
+		c.stopTargets([]*target{t})
+		delete(c.targets, k)
 	}
-	stopAll([]*target{t})
-	c.mu.Lock()
-	delete(c.targets, k)
-	c.mu.Unlock()
-	return true
+	return ok
 }
 
-// Stop stops every prober and waits for them. Later calls to Set and Add
-// return ErrStopped; Stop may be called again.
+// Stop stops every prober and waits for the probes in flight. Later calls
+// to Set and Add return ErrStopped; Stop may be called again.
 func (c *Checker) Stop() {
 	c.reload.Lock()
 	defer c.reload.Unlock()
 	c.mu.Lock()
 	c.stopped = true
+	all := make([]*target, 0, len(c.targets))
+	for _, t := range c.targets {
+		all = append(all, t)
+	}
+	c.stopTargets(all)
 	c.mu.Unlock()
 	c.cancel()
-	c.wg.Wait()
+	c.probes.Wait()
+	c.loops.Wait()
 }
+
+// Probes returns how many probes the Checker has started since New.
+func (c *Checker) Probes() uint64 { return c.started.Load() }
 
 // Status returns the status of every target, sorted by rule then backend.
 func (c *Checker) Status() []Status {
@@ -178,77 +207,186 @@ func (c *Checker) Status() []Status {
 	return out
 }
 
-// stopAll cancels every target first and then waits, so that in-flight
-// probes end together rather than one timeout after another.
-func stopAll(ts []*target) {
+// stopTargets stops ts: out of the queue, their probes in flight cut
+// short, and waits (releasing c.mu meanwhile) until those have ended, so
+// that no OnChange call for them starts afterwards. They stay in
+// c.targets (Status after Stop shows them); Set and Remove delete them.
+// c.mu is held.
+func (c *Checker) stopTargets(ts []*target) {
 	for _, t := range ts {
+		t.removed = true
 		t.cancel()
+		if t.index >= 0 {
+			heap.Remove(&c.queue, t.index)
+		}
+		if t.busy && t.fast {
+			c.conns.expire(t)
+		}
 	}
 	for _, t := range ts {
-		<-t.done
+		for t.busy {
+			c.idle.Wait()
+		}
 	}
 }
 
-// start launches t's goroutine; prev, if not nil, is the state to carry
-// over from the prober it replaces. c.mu is held.
+// start adds t with its first probe at a seeded offset in [0, interval);
+// prev, if not nil, is the state to carry over from the target it
+// replaces. c.mu is held.
 func (c *Checker) start(t Target, prev *tracker) {
 	rise, fall := t.Check.HealthyThreshold, t.Check.UnhealthyThreshold
 	if t.Check.Kind == NoProbe {
 		rise, fall = 1, 1
 	}
+	now := c.opts.Clock.Now()
 	tg := &target{
 		Target: t,
 		p:      newProber(t, c.opts.Dial, c.opts.TLS),
-		done:   make(chan struct{}),
-		tr:     newTracker(t.Key, rise, fall, c.opts.Clock.Now()),
+		rng:    rand.New(rand.NewPCG(c.seed, keyHash(t.Key))),
+		tr:     newTracker(t.Key, rise, fall, now),
+	}
+	tg.fast = c.fast && tg.p.connectOnly()
+	if tg.fast && c.conns == nil {
+		c.conns = newConnector(c)
 	}
 	if prev != nil {
 		tg.tr.successes, tg.tr.failures, tg.tr.st = prev.successes, prev.failures, prev.st
 	}
-	var ctx context.Context
-	ctx, tg.cancel = context.WithCancel(c.root)
+	tg.ctx, tg.cancel = context.WithCancel(c.root)
+	tg.due = now // NONE: "probed" at once, and never again
+	if t.Check.Kind != NoProbe {
+		tg.due = now.Add(firstDelay(tg.rng, t.Check.Interval))
+	}
 	c.targets[t.Key] = tg
-	c.wg.Add(1)
-	go c.run(ctx, tg)
+	c.enqueue(tg)
 }
 
-// run is the goroutine of one target: wait, probe, record, report.
-func (c *Checker) run(ctx context.Context, t *target) {
-	defer c.wg.Done()
-	defer close(t.done)
-	if t.Check.Kind == NoProbe {
-		// No checks: healthy from the start, nothing more to do.
-		c.record(ctx, t, t.p.probe(ctx))
-		<-ctx.Done()
-		return
-	}
-	rng := rand.New(rand.NewPCG(c.seed, keyHash(t.Key)))
-	wait := firstDelay(rng, t.Check.Interval)
-	var start time.Time
-	for {
-		timer := c.opts.Clock.NewTimer(wait)
+// enqueue puts t in the queue and wakes the scheduler when t is its new
+// head. c.mu is held.
+func (c *Checker) enqueue(t *target) {
+	heap.Push(&c.queue, t)
+	if t.index == 0 {
 		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case start = <-timer.C(): // the due time: the schedule does not drift with wake-up latency
-		}
-		began := time.Now() // probe timeouts run on real time, so does their latency
-		r := t.p.probe(ctx)
-		r.Latency = time.Since(began)
-		if ctx.Err() != nil {
-			return // removed or stopped mid-probe: the result means nothing
-		}
-		c.record(ctx, t, r)
-		wait = start.Add(nextPeriod(rng, t.Check.Interval)).Sub(c.opts.Clock.Now())
-		if wait < 0 {
-			wait = 0 // the probe outlasted the period: probe again at once
+		case c.wake <- struct{}{}:
+		default:
 		}
 	}
+}
+
+// schedulerTick is the least time between two rounds of the scheduler
+// that start probes: at 2000 probes/s it wakes 50 times a second rather
+// than 2000 (each wake-up costs about as much as a probe's system calls,
+// bench/README.md), and a probe starts at most this late.
+const schedulerTick = 20 * time.Millisecond
+
+// schedule is the scheduler goroutine: it sleeps until the earliest due
+// time (but at least schedulerTick after it last started probes) and
+// starts every probe that is due: the connector's on this goroutine, the
+// others on a goroutine each. While the connector has connections in
+// flight it also wakes every schedulerTick (or at their deadline) to end
+// those that are done.
+func (c *Checker) schedule() {
+	defer c.loops.Done()
+	var due []*target
+	var done []ended
+	for {
+		c.mu.Lock()
+		now := c.opts.Clock.Now()
+		due = due[:0]
+		for len(c.queue) > 0 && !c.queue[0].due.After(now) {
+			t := heap.Pop(&c.queue).(*target)
+			t.busy = true
+			c.probes.Add(1)
+			c.started.Add(1)
+			due = append(due, t)
+		}
+		wait := time.Duration(-1)
+		if len(c.queue) > 0 {
+			wait = c.queue[0].due.Sub(now)
+		}
+		conns := c.conns
+		c.mu.Unlock()
+		for i, t := range due {
+			if t.fast {
+				conns.start(t, now)
+			} else {
+				go c.probe(t)
+			}
+			due[i] = nil
+		}
+		if len(due) > 0 && wait >= 0 && wait < schedulerTick {
+			wait = schedulerTick
+		}
+		if conns != nil {
+			// Most connects of this round are done already.
+			done = conns.harvest(time.Now(), done)
+			for i, e := range done {
+				c.finish(e.t, e.r)
+				done[i] = ended{}
+			}
+			done = done[:0]
+			if inflight, deadline := conns.pending(); inflight {
+				poll := min(schedulerTick, max(0, time.Until(deadline)))
+				if wait < 0 || poll < wait {
+					wait = poll
+				}
+			}
+		}
+		var timer Timer
+		var fired <-chan time.Time
+		if wait >= 0 {
+			timer = c.opts.Clock.NewTimer(wait)
+			fired = timer.C()
+		}
+		select {
+		case <-fired:
+		case <-c.wake:
+		case <-c.root.Done():
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if c.root.Err() != nil {
+			if conns != nil {
+				conns.close()
+			}
+			return
+		}
+	}
+}
+
+// probe runs one probe of t on its own goroutine.
+func (c *Checker) probe(t *target) {
+	began := time.Now() // probe timeouts run on real time, so does their latency
+	r := t.p.probe(t.ctx)
+	r.Latency = time.Since(began)
+	c.finish(t, r)
+}
+
+// finish records the result of t's probe and queues its next one, one
+// period after the due time of this one (or at once when the probe
+// outlasted the period). A probe cut short by Remove, Set or Stop is
+// discarded.
+func (c *Checker) finish(t *target, r Result) {
+	if t.ctx.Err() == nil {
+		c.record(t, r)
+	}
+	c.mu.Lock()
+	t.busy = false
+	if !t.removed && t.Check.Kind != NoProbe {
+		t.due = t.due.Add(nextPeriod(t.rng, t.Check.Interval))
+		if now := c.opts.Clock.Now(); t.due.Before(now) {
+			t.due = now
+		}
+		c.enqueue(t)
+	}
+	c.idle.Broadcast()
+	c.mu.Unlock()
+	c.probes.Done()
 }
 
 // record feeds r to t's tracker and reports a change.
-func (c *Checker) record(ctx context.Context, t *target, r Result) {
+func (c *Checker) record(t *target, r Result) {
 	now := c.opts.Clock.Now()
 	t.mu.Lock()
 	changed := t.tr.observe(r, now)
@@ -259,9 +397,32 @@ func (c *Checker) record(ctx context.Context, t *target, r Result) {
 	}
 	c.emit.Lock()
 	defer c.emit.Unlock()
-	if ctx.Err() == nil { // not after the Remove/Set/Stop that cancelled it
+	if t.ctx.Err() == nil { // not after the Remove/Set/Stop that cancelled it
 		c.opts.OnChange(st)
 	}
+}
+
+// dueQueue is a min-heap of targets by due time (container/heap).
+type dueQueue []*target
+
+func (q dueQueue) Len() int           { return len(q) }
+func (q dueQueue) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
+func (q dueQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index, q[j].index = i, j
+}
+func (q *dueQueue) Push(x any) {
+	t := x.(*target)
+	t.index = len(*q)
+	*q = append(*q, t)
+}
+func (q *dueQueue) Pop() any {
+	old := *q
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	t.index = -1
+	return t
 }
 
 // keyHash separates the random streams of the targets of one Checker, so

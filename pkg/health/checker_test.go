@@ -124,7 +124,8 @@ func noProbers(tb testing.TB) {
 	buf := make([]byte, 1<<20)
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		n := runtime.Stack(buf, true)
-		leaked := bytes.Contains(buf[:n], []byte("pkg/health.(*Checker).run")) ||
+		leaked := bytes.Contains(buf[:n], []byte("pkg/health.(*Checker)")) ||
+			bytes.Contains(buf[:n], []byte("pkg/health.(*connector)")) ||
 			bytes.Contains(buf[:n], []byte("pkg/health.(*prober)"))
 		if !leaked {
 			return
@@ -413,6 +414,23 @@ func TestCheckerStopWaits(t *testing.T) {
 	}
 }
 
+// queued returns the due times of the targets waiting for a probe and the
+// number of probes in flight.
+func (c *Checker) queued() (due []time.Time, busy int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.queue {
+		due = append(due, t.due)
+	}
+	for _, t := range c.targets {
+		if t.busy {
+			busy++
+		}
+	}
+	slices.SortFunc(due, time.Time.Compare)
+	return due, busy
+}
+
 // TestJitter spreads the first probes of 200 targets over one interval,
 // reproducibly for a seed, and fires each at its time.
 func TestJitter(t *testing.T) {
@@ -433,7 +451,8 @@ func TestJitter(t *testing.T) {
 	defer c.Stop()
 	var targets []Target
 	first := map[string]time.Duration{} // backend:port → its expected first delay
-	var want []time.Duration
+	var want []time.Time
+	start := clock.Now()
 	for i := range n {
 		tg := Target{
 			Key:   Key{Rule: "r", Backend: netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)})},
@@ -442,29 +461,32 @@ func TestJitter(t *testing.T) {
 		targets = append(targets, tg)
 		d := firstDelay(rand.New(rand.NewPCG(42, keyHash(tg.Key))), interval)
 		first[netip.AddrPortFrom(tg.Backend, 80).String()] = d
-		want = append(want, d)
+		want = append(want, start.Add(d))
 	}
 	if err := c.Set(targets); err != nil {
 		t.Fatal(err)
 	}
-	waitPending := func(count int) []time.Duration {
+	// waitQueued waits until no probe is in flight and every target waits
+	// for its next probe.
+	waitQueued := func() []time.Time {
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-			if p := clock.Pending(); len(p) == count {
-				return p
+			due, busy := c.queued()
+			if busy == 0 && len(due) == n {
+				return due
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%d timers pending, want %d", len(clock.Pending()), count)
+				t.Fatalf("%d targets queued, %d probing, want %d queued", len(due), busy, n)
 			}
 		}
 	}
-	got := waitPending(n)
-	slices.Sort(got)
-	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		t.Fatal("first delays differ from those the seed gives")
+	got := waitQueued()
+	slices.SortFunc(want, time.Time.Compare)
+	if !slices.EqualFunc(got, want, time.Time.Equal) {
+		t.Fatal("first due times differ from those the seed gives")
 	}
 	var buckets [10]int
-	for _, d := range got {
+	for _, at := range got {
+		d := at.Sub(start)
 		if d < 0 || d >= interval {
 			t.Fatalf("first delay %s outside [0, %s)", d, interval)
 		}
@@ -482,7 +504,6 @@ func TestJitter(t *testing.T) {
 
 	// Each tenth of the interval, exactly the targets due by then probe.
 	// The clock stops at 8/10, before any second probe (≥ 9/10) is due.
-	start := clock.Now()
 	const steps = 8
 	for step := 1; step <= steps; step++ {
 		clock.Advance(interval / 10)
@@ -504,7 +525,7 @@ func TestJitter(t *testing.T) {
 				t.Fatalf("after %s: %d targets probed, want %d", now.Sub(start), got, due)
 			}
 		}
-		waitPending(n) // every prober has armed its next timer before the clock moves on
+		waitQueued() // every probe has ended and its next is queued before the clock moves on
 	}
 	mu.Lock()
 	for addr, at := range dialled {
@@ -515,8 +536,8 @@ func TestJitter(t *testing.T) {
 	}
 	mu.Unlock()
 	// Each next probe is due one period (interval ±10 %) after the due
-	// time of the first, however late in the step the prober woke up;
-	// the others still wait for their first.
+	// time of the first, however late in the step it ran; the others
+	// still wait for their first.
 	var wantNext []time.Time
 	probed := 0
 	for _, tg := range targets {
@@ -536,8 +557,7 @@ func TestJitter(t *testing.T) {
 	if probed < n/2 {
 		t.Fatalf("only %d of %d targets probed: the check below means little", probed, n)
 	}
-	gotNext := clock.PendingAt()
-	slices.SortFunc(gotNext, time.Time.Compare)
+	gotNext := waitQueued()
 	slices.SortFunc(wantNext, time.Time.Compare)
 	if !slices.EqualFunc(gotNext, wantNext, time.Time.Equal) {
 		t.Error("second probes are not due one seeded period after the first")

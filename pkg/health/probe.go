@@ -136,6 +136,17 @@ func hostOnly(host string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 }
 
+// connectOnly reports whether a probe is a bare TCP connect, which the
+// Checker's connector can run without a goroutine (connector.go).
+func (p *prober) connectOnly() bool {
+	return p.kind == TCP && !p.proxy && len(p.request) == 0 && p.response == ""
+}
+
+// fail is a failed result with err in the form probe gives it.
+func (p *prober) fail(err error) Result {
+	return Result{Err: fmt.Errorf("%s probe %s: %w", p.kind, p.addr, err)}
+}
+
 // probe runs one check within the target's timeout (and ctx).
 func (p *prober) probe(ctx context.Context) Result {
 	if p.kind == NoProbe {
@@ -149,7 +160,7 @@ func (p *prober) probe(ctx context.Context) Result {
 		// library with its own timer on the context's deadline (gRPC) may
 		// fail before the context says so: past the deadline is a timeout.
 		dl, _ := ctx.Deadline()
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(r.Err, os.ErrDeadlineExceeded) || !time.Now().Before(dl) {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(r.Err, os.ErrDeadlineExceeded) || errors.Is(r.Err, context.DeadlineExceeded) || !time.Now().Before(dl) {
 			r.Err = fmt.Errorf("%w after %s: %w", ErrTimeout, p.timeout, r.Err)
 		}
 		r.Err = fmt.Errorf("%s probe %s: %w", p.kind, p.addr, r.Err)
@@ -168,7 +179,7 @@ func (p *prober) run(ctx context.Context) Result {
 	case UDP:
 		return p.runUDP(ctx)
 	}
-	if p.kind == TCP && !p.proxy && len(p.request) == 0 && p.response == "" {
+	if p.connectOnly() {
 		// Connect only: the common case at scale, kept to dial and close.
 		conn, err := p.dial(ctx, "tcp", p.key, p.addr)
 		if err != nil {

@@ -7,9 +7,11 @@ import (
 	"net"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // ErrNotServing is wrapped by a GRPC probe error for an answer other than
@@ -41,6 +43,11 @@ func (p *prober) runGRPC(ctx context.Context) Result {
 	}
 	defer cc.Close()
 	resp, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{Service: p.grpc})
+	if status.Code(err) == codes.DeadlineExceeded {
+		// The server may see the call's deadline pass a moment before
+		// ctx does, and cancel it first.
+		return Result{Err: fmt.Errorf("check %q: %w: %w", p.grpc, context.DeadlineExceeded, err)}
+	}
 	if err != nil {
 		return Result{Err: fmt.Errorf("check %q: %w", p.grpc, err)}
 	}

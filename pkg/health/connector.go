@@ -1,0 +1,248 @@
+package health
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// connector runs the connect-only TCP probes of a Checker that uses the
+// default dialer and the real clock, on the scheduler's goroutine: each
+// round of due probes opens non-blocking sockets and starts to connect
+// them, then takes from one epoll instance the connections that are done
+// (most, on a local network: a connect takes a round trip) and ends them;
+// those still in flight are taken at the scheduler's next round, at most
+// schedulerTick later, or time out. A probe costs five system calls
+// (socket, connect, epoll_ctl, getsockopt TCP_INFO for its round trip
+// time, close) and a share of one epoll_pwait; no goroutine, no context,
+// no wake-up of its own (doc.go, "Decisions").
+type connector struct {
+	c    *Checker
+	epfd int // -1: no epoll instance, every probe fails saying so
+
+	mu        sync.Mutex
+	next      uint64 // the id of the next connection
+	inflight  map[uint64]*connecting
+	byTarget  map[*target]*connecting
+	deadlines deadlineQueue
+	events    []unix.EpollEvent
+}
+
+// connecting is one probe's connection in flight.
+type connecting struct {
+	id       uint64
+	t        *target
+	fd       int
+	began    time.Time
+	deadline time.Time
+	index    int // in connector.deadlines
+}
+
+// ended is a probe the connector finished, to report outside its lock.
+type ended struct {
+	t *target
+	r Result
+}
+
+var errNoEpoll = errors.New("no epoll instance")
+
+func newConnector(c *Checker) *connector {
+	k := &connector{c: c, next: 1, inflight: map[uint64]*connecting{}, byTarget: map[*target]*connecting{}, events: make([]unix.EpollEvent, 256)}
+	var err error
+	if k.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		k.epfd = -1
+	}
+	return k
+}
+
+// start begins t's probe; it never waits for the network. Called by the
+// scheduler.
+func (k *connector) start(t *target, now time.Time) {
+	if t.ctx.Err() != nil {
+		k.c.finish(t, Result{})
+		return
+	}
+	if k.epfd < 0 {
+		k.c.finish(t, t.p.fail(fmt.Errorf("connect: %w", errNoEpoll)))
+		return
+	}
+	fd, err := connectNonblocking(t.p.addr)
+	switch {
+	case err == nil: // connected at once
+		r := unweightedPass
+		r.Latency = rtt(fd, now)
+		rawClose(fd)
+		k.c.finish(t, r)
+		return
+	case err != unix.EINPROGRESS:
+		if fd >= 0 {
+			rawClose(fd)
+		}
+		k.c.finish(t, t.p.fail(fmt.Errorf("connect: %w", os.NewSyscallError("connect", err))))
+		return
+	}
+	k.mu.Lock()
+	cn := &connecting{id: k.next, t: t, fd: fd, began: now, deadline: now.Add(t.p.timeout)}
+	k.next++
+	ev := unix.EpollEvent{Events: unix.EPOLLOUT}
+	ev.Fd, ev.Pad = int32(cn.id), int32(cn.id>>32)
+	if err := unix.EpollCtl(k.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		k.mu.Unlock()
+		rawClose(fd)
+		k.c.finish(t, t.p.fail(fmt.Errorf("connect: %w", os.NewSyscallError("epoll_ctl", err))))
+		return
+	}
+	k.inflight[cn.id] = cn
+	k.byTarget[t] = cn
+	heap.Push(&k.deadlines, cn)
+	k.mu.Unlock()
+}
+
+// connectNonblocking opens a non-blocking TCP socket and starts to
+// connect it to addr.
+func connectNonblocking(addr netip.AddrPort) (int, error) {
+	family := unix.AF_INET6
+	if addr.Addr().Is4() {
+		family = unix.AF_INET
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	return fd, rawConnect(fd, addr)
+}
+
+// rtt is the connection's round-trip time as the kernel measured it in
+// the handshake: the probe's latency (since began, when unknown).
+func rtt(fd int, began time.Time) time.Duration {
+	if us, ok := rawTCPRTT(fd); ok && us > 0 {
+		return time.Duration(us) * time.Microsecond
+	}
+	return time.Since(began)
+}
+
+// pending reports whether connections are in flight, and the earliest
+// deadline among them.
+func (k *connector) pending() (bool, time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.deadlines) == 0 {
+		return false, time.Time{}
+	}
+	return true, k.deadlines[0].deadline
+}
+
+// expire ends t's connection in flight at the scheduler's next round (as
+// a timeout; the Checker discards it, t being removed), and wakes the
+// scheduler for it.
+func (k *connector) expire(t *target) {
+	k.mu.Lock()
+	if cn := k.byTarget[t]; cn != nil {
+		cn.deadline = time.Time{}
+		heap.Fix(&k.deadlines, cn.index)
+	}
+	k.mu.Unlock()
+	select {
+	case k.c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// harvest ends the connections epoll has ready and those past their
+// deadline, and appends them to done for the scheduler to report. A
+// connection that succeeded is reported as EPOLLOUT alone; an error adds
+// EPOLLERR, and only then is SO_ERROR read for the message.
+func (k *connector) harvest(now time.Time, done []ended) []ended {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.inflight) == 0 {
+		return done
+	}
+	// Everything ready is taken before any deadline is looked at, so a
+	// round late by more than a timeout still ends what did connect.
+	for n := len(k.events); n == len(k.events); {
+		n, _ = rawEpollPoll(k.epfd, k.events)
+		done = k.ready(k.events[:n], now, done)
+	}
+	for len(k.deadlines) > 0 && !k.deadlines[0].deadline.After(now) {
+		cn := k.deadlines[0]
+		k.forget(cn)
+		rawClose(cn.fd)
+		r := cn.t.p.fail(fmt.Errorf("%w after %s: connect", ErrTimeout, cn.t.p.timeout))
+		r.Latency = now.Sub(cn.began)
+		done = append(done, ended{cn.t, r})
+	}
+	return done
+}
+
+// ready ends the connections of events. k.mu is held.
+func (k *connector) ready(events []unix.EpollEvent, now time.Time, done []ended) []ended {
+	for _, ev := range events {
+		cn := k.inflight[uint64(uint32(ev.Fd))|uint64(uint32(ev.Pad))<<32]
+		if cn == nil {
+			continue
+		}
+		k.forget(cn)
+		r := unweightedPass
+		if ev.Events&(unix.EPOLLERR|unix.EPOLLHUP) == 0 {
+			r.Latency = rtt(cn.fd, cn.began)
+		} else {
+			soErr, err := unix.GetsockoptInt(cn.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+			if err == nil {
+				err = unix.Errno(soErr)
+			}
+			if err == unix.Errno(0) {
+				err = unix.ECONNRESET // a hang-up without an error code
+			}
+			r = cn.t.p.fail(fmt.Errorf("connect: %w", os.NewSyscallError("connect", err)))
+			r.Latency = now.Sub(cn.began)
+		}
+		rawClose(cn.fd)
+		done = append(done, ended{cn.t, r})
+	}
+	return done
+}
+
+// close releases the epoll instance; no connection is in flight (Stop
+// waits for them first).
+func (k *connector) close() {
+	if k.epfd >= 0 {
+		unix.Close(k.epfd)
+		k.epfd = -1
+	}
+}
+
+// forget drops cn from the connector's tables. k.mu is held.
+func (k *connector) forget(cn *connecting) {
+	delete(k.inflight, cn.id)
+	delete(k.byTarget, cn.t)
+	heap.Remove(&k.deadlines, cn.index)
+}
+
+// deadlineQueue is a min-heap of connections by deadline.
+type deadlineQueue []*connecting
+
+func (q deadlineQueue) Len() int           { return len(q) }
+func (q deadlineQueue) Less(i, j int) bool { return q[i].deadline.Before(q[j].deadline) }
+func (q deadlineQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index, q[j].index = i, j
+}
+func (q *deadlineQueue) Push(x any) {
+	cn := x.(*connecting)
+	cn.index = len(*q)
+	*q = append(*q, cn)
+}
+func (q *deadlineQueue) Pop() any {
+	old := *q
+	cn := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	return cn
+}

@@ -1,0 +1,136 @@
+package health
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xlbnet/xlb/failover"
+)
+
+// fullListener returns a loopback address whose listener never accepts and
+// whose accept queue is full, so further SYNs are dropped and a connect
+// hangs until its timeout.
+func fullListener(tb testing.TB) netip.AddrPort {
+	tb.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		tb.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		tb.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(sa.(*syscall.SockaddrInet4).Port))
+	// Fill the queue (backlog 0 holds one connection; two to be sure).
+	for range 2 {
+		c, err := net.DialTimeout("tcp", addr.String(), 200*time.Millisecond)
+		if err != nil {
+			break
+		}
+		tb.Cleanup(func() { c.Close() })
+	}
+	return addr
+}
+
+// TestConnector: connect-only TCP probes of a Checker with the default
+// dialer take the connector, and pass, fail at once or time out as a
+// connection does; Remove cuts a connect in flight short.
+func TestConnector(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ln6, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	defer ln6.Close()
+	rec := newRecorder()
+	c := New(Options{Seed: 3, OnChange: rec.on})
+	defer c.Stop()
+	check := func(rule string, addr netip.AddrPort, timeout time.Duration) Target {
+		return Target{Key: Key{Rule: rule, Backend: addr.Addr()}, Check: Check{
+			Kind: TCP, Port: addr.Port(), Interval: 20 * time.Millisecond, Timeout: timeout, HealthyThreshold: 1, UnhealthyThreshold: 1,
+		}}
+	}
+	fullAddr := fullListener(t)
+	open := check("open", netip.MustParseAddrPort(ln.Addr().String()), time.Second)
+	open6 := check("open", netip.MustParseAddrPort(ln6.Addr().String()), time.Second)
+	closed := check("closed", netip.MustParseAddrPort(closedPort(t)), time.Second)
+	full := check("full", fullAddr, 100*time.Millisecond)
+	for _, tg := range []Target{open, open6, closed, full} {
+		if err := c.Add(tg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := rec.waitFor(t, open.Key, healthIs(failover.HealthHealthy)); state(s) != "H1" || s.LastLatency <= 0 {
+		t.Errorf("listening: %v (latency %s), want HEALTHY weight 1", s, s.LastLatency)
+	}
+	if s := rec.waitFor(t, open6.Key, healthIs(failover.HealthHealthy)); state(s) != "H1" {
+		t.Errorf("listening on ::1: %v", s)
+	}
+	s := rec.waitFor(t, closed.Key, healthIs(failover.HealthUnhealthy))
+	if !strings.Contains(s.LastError.Error(), "connection refused") || errors.Is(s.LastError, ErrTimeout) || !strings.Contains(s.LastError.Error(), "TCP probe 127.0.0.1:") {
+		t.Errorf("closed port: %v, want refused, not a timeout, naming the probe", s.LastError)
+	}
+	s = rec.waitFor(t, full.Key, healthIs(failover.HealthUnhealthy))
+	if !errors.Is(s.LastError, ErrTimeout) || s.LastLatency < 100*time.Millisecond {
+		t.Errorf("SYNs dropped: %v after %s, want a timeout after 100ms", s.LastError, s.LastLatency)
+	}
+
+	// A connect in flight ends when its target is removed, long before its
+	// timeout, and reports nothing more.
+	slow := check("slow", fullAddr, time.Minute)
+	if err := c.Add(slow); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, busy := c.queued(); busy > 0 && c.inflight(slow.Key) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slow target's connect never started")
+		}
+	}
+	start := time.Now()
+	if !c.Remove(slow.Key) {
+		t.Fatal("Remove: not probed")
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Remove took %s with a connect in flight", took)
+	}
+	for _, e := range rec.all() {
+		if e.Key == slow.Key {
+			t.Errorf("a removed target reported %v", e)
+		}
+	}
+	c.Stop()
+	noProbers(t)
+}
+
+// inflight reports whether k's connect is in the connector.
+func (c *Checker) inflight(k Key) bool {
+	c.mu.Lock()
+	t := c.targets[k]
+	conns := c.conns
+	c.mu.Unlock()
+	if t == nil || conns == nil {
+		return false
+	}
+	conns.mu.Lock()
+	defer conns.mu.Unlock()
+	return conns.byTarget[t] != nil
+}
