@@ -295,7 +295,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	lastResolve := time.Now()
-	var lastHealthPublish time.Time
+	var healthPace healthPacer
 	var healthDue <-chan time.Time
 	for d.exit == exitNone {
 		select {
@@ -325,25 +325,18 @@ func (d *daemon) serve(ctx context.Context) error {
 			if !d.applyProbes() {
 				continue
 			}
-			// A weight header that oscillates must not rebuild the Maglev
-			// tables on every probe: publish at most every
-			// minHealthPublish, the latest verdicts included.
-			if wait := minHealthPublish - time.Since(lastHealthPublish); wait > 0 {
+			// Verdicts are published in batches (healthPacer): the
+			// latest ones ride with the next publication.
+			if wait := healthPace.hold(time.Now()); wait > 0 {
 				if healthDue == nil {
 					healthDue = time.After(wait)
 				}
 				continue
 			}
-			lastHealthPublish = time.Now()
-			if err := d.publish(); err != nil {
-				d.log.Error("recompute after health change", "err", err)
-			}
+			d.publishHealth(&healthPace)
 		case <-healthDue:
 			healthDue = nil
-			lastHealthPublish = time.Now()
-			if err := d.publish(); err != nil {
-				d.log.Error("recompute after health change", "err", err)
-			}
+			d.publishHealth(&healthPace)
 		case now := <-tick.C:
 			if err := d.engine.LinkGone(); err != nil {
 				d.log.Error("stopping: the interface is gone", "err", err)

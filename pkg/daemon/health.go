@@ -107,6 +107,7 @@ func checkOf(hc config.HealthCheck) health.Check {
 		Response:           hc.Response,
 		ProxyHeader:        proxyHeaders.of(hc.ProxyHeader),
 		GRPCServiceName:    hc.GRPCServiceName,
+		Direct:             hc.Path == config.ProbeDirect, // else through dialProbe (probepath.go)
 		Interval:           hc.Interval,
 		Timeout:            hc.Timeout,
 		HealthyThreshold:   hc.HealthyThreshold,
@@ -117,6 +118,46 @@ func checkOf(hc config.HealthCheck) health.Check {
 // minHealthPublish is the shortest time between two recomputations caused
 // by health or weight changes.
 const minHealthPublish = 250 * time.Millisecond
+
+// healthPublishShare bounds the control goroutine's time spent on
+// publications caused by health verdicts: after one that took d, the next
+// starts at least healthPublishShare × d after it ended, so at most
+// 1 / (1 + healthPublishShare) of the time goes to them however slow a
+// publication is (it grows with the rules) and however many verdicts
+// arrive.
+const healthPublishShare = 4
+
+// healthPacer paces the publications that health verdicts cause. The
+// first change after a quiet spell is published at once (a failing
+// backend leaves the eligible set without delay); the changes that arrive
+// until the next may start are held and published together then: at
+// least minHealthPublish after the last one started, and at least
+// healthPublishShare times its duration after it ended. A weight header
+// that oscillates, or 10 000 backends' verdicts, cost one rebuild per gap.
+type healthPacer struct {
+	start, end time.Time // of the last health publication
+}
+
+// hold returns how long verdicts that arrive at now wait (0: publish now).
+func (p *healthPacer) hold(now time.Time) time.Duration {
+	next := p.start.Add(minHealthPublish)
+	if n := p.end.Add(healthPublishShare * p.end.Sub(p.start)); n.After(next) {
+		next = n
+	}
+	return max(0, next.Sub(now))
+}
+
+// published records a publication that began at start and ended at end.
+func (p *healthPacer) published(start, end time.Time) { p.start, p.end = start, end }
+
+// publishHealth publishes the verdicts applied so far (control goroutine).
+func (d *daemon) publishHealth(p *healthPacer) {
+	start := time.Now()
+	if err := d.publish(); err != nil {
+		d.log.Error("recompute after health change", "err", err)
+	}
+	p.published(start, time.Now())
+}
 
 // applyHealth sets the health of one backend: the prober's verdict (NONE:
 // always healthy), or UNKNOWN while its next hop is unresolved, because a

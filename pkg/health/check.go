@@ -81,6 +81,10 @@ type Check struct {
 	// GRPCServiceName is the service a GRPC probe asks about; "" is the
 	// server as a whole.
 	GRPCServiceName string
+	// Direct sends the probes from the appliance's own socket to
+	// backend:port (DirectDial) whatever Options.Dial is; connect-only TCP
+	// probes then take the Checker's connector (connector.go).
+	Direct bool
 
 	Interval time.Duration // between probes (± JitterFraction)
 	Timeout  time.Duration // of one probe: connect, handshake, request, response

@@ -18,9 +18,10 @@ import (
 // One scheduler goroutine starts every probe when it is due (doc.go,
 // "Ownership and threading").
 type Checker struct {
-	opts Options // defaults filled in
-	seed uint64
-	fast bool // connect-only TCP probes may take the connector (default dialer, real clock)
+	opts       Options // defaults filled in
+	seed       uint64
+	realClock  bool // the connector needs it: it ends connections on the scheduler's rounds
+	directDial bool // Options.Dial was nil: every target's probes go direct
 
 	root   context.Context // cancelled by Stop
 	cancel context.CancelFunc
@@ -66,7 +67,7 @@ type target struct {
 
 // New returns a Checker with no targets.
 func New(opts Options) *Checker {
-	c := &Checker{seed: opts.Seed, fast: opts.Dial == nil && opts.Clock == nil, targets: make(map[Key]*target), wake: make(chan struct{}, 1)}
+	c := &Checker{seed: opts.Seed, realClock: opts.Clock == nil, directDial: opts.Dial == nil, targets: make(map[Key]*target), wake: make(chan struct{}, 1)}
 	if opts.Dial == nil {
 		opts.Dial = DirectDial
 	}
@@ -239,13 +240,17 @@ func (c *Checker) start(t Target, prev *tracker) {
 		rise, fall = 1, 1
 	}
 	now := c.opts.Clock.Now()
+	dial := c.opts.Dial
+	if t.Check.Direct {
+		dial = DirectDial
+	}
 	tg := &target{
 		Target: t,
-		p:      newProber(t, c.opts.Dial, c.opts.TLS),
+		p:      newProber(t, dial, c.opts.TLS),
 		rng:    rand.New(rand.NewPCG(c.seed, keyHash(t.Key))),
 		tr:     newTracker(t.Key, rise, fall, now),
 	}
-	tg.fast = c.fast && tg.p.connectOnly()
+	tg.fast = c.realClock && (c.directDial || t.Check.Direct) && tg.p.connectOnly()
 	if tg.fast && c.conns == nil {
 		c.conns = newConnector(c)
 	}

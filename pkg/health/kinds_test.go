@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -266,5 +267,48 @@ func TestDialSeam(t *testing.T) {
 				t.Errorf("dialled %q, want [%s]", calls, want)
 			}
 		})
+	}
+}
+
+// TestDirectBypassesDial: a target whose check is Direct never calls
+// Options.Dial; its connect-only probes take the connector, its others
+// DirectDial. The others of the same Checker still dial through it.
+func TestDirectBypassesDial(t *testing.T) {
+	ln, _, addr := listen(t, TCP)
+	srv := healthtest.Stream(ln, nil, false, false)
+	defer srv.Close()
+	var mu sync.Mutex
+	dialled := map[string]int{}
+	dial := func(ctx context.Context, network string, k Key, a netip.AddrPort) (net.Conn, error) {
+		mu.Lock()
+		dialled[k.Rule]++
+		mu.Unlock()
+		return DirectDial(ctx, network, k, a)
+	}
+	rec := newRecorder()
+	c := New(Options{Seed: 5, Dial: dial, OnChange: rec.on})
+	defer c.Stop()
+	check := Check{Kind: TCP, Port: addr.Port(), Interval: 10 * time.Millisecond, Timeout: time.Second, HealthyThreshold: 2, UnhealthyThreshold: 2}
+	stream := check
+	stream.Request, stream.Response = healthtest.Request, healthtest.Answer
+	targets := []Target{
+		{Key: Key{"dialled", addr.Addr()}, Check: check},
+		{Key: Key{"direct", addr.Addr()}, Check: func() Check { c := check; c.Direct = true; return c }()},
+		{Key: Key{"direct-stream", addr.Addr()}, Check: func() Check { c := stream; c.Direct = true; return c }()},
+	}
+	if err := c.Set(targets); err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range targets {
+		rec.waitFor(t, tg.Key, healthIs(failover.HealthHealthy))
+	}
+	c.Stop()
+	if c.conns == nil {
+		t.Error("the connect-only Direct target did not take the connector")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if dialled["dialled"] < 2 || dialled["direct"] != 0 || dialled["direct-stream"] != 0 {
+		t.Errorf("Options.Dial called %v, want only for the target that is not Direct", dialled)
 	}
 }
