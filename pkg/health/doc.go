@@ -190,6 +190,8 @@
 //     A connect-only probe closes its connection with FIN, as before: the
 //     appliance keeps one TIME_WAIT socket per probe for 60 s (120 000 at
 //     2000 probes/s, a few tens of MiB of kernel memory).
+//     BenchmarkCheckerScale measures the whole at 10 000 backends beside
+//     a raw connect and a net.Dialer connect (bench/README.md).
 //   - Direct (Check) overrides Options.Dial for one target: the daemon
 //     dials only the checks of data-path rules itself and marks the
 //     others direct, so they keep the connector.
