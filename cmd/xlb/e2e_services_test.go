@@ -52,7 +52,7 @@ func writeServiceConfig(t *testing.T, l *lab.Lab, dir string) string {
 // docs/design.md#rules-and-vips), on real packets: traffic to both VIPs
 // reaches the same backends; each backend is probed once for both rules
 // (their status rows carry the same probe); the two rules build the same
-// table; status and lookup name the service; one drain, given through
+// table; status, metrics and lookup name the service; one drain, given through
 // either rule, takes the backend out of both.
 func TestWireBackendService(t *testing.T) {
 	wireTest(t)
@@ -87,6 +87,12 @@ func TestWireBackendService(t *testing.T) {
 	if err != nil || !strings.Contains(out, "rule web4 (backend service www)") || !strings.Contains(out, "rule web6 (backend service www)") {
 		t.Errorf("xlb status does not name the service: %v %s\n%s", err, errOut, out)
 	}
+	body := scrape(t, l)
+	for _, r := range []string{"web4", "web6"} {
+		if want := `xlb_rule_backend_service{backend_service="www",rule="` + r + `"} 1`; !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 	src := l.ClientAddrs4[0].String() + ":40000"
 	out, errOut, err = xlbCtl(t, x.Socket(), 1, "lookup", "--rule", "web4", "--src", src, "--syn")
 	if err != nil || !regexp.MustCompile(`rule\s+web4 \(backend service www\)`).MatchString(out) {
@@ -117,6 +123,21 @@ func TestWireBackendService(t *testing.T) {
 	for _, fam := range []int{4, 6} {
 		if res := driveFor(t, l, 80, fam, 2*time.Second); !onlyOn(res, 0, 1) {
 			t.Errorf("IPv%d after the undrain: %s, want be0 and be1", fam, fmt.Sprint(describe(res)))
+		}
+	}
+}
+
+// The rules of a backend service name it in xlb status and xlb top (the
+// lab test above reads status; this one the rendering of both).
+func TestRenderNamesService(t *testing.T) {
+	st := renderStatus()
+	st.Rules[0].Service = "www"
+	var status, top strings.Builder
+	printStatus(&status, st, renderNow)
+	printTop(&top, st, topView{Sort: "name", Interval: time.Second}, renderNow, 0, 0)
+	for what, out := range map[string]string{"status": status.String(), "top": top.String()} {
+		if !strings.Contains(out, st.Rules[0].Name+" (") || !strings.Contains(out, "service www)") {
+			t.Errorf("%s does not name the service www beside rule %s:\n%s", what, st.Rules[0].Name, out)
 		}
 	}
 }

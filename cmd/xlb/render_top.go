@@ -110,6 +110,9 @@ func printTop(w io.Writer, st *control.Status, v topView, now time.Time, width, 
 	backends := map[string][]topRow{}
 	for _, r := range st.Rules {
 		name := fmt.Sprintf("%s %s %s:%s", r.Name, r.Protocol, r.VIP, r.Ports)
+		if r.Service != "" {
+			name = fmt.Sprintf("%s (service %s) %s %s:%s", r.Name, r.Service, r.Protocol, r.VIP, r.Ports)
+		}
 		rules = append(rules, topRow{name: name, state: r.Tier, pps: r.PacketsPerSec, bps: r.BytesPerSec, cps: r.NewConnectionsPerSec,
 			active: r.ActiveConnections, inactive: r.InactiveConnections, packets: r.Packets, conns: r.NewConnections})
 		for _, be := range r.Backends {

@@ -20,6 +20,30 @@ func FuzzScanKeyLines(f *testing.F) {
 	})
 }
 
+// readFuzzed decodes text as file name and reads it with read; it checks
+// that a file that does not decode has an error and that every issue has
+// a line inside the file, and reports whether read's result is clean.
+func readFuzzed(t *testing.T, name, text string, read func(*table)) bool {
+	t.Helper()
+	is := &issues{}
+	sf := &srcFile{name: name, is: is}
+	root := decodeFile(sf, []byte(text))
+	if root == nil {
+		if len(is.errs) == 0 {
+			t.Fatal("a file that did not decode has no error")
+		}
+		return false
+	}
+	read(root)
+	n := strings.Count(text, "\n") + 1
+	for _, e := range append(is.errs, is.warns...) {
+		if e.Line < 0 || e.Line > n || e.Message == "" {
+			t.Fatalf("bad issue %q in a %d-line file", e, n)
+		}
+	}
+	return len(is.errs) == 0
+}
+
 // FuzzRule reads any rule text: it never panics, every issue has a line
 // inside the file, and a rule without errors satisfies the invariants the
 // data plane relies on.
@@ -28,23 +52,8 @@ func FuzzRule(f *testing.F) {
 	f.Add(lines(`protocol = "UDP"`, `ports = "ALL"`, `session_affinity = "CLIENT_IP"`) + strings.Replace(webRule, `ports = ["80"]`, ``, 1))
 	f.Add(lines(`locality_lb_policy = "WEIGHTED_MAGLEV"`, `[failover]`, `ratio = 0.5`))
 	f.Fuzz(func(t *testing.T, text string) {
-		is := &issues{}
-		sf := &srcFile{name: "r.toml", is: is}
-		root := decodeFile(sf, []byte(text))
-		if root == nil {
-			if len(is.errs) == 0 {
-				t.Fatal("a file that did not decode has no error")
-			}
-			return
-		}
-		rs := readRule(root, "r")
-		n := strings.Count(text, "\n") + 1
-		for _, e := range append(is.errs, is.warns...) {
-			if e.Line < 0 || e.Line > n || e.Message == "" {
-				t.Fatalf("bad issue %q in a %d-line file", e, n)
-			}
-		}
-		if len(is.errs) > 0 {
+		var rs *ruleSrc
+		if !readFuzzed(t, "r.toml", text, func(root *table) { rs = readRule(root, "r") }) {
 			return
 		}
 		r := &rs.rule
@@ -80,23 +89,8 @@ func FuzzService(f *testing.F) {
 	f.Add(wwwService)
 	f.Add(lines(`vip = "203.0.113.1"`, `source_ranges = ["198.51.100.0/24", "2001:db8::/32"]`) + wwwService)
 	f.Fuzz(func(t *testing.T, text string) {
-		is := &issues{}
-		sf := &srcFile{name: "s.toml", is: is}
-		root := decodeFile(sf, []byte(text))
-		if root == nil {
-			if len(is.errs) == 0 {
-				t.Fatal("a file that did not decode has no error")
-			}
-			return
-		}
-		s := readService(root, "s")
-		n := strings.Count(text, "\n") + 1
-		for _, e := range append(is.errs, is.warns...) {
-			if e.Line < 0 || e.Line > n || e.Message == "" {
-				t.Fatalf("bad issue %q in a %d-line file", e, n)
-			}
-		}
-		if len(is.errs) > 0 {
+		var s *svcSrc
+		if !readFuzzed(t, "s.toml", text, func(root *table) { s = readService(root, "s") }) {
 			return
 		}
 		v := &s.svc

@@ -65,6 +65,7 @@ var (
 // Per rule and backend.
 var (
 	mRuleTier     = family("xlb_rule_tier", "1 for the eligible tier each rule serves from.", metrics.Gauge, "rule", "vip", "tier")
+	mRuleService  = family("xlb_rule_backend_service", "Constant 1 for each rule that names a backend service, labelled with it.", metrics.Gauge, "rule", "backend_service")
 	mRuleSwitches = family("xlb_rule_tier_switches_total", "Eligible-tier changes since start (the last 64 are in xlb status).", metrics.Counter, "rule")
 	mRulePackets  = family("xlb_rule_packets_total", "Packets the rule sent to its backends.", metrics.Counter, "rule")
 	mRuleBytes    = family("xlb_rule_bytes_total", "IP bytes (as received) the rule sent to its backends.", metrics.Counter, "rule")
@@ -210,6 +211,9 @@ func (d *daemon) collectRules(s metrics.Sink, st *publishedStatus) {
 	for ri := range st.Rules {
 		r := st.Rules[ri]
 		s.Add(mRuleTier, 1, r.Name, r.VIP.String(), r.Tier)
+		if r.Rule != nil && r.Rule.Service != "" {
+			s.Add(mRuleService, 1, r.Name, r.Rule.Service)
+		}
 		n := 0
 		for _, ev := range r.State.History {
 			if ev.Kind == failover.EventTierSwitch {
