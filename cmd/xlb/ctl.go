@@ -72,6 +72,10 @@ func noArgs(c *cli.Context) error {
 	return nil
 }
 
+// summaryAbove is how many rules status prints in full by default: above
+// it, a summary.
+const summaryAbove = 20
+
 func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "status",
@@ -82,13 +86,68 @@ func statusCommand() *cli.Command {
 			"cli), health, weight configured and effective, Maglev share, tracked connections and packets/s.\n" +
 			"Recent tier switches and state overrides that match nothing are listed at the end. With [bgp]:\n" +
 			"the appliance's drain, each BGP peer (state, uptime, announced prefixes, last error), each VIP's\n" +
-			"announcement and its reason, and per rule a table digest (equal on appliances that place flows alike).",
-		Flags: append(socketFlags(), jsonFlag()),
+			"announcement and its reason, and per rule a table digest (equal on appliances that place flows alike).\n\n" +
+			fmt.Sprintf("An appliance with more than %d rules gets a summary instead of the rule tables: rules per tier,\n", summaryAbove) +
+			"backends per health, and the rules that need attention (not in their PRIMARY tier, first health\n" +
+			"checks under way, or a backend that is not healthy). --rule, --vip and --backend select rules\n" +
+			"and print their tables (--backend only that backend's row), --all every rule's; --limit and\n" +
+			"--offset page them. --json prints the daemon's answer to the same selection (without a flag:\n" +
+			"every rule; --summary: the summary).",
+		Flags: append(socketFlags(), jsonFlag(),
+			&cli.StringFlag{Name: "rule", Aliases: []string{"r"}, Usage: "the rule (or backend service) `NAME`"},
+			&cli.StringFlag{Name: "vip", Usage: "the rules of the VIP `ADDR`"},
+			&cli.StringFlag{Name: "backend", Usage: "the rules with the backend `ADDR`, and only its row"},
+			&cli.BoolFlag{Name: "all", Usage: "every rule's table"},
+			&cli.BoolFlag{Name: "summary", Usage: "the summary, whatever the number of rules"},
+			&cli.IntFlag{Name: "limit", Value: summaryAbove, Usage: "at most `N` rules (0: no limit; --all: no limit unless given)"},
+			&cli.IntFlag{Name: "offset", Usage: "skip the first `N` selected rules"}),
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c); err != nil {
 				return err
 			}
-			return withStatus(c, func(st *control.Status) { printStatus(c.App.Writer, st, time.Now()) })
+			if c.Int("limit") < 0 || c.Int("offset") < 0 {
+				return usageError{"status: --limit and --offset must not be negative"}
+			}
+			if c.Bool("summary") && c.Bool("all") {
+				return usageError{"status: --summary and --all exclude each other"}
+			}
+			q := control.StatusQuery{Rule: c.String("rule"), VIP: c.String("vip"), Backend: c.String("backend"), Offset: c.Int("offset"), Limit: c.Int("limit")}
+			selected := q.Rule != "" || q.VIP != "" || q.Backend != "" || c.Bool("all")
+			if c.Bool("all") && !c.IsSet("limit") {
+				q.Limit = 0
+			}
+			return withClient(c, func(ctx context.Context, cl *control.Client) error {
+				if c.Bool("json") {
+					if !selected && !c.Bool("summary") && !c.IsSet("limit") && !c.IsSet("offset") {
+						q.Limit = 0 // every rule, as before summaries
+					}
+					q.Summary = c.Bool("summary")
+					st, err := cl.Status(ctx, q)
+					if err != nil {
+						return err
+					}
+					return printJSON(c.App.Writer, st)
+				}
+				if !selected {
+					// The summary first; a small appliance gets its tables.
+					q.Summary = true
+					st, err := cl.Status(ctx, q)
+					if err != nil {
+						return err
+					}
+					if c.Bool("summary") || st.Summary == nil || st.Summary.Rules > summaryAbove {
+						printStatusSummary(c.App.Writer, st, time.Now())
+						return nil
+					}
+					q.Summary, q.Limit, q.Offset = false, 0, 0
+				}
+				st, err := cl.Status(ctx, q)
+				if err != nil {
+					return err
+				}
+				printStatus(c.App.Writer, st, time.Now())
+				return nil
+			})
 		},
 	}
 }
@@ -97,7 +156,7 @@ func statusCommand() *cli.Command {
 // --json, else with print.
 func withStatus(c *cli.Context, print func(st *control.Status)) error {
 	return withClient(c, func(ctx context.Context, cl *control.Client) error {
-		st, err := cl.Status(ctx)
+		st, err := cl.Status(ctx, control.StatusQuery{})
 		if err != nil {
 			return err
 		}
@@ -189,7 +248,7 @@ func backendCommand() *cli.Command {
 						}
 						vips := map[string]string{}
 						var rates control.RateInterval
-						if st, err := cl.Status(ctx); err == nil {
+						if st, err := cl.Status(ctx, control.StatusQuery{Rule: c.String("rule")}); err == nil {
 							for _, r := range st.Rules {
 								vips[r.Name] = r.VIP
 							}

@@ -67,8 +67,12 @@ func (f *fakeDaemon) backends() []control.Backend {
 	return bs
 }
 
-func (f *fakeDaemon) Status(context.Context) (*control.Status, error) {
-	return &control.Status{Config: "/etc/xlb/xlb.toml", XDPMode: "native", Queues: []int{0, 1}, Counters: control.Counters{RX: 1000, TX: 990, Drops: map[string]uint64{"no-rule": 10}},
+func (f *fakeDaemon) Status(_ context.Context, q control.StatusQuery) (*control.Status, error) {
+	if q.Summary { // as the daemon answers: counts, no rule tables
+		return &control.Status{Config: "/etc/xlb/xlb.toml", XDPMode: "native", Queues: []int{0, 1}, RulesSelected: 1,
+			Summary: &control.StatusSummary{Rules: 1, Tiers: map[string]int{"PRIMARY": 1}, Backends: 2, Health: map[string]int{"HEALTHY": 2}}}, nil
+	}
+	return &control.Status{RulesSelected: 1, Config: "/etc/xlb/xlb.toml", XDPMode: "native", Queues: []int{0, 1}, Counters: control.Counters{RX: 1000, TX: 990, Drops: map[string]uint64{"no-rule": 10}},
 		Rules: []control.Rule{{Name: "web", VIP: "203.0.113.10", Protocol: "TCP", Ports: "80", Tier: "PRIMARY", Eligible: 1, Reason: "1 of 2 primaries usable", Backends: f.backends()}},
 		Stale: []string{"state.toml:7: override[1]: rule \"old\" is not in the configuration; override kept, not applied"}}, nil
 }
@@ -181,6 +185,9 @@ func TestControlCommands(t *testing.T) {
 	}{
 		{[]string{"status", "-c", cfg}, []string{"TCP 203.0.113.10 80  rule web", "tier PRIMARY: 1 eligible", "-> 192.0.2.1", "primary (config)", "IN_SERVICE (config)", "50.0%", "yes, PRIMARY", "42", "DRAINED (cli)", "5 (cli)", "no-rule 10", "not applied"}},
 		{[]string{"status", "--socket", sock, "--json"}, []string{`"rx_packets": 1000`, `"role_source": "cli"`}},
+		{[]string{"status", "--socket", sock, "--summary"}, []string{"rules: 1 (PRIMARY 1)", "backends of rules: 2 (HEALTHY 2)", "every rule serves from its PRIMARY tier", "xlb status --rule NAME"}},
+		{[]string{"status", "--socket", sock, "--json", "--summary"}, []string{`"summary": {`, `"tiers": {`}},
+		{[]string{"status", "--socket", sock, "--vip", "203.0.113.10"}, []string{"TCP 203.0.113.10 80  rule web", "-> 192.0.2.1"}},
 		{[]string{"backend", "list", "-c", cfg, "--rule", "web"}, []string{"RULE", "VIP", "web   203.0.113.10", "192.0.2.2"}},
 		{[]string{"conntrack", "list", "-c", cfg, "--rule", "web", "--backend", "192.0.2.1"}, []string{"TCP 198.51.100.7:40000 → 203.0.113.10:80", "1 of 3 entries shown"}},
 		{[]string{"conntrack", "count", "-c", cfg}, []string{"3"}},
@@ -309,6 +316,8 @@ func TestControlUsageErrors(t *testing.T) {
 		{[]string{"lookup", "-c", cfg, "--src", "198.51.100.7:1"}, "lookup: give --rule or --dst (the VIP)"},
 		{[]string{"lookup", "-c", cfg, "--rule", "web", "--src", "198.51.100.7:1", "--dst-port", "70000"}, "--dst-port 70000: want 1..65535"},
 		{[]string{"status", "-c", cfg, "extra"}, `status takes no arguments, got "extra"`},
+		{[]string{"status", "-c", cfg, "--limit", "-1"}, "status: --limit and --offset must not be negative"},
+		{[]string{"status", "-c", cfg, "--summary", "--all"}, "status: --summary and --all exclude each other"},
 		{[]string{"simulate", "-c", cfg}, "simulate: give a change: --remove, --add, --weight or --role"},
 		{[]string{"simulate", "-c", cfg, "--weight", "192.0.2.1"}, `--weight "192.0.2.1": want ADDR=N with N in 0..1000`},
 		{[]string{"simulate", "-c", cfg, "--role", "192.0.2.1=spare"}, `--role "192.0.2.1=spare": want ADDR=primary or ADDR=failover`},

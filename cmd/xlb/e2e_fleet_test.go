@@ -93,7 +93,7 @@ func (f *fleet) status(i int) *control.Status {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := c.Status(ctx)
+	st, err := c.Status(ctx, control.StatusQuery{})
 	if err != nil {
 		f.t.Fatalf("status of appliance %d: %v", i, err)
 	}

@@ -97,7 +97,7 @@ func TestStatusRatesAndLatency(t *testing.T) {
 	// Traffic for a few windows; a status during it sees a rate.
 	stop := driveInBackground(ctx, l, 100)
 	waitFor(t, 20*time.Second, "a packet rate during traffic", func() (bool, string) {
-		st, err := cl.Status(ctx)
+		st, err := cl.Status(ctx, control.StatusQuery{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -116,7 +116,7 @@ func TestStatusRatesAndLatency(t *testing.T) {
 	// during the traffic, which an average since the previous call would
 	// still count.
 	time.Sleep(time.Until(stopped.Add(5 * time.Second)))
-	st, err := cl.Status(ctx)
+	st, err := cl.Status(ctx, control.StatusQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestStatusRatesAndLatency(t *testing.T) {
 		what string
 		f    func() error
 	}{
-		{"status", func() error { _, err := cl.Status(ctx); return err }},
+		{"status", func() error { _, err := cl.Status(ctx, control.StatusQuery{}); return err }},
 		{"backend list", func() error { _, err := cl.Backends(ctx, ""); return err }},
 		{"conntrack count", func() error {
 			_, err := cl.Conntrack(ctx, control.ConntrackQuery{Op: control.ConntrackCount})
@@ -184,7 +184,7 @@ func TestLabQueues(t *testing.T) {
 			var st *control.Status
 			waitFor(t, 20*time.Second, "a full window under load", func() (bool, string) {
 				var err error
-				if st, err = cl.Status(ctx); err != nil {
+				if st, err = cl.Status(ctx, control.StatusQuery{}); err != nil {
 					return false, err.Error()
 				}
 				return st.Counters.RXPerSec > 200, fmt.Sprintf("%.0f/s %+v", st.Counters.RXPerSec, st.QueueStats)

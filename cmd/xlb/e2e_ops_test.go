@@ -95,7 +95,7 @@ func startOps(t *testing.T, l *lab.Lab, dir string, rules []lab.Rule) (*labXLB, 
 	cl := control.NewClient(sock)
 	defer cl.Close()
 	for i := 0; ; i++ {
-		if _, err := cl.Status(context.Background()); err == nil {
+		if _, err := cl.Status(context.Background(), control.StatusQuery{}); err == nil {
 			break
 		}
 		if i == 50 {

@@ -192,7 +192,7 @@ func (x *labXLB) waitRulesHealthy(ctx context.Context, timeout time.Duration, sa
 	deadline := time.Now().Add(timeout)
 	last := "no answer on the control socket"
 	for {
-		st, err := cl.Status(ctx)
+		st, err := cl.Status(ctx, control.StatusQuery{})
 		if err == nil {
 			var waiting, ok []string
 			for _, r := range st.Rules {

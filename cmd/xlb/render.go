@@ -32,6 +32,82 @@ func printJSON(w io.Writer, v any) error {
 
 // printStatus prints `xlb status`.
 func printStatus(w io.Writer, st *control.Status, now time.Time) {
+	printStatusHead(w, st, now)
+	for _, r := range st.Rules {
+		fmt.Fprintln(w)
+		printRuleStatus(w, &r, st.Rates, now)
+	}
+	if n := len(st.Rules); n < st.RulesSelected || st.RulesOffset > 0 {
+		fmt.Fprintln(w)
+		if n == 0 {
+			fmt.Fprintf(w, "no rule from %d of %d selected\n", st.RulesOffset+1, st.RulesSelected)
+		} else {
+			fmt.Fprintf(w, "rules %d-%d of %d selected", st.RulesOffset+1, st.RulesOffset+n, st.RulesSelected)
+			if next := st.RulesOffset + n; next < st.RulesSelected {
+				fmt.Fprintf(w, " (--offset %d for the next)", next)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	printStatusTail(w, st, now)
+}
+
+// printStatusSummary is status without the rule tables: the appliance,
+// the counts over every rule and the rules that need attention.
+func printStatusSummary(w io.Writer, st *control.Status, now time.Time) {
+	printStatusHead(w, st, now)
+	if sum := st.Summary; sum != nil {
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "rules: %d (%s)", sum.Rules, countsLine(sum.Tiers))
+		if sum.Cold > 0 {
+			fmt.Fprintf(w, ", %d with the first health checks under way", sum.Cold)
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "backends of rules: %d (%s), %d drained or removed, %d eligible\n", sum.Backends, countsLine(sum.Health), sum.Drained, sum.Eligible)
+		if sum.AttentionTotal == 0 {
+			fmt.Fprintln(w, "every rule serves from its PRIMARY tier with every backend healthy")
+		} else if n := len(sum.Attention); n == 0 {
+			fmt.Fprintf(w, "%d rules need attention; none from %d\n", sum.AttentionTotal, st.RulesOffset+1)
+		} else {
+			fmt.Fprintf(w, "\nrules that need attention (%d-%d of %d):\n", st.RulesOffset+1, st.RulesOffset+n, sum.AttentionTotal)
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "RULE\tVIP\tTIER\tBACKENDS\tELIGIBLE\tNOT HEALTHY\tREASON")
+			for _, r := range sum.Attention {
+				reason := r.Reason
+				if !r.Warm {
+					reason = "first health checks under way; " + reason
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", r.Name, r.VIP, r.Tier, r.Backends, r.Eligible, r.Unhealthy, reason)
+			}
+			tw.Flush()
+			if next := st.RulesOffset + n; next < sum.AttentionTotal {
+				fmt.Fprintf(w, "(--offset %d for the next)\n", next)
+			}
+		}
+		fmt.Fprintln(w, "\nper rule and backend: xlb status --rule NAME | --vip ADDR | --backend ADDR | --all [--limit N --offset N]")
+	}
+	printStatusTail(w, st, now)
+}
+
+// countsLine is "A 3, B 1": a count per name, largest first.
+func countsLine(m map[string]int) string {
+	names := slices.Collect(maps.Keys(m))
+	slices.SortFunc(names, func(a, b string) int {
+		if m[a] != m[b] {
+			return m[b] - m[a]
+		}
+		return strings.Compare(a, b)
+	})
+	var out []string
+	for _, n := range names {
+		out = append(out, fmt.Sprintf("%s %d", n, m[n]))
+	}
+	return strings.Join(out, ", ")
+}
+
+// printStatusHead is status's appliance part: configuration, build,
+// packets, queues, arenas, warnings, drops and the appliance's BGP.
+func printStatusHead(w io.Writer, st *control.Status, now time.Time) {
 	mode := st.XDPMode + " XDP, copy mode"
 	if st.ZeroCopy {
 		mode = st.XDPMode + " XDP, zero-copy"
@@ -82,33 +158,39 @@ func printStatus(w io.Writer, st *control.Status, now time.Time) {
 		}
 	}
 	printAppliance(w, &st.Appliance, now) // appliance.go
-	for _, r := range st.Rules {
-		fmt.Fprintln(w)
-		name := r.Name
-		if r.Service != "" {
-			name += " (backend service " + r.Service + ")"
-		}
-		fmt.Fprintf(w, "%s %s %s  rule %s  %s  affinity %s  %s  encap %s\n", r.Protocol, r.VIP, r.Ports, name, r.Policy, r.Affinity, r.Tracking, r.Encap)
-		fmt.Fprintf(w, "  tier %s: %d eligible — %s\n", r.Tier, r.Eligible, r.Reason)
-		if r.TableDigest != "" {
-			pending := ""
-			if !r.FirstChecksDone {
-				pending = " (first round of health checks not finished)"
-			}
-			fmt.Fprintf(w, "  table digest %s%s\n", r.TableDigest, pending)
-		}
-		if r.Packets > 0 || r.NewConnections > 0 {
-			fmt.Fprintf(w, "  sent %d packets (%.0f/s), %s (%s/s), %d new connections (%.1f/s)", r.Packets, r.PacketsPerSec, bytesName(float64(r.Bytes)), bytesName(r.BytesPerSec), r.NewConnections, r.NewConnectionsPerSec)
-			if r.ActiveConnections >= 0 && r.SessionActiveSeconds > 0 {
-				// Shared-table sessions see no FIN or RST: active by their last packet.
-				fmt.Fprintf(w, "; sessions %d active (a packet in the last %s), %d inactive", r.ActiveConnections, secondsName(r.SessionActiveSeconds), r.InactiveConnections)
-			} else if r.ActiveConnections >= 0 {
-				fmt.Fprintf(w, "; %d active, %d inactive", r.ActiveConnections, r.InactiveConnections)
-			}
-			fmt.Fprintln(w)
-		}
-		printBackendTable(w, r.Backends, nil, st.Rates, now)
+}
+
+// printRuleStatus is one rule's part of status: its line, tier, digest,
+// traffic and backend table.
+func printRuleStatus(w io.Writer, r *control.Rule, rates control.RateInterval, now time.Time) {
+	name := r.Name
+	if r.Service != "" {
+		name += " (backend service " + r.Service + ")"
 	}
+	fmt.Fprintf(w, "%s %s %s  rule %s  %s  affinity %s  %s  encap %s\n", r.Protocol, r.VIP, r.Ports, name, r.Policy, r.Affinity, r.Tracking, r.Encap)
+	fmt.Fprintf(w, "  tier %s: %d eligible — %s\n", r.Tier, r.Eligible, r.Reason)
+	if r.TableDigest != "" {
+		pending := ""
+		if !r.FirstChecksDone {
+			pending = " (first round of health checks not finished)"
+		}
+		fmt.Fprintf(w, "  table digest %s%s\n", r.TableDigest, pending)
+	}
+	if r.Packets > 0 || r.NewConnections > 0 {
+		fmt.Fprintf(w, "  sent %d packets (%.0f/s), %s (%s/s), %d new connections (%.1f/s)", r.Packets, r.PacketsPerSec, bytesName(float64(r.Bytes)), bytesName(r.BytesPerSec), r.NewConnections, r.NewConnectionsPerSec)
+		if r.ActiveConnections >= 0 && r.SessionActiveSeconds > 0 {
+			// Shared-table sessions see no FIN or RST: active by their last packet.
+			fmt.Fprintf(w, "; sessions %d active (a packet in the last %s), %d inactive", r.ActiveConnections, secondsName(r.SessionActiveSeconds), r.InactiveConnections)
+		} else if r.ActiveConnections >= 0 {
+			fmt.Fprintf(w, "; %d active, %d inactive", r.ActiveConnections, r.InactiveConnections)
+		}
+		fmt.Fprintln(w)
+	}
+	printBackendTable(w, r.Backends, nil, rates, now)
+}
+
+// printStatusTail is status's end: recent events and stale overrides.
+func printStatusTail(w io.Writer, st *control.Status, now time.Time) {
 	if len(st.Events) > 0 {
 		fmt.Fprintln(w, "\nrecent events:")
 		for _, e := range st.Events {

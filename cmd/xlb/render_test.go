@@ -120,6 +120,31 @@ func TestRender(t *testing.T) {
 	}{
 		{"status", func(w *bytes.Buffer) { printStatus(w, renderStatus(), renderNow) }},
 		{"status-quiet", func(w *bytes.Buffer) { printStatus(w, &quiet, renderNow) }},
+		{"status-page", func(w *bytes.Buffer) {
+			// The second page of rules 1-2 of 57 selected, then a page past the end.
+			st := quiet
+			st.Rules, st.RulesSelected, st.RulesOffset = renderStatus().Rules, 57, 20
+			printStatus(w, &st, renderNow)
+			fmt.Fprintln(w, "---")
+			st.Rules, st.RulesOffset = nil, 60
+			printStatus(w, &st, renderNow)
+		}},
+		{"status-summary", func(w *bytes.Buffer) {
+			// 1000 rules, three need attention, two of them on this page;
+			// then an appliance where none does.
+			st := quiet
+			st.Events, st.RulesSelected = renderStatus().Events, 1000
+			st.Summary = &control.StatusSummary{Rules: 1000, Tiers: map[string]int{"PRIMARY": 997, "FAILOVER": 2, "EMPTY": 1}, Cold: 1,
+				Backends: 100000, Health: map[string]int{"HEALTHY": 99790, "UNHEALTHY": 160, "UNKNOWN": 50}, Drained: 12, Eligible: 99700,
+				AttentionTotal: 3, Attention: []control.RuleLine{
+					{Name: "web", VIP: "203.0.113.10", Tier: "FAILOVER", Reason: "1 of 100 primaries usable", Backends: 100, Eligible: 40, Unhealthy: 99, Warm: true},
+					{Name: "dns", VIP: "2001:db8::53", Tier: "EMPTY", Reason: "no usable backend", Backends: 50, Unhealthy: 50}}}
+			printStatusSummary(w, &st, renderNow)
+			fmt.Fprintln(w, "---")
+			st.Events = nil
+			st.Summary = &control.StatusSummary{Rules: 1000, Tiers: map[string]int{"PRIMARY": 1000}, Backends: 100000, Health: map[string]int{"HEALTHY": 100000}, Eligible: 100000}
+			printStatusSummary(w, &st, renderNow)
+		}},
 		{"top", func(w *bytes.Buffer) {
 			// Sorted by packets/s, then by name backwards, cut to a
 			// terminal of 100 columns and 12 lines.

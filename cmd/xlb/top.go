@@ -86,7 +86,7 @@ func topLoop(ctx context.Context, cl *control.Client, term *terminal, v topView)
 	fetch := func() {
 		fctx, cancel := context.WithTimeout(ctx, 2*v.Interval+time.Second)
 		defer cancel()
-		got, err := cl.Status(fctx)
+		got, err := cl.Status(fctx, control.StatusQuery{})
 		v.Err = ""
 		if err != nil {
 			v.Err = err.Error()

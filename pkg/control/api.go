@@ -12,7 +12,7 @@ import (
 // A method returns an *Error to choose the status and message the client
 // sees; any other error is a 500 with the error's text.
 type API interface {
-	Status(ctx context.Context) (*Status, error)
+	Status(ctx context.Context, q StatusQuery) (*Status, error)
 	Backends(ctx context.Context, rule string) ([]Backend, error)
 	ChangeBackend(ctx context.Context, c BackendChange) (*BackendChangeResult, error)
 	Reload(ctx context.Context, r ReloadRequest) (*ReloadResult, error)
@@ -45,20 +45,41 @@ func BadRequest(format string, args ...any) *Error {
 	return Errorf(http.StatusBadRequest, format, args...)
 }
 
+// StatusQuery selects the rules GET /v1/status describes (its query
+// parameters rule, vip, backend, offset, limit and summary). The zero
+// query selects every rule.
+type StatusQuery struct {
+	Rule    string // the rule of this name
+	VIP     string // the rules of this VIP
+	Backend string // the rules with this backend; their tables show only its row
+	// Offset and Limit page the selected rules, in configuration order
+	// (Limit 0: no limit).
+	Offset, Limit int
+	// Summary asks for the counts over every rule and the selected rules
+	// that need attention (Summary.Attention, paged as Rules would be),
+	// with no per-rule tables.
+	Summary bool
+}
+
 // Status is GET /v1/status.
 type Status struct {
-	Config    string       `json:"config"`
-	Loaded    time.Time    `json:"loaded"` // last publication of the data plane
-	XDPMode   string       `json:"xdp_mode"`
-	ZeroCopy  bool         `json:"zerocopy"`
-	Queues    []int        `json:"queues"`
-	Conntrack int          `json:"conntrack_entries"` // per-queue tables, as of the workers' last batch
-	Counters  Counters     `json:"counters"`
-	Rules     []Rule       `json:"rules"`
-	Stale     []string     `json:"stale_overrides,omitempty"` // state overlay entries that match nothing
-	Events    []RuleEvent  `json:"events,omitempty"`          // recent tier switches, newest last
-	Rates     RateInterval `json:"rates"`
-	Appliance Appliance    `json:"appliance"` // appliance.go
+	Config    string    `json:"config"`
+	Loaded    time.Time `json:"loaded"` // last publication of the data plane
+	XDPMode   string    `json:"xdp_mode"`
+	ZeroCopy  bool      `json:"zerocopy"`
+	Queues    []int     `json:"queues"`
+	Conntrack int       `json:"conntrack_entries"` // per-queue tables, as of the workers' last batch
+	Counters  Counters  `json:"counters"`
+	Rules     []Rule    `json:"rules"`
+	// RulesSelected is how many rules the query selected; Rules holds
+	// those from RulesOffset on, at most the query's limit.
+	RulesSelected int            `json:"rules_selected"`
+	RulesOffset   int            `json:"rules_offset,omitempty"`
+	Summary       *StatusSummary `json:"summary,omitempty"`
+	Stale         []string       `json:"stale_overrides,omitempty"` // state overlay entries that match nothing
+	Events        []RuleEvent    `json:"events,omitempty"`          // recent tier switches, newest last
+	Rates         RateInterval   `json:"rates"`
+	Appliance     Appliance      `json:"appliance"` // appliance.go
 	// QueueStats are the served queues' packets, in the order of Queues.
 	QueueStats []QueueStat `json:"queue_stats"`
 	// Warnings are conditions an operator should look at (a bound queue
@@ -74,6 +95,37 @@ type Status struct {
 	ShmemTHP string `json:"shmem_thp,omitempty"`
 
 	Build // stats.go: version, start, uptime
+}
+
+// StatusSummary counts every rule and backend of the appliance, whatever
+// the query selected.
+type StatusSummary struct {
+	Rules int            `json:"rules"`
+	Tiers map[string]int `json:"tiers"` // rules per eligible tier
+	Cold  int            `json:"cold"`  // rules whose first round of health checks is not published
+	// Backends counts (rule, backend) pairs, a backend removed by a
+	// reload and still draining included; Health splits them by verdict.
+	Backends int            `json:"backends"`
+	Health   map[string]int `json:"health"`
+	Drained  int            `json:"drained"`  // drained by the operator or a reload
+	Eligible int            `json:"eligible"` // in their rule's eligible set
+	// Attention lists the selected rules that are not in their PRIMARY
+	// tier, are cold, or have a backend that is not healthy; at most the
+	// query's limit, from its offset; AttentionTotal counts them all.
+	Attention      []RuleLine `json:"attention,omitempty"`
+	AttentionTotal int        `json:"attention_total"`
+}
+
+// RuleLine is one rule in a line: what status's summary lists.
+type RuleLine struct {
+	Name      string `json:"name"`
+	VIP       string `json:"vip"`
+	Tier      string `json:"tier"`
+	Reason    string `json:"reason"`
+	Backends  int    `json:"backends"`
+	Eligible  int    `json:"eligible"`
+	Unhealthy int    `json:"unhealthy"` // backends whose verdict is not HEALTHY
+	Warm      bool   `json:"first_checks_done"`
 }
 
 // QueueStat is one served queue's packet counters and receive rate (over

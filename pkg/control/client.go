@@ -38,9 +38,9 @@ func NewClient(path string) *Client {
 func (c *Client) Close() { c.http.CloseIdleConnections() }
 
 // Status returns the appliance's status.
-func (c *Client) Status(ctx context.Context) (*Status, error) {
+func (c *Client) Status(ctx context.Context, q StatusQuery) (*Status, error) {
 	var s Status
-	return &s, c.call(ctx, http.MethodGet, "/v1/status", nil, nil, &s)
+	return &s, c.call(ctx, http.MethodGet, "/v1/status", q.values(), nil, &s)
 }
 
 // Backends lists the backends of one rule, or of every rule when rule is "".

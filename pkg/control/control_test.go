@@ -22,12 +22,16 @@ type fakeAPI struct {
 	changes []BackendChange
 	lookups []LookupQuery
 	ct      []ConntrackQuery
+	status  []StatusQuery
 	reject  bool
 
 	applianceActions []ApplianceAction
 }
 
-func (f *fakeAPI) Status(ctx context.Context) (*Status, error) {
+func (f *fakeAPI) Status(ctx context.Context, q StatusQuery) (*Status, error) {
+	f.mu.Lock()
+	f.status = append(f.status, q)
+	f.mu.Unlock()
 	return &Status{Config: "/etc/xlb/xlb.toml", Queues: []int{0, 1}, Rules: []Rule{{Name: "web", VIP: "203.0.113.10"}}}, nil
 }
 
@@ -170,6 +174,8 @@ func TestBadRequests(t *testing.T) {
 		{"reload body", post("/v1/reload", `[1,2]`), 400, "request body"},
 		{"unknown param", get("/v1/status?verbose=1"), 400, "unknown query parameter"},
 		{"repeated param", get("/v1/backends?rule=a&rule=b"), 400, "given 2 times"},
+		{"negative offset", get("/v1/status?offset=-1"), 400, "must not be negative"},
+		{"bad summary", get("/v1/status?summary=perhaps"), 400, "not a boolean"},
 		{"bad limit", get("/v1/conntrack?limit=lots"), 400, "not an integer"},
 		{"negative limit", get("/v1/conntrack?limit=-1"), 400, "negative"},
 		{"backend without rule", get("/v1/conntrack/count?backend=192.0.2.1"), 400, "needs a rule"},
@@ -214,9 +220,13 @@ func TestClientRoundTrip(t *testing.T) {
 	_, c := serve(t, api)
 	ctx := context.Background()
 
-	st, err := c.Status(ctx)
+	st, err := c.Status(ctx, StatusQuery{})
 	if err != nil || st.Config != "/etc/xlb/xlb.toml" || len(st.Rules) != 1 || st.Rules[0].VIP != "203.0.113.10" {
 		t.Fatalf("status: %+v, %v", st, err)
+	}
+	q := StatusQuery{Rule: "web", VIP: "203.0.113.10", Backend: "192.0.2.1", Offset: 20, Limit: 10, Summary: true}
+	if _, err := c.Status(ctx, q); err != nil || len(api.status) != 2 || api.status[0] != (StatusQuery{}) || api.status[1] != q {
+		t.Fatalf("status queries: %+v, %v", api.status, err)
 	}
 	bs, err := c.Backends(ctx, "web")
 	if err != nil || len(bs) != 2 || bs[1].Address != "192.0.2.2" {
@@ -347,7 +357,7 @@ func TestSocketSetup(t *testing.T) {
 
 	// The client says plainly that nothing serves the socket.
 	c := NewClient(filepath.Join(dir, "none.sock"))
-	_, err = c.Status(context.Background())
+	_, err = c.Status(context.Background(), StatusQuery{})
 	if err == nil || !strings.Contains(err.Error(), "is xlb running?") {
 		t.Errorf("no daemon: %v", err)
 	}

@@ -36,7 +36,10 @@
 //
 // # Endpoints
 //
-//	GET  /v1/status                        → Status (appliance, counters, rules with their backends, events)
+//	GET  /v1/status?rule=&vip=&backend=&offset=&limit=&summary=
+//	                                       → Status (appliance, counters, the selected rules with their
+//	                                         backends, or with summary the counts and the rules that need
+//	                                         attention; events)
 //	GET  /v1/backends[?rule=R]             → [Backend]
 //	POST /v1/backend/mark     {rule, backend, role: "primary"|"failover"}  → BackendChangeResult
 //	POST /v1/backend/drain    {rule, backend}                              → BackendChangeResult

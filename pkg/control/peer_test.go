@@ -36,7 +36,7 @@ func peerClient(arg string) int {
 	var err error
 	switch action {
 	case "status":
-		_, err = c.Status(ctx)
+		_, err = c.Status(ctx, StatusQuery{})
 	case "drain":
 		_, err = c.ChangeBackend(ctx, BackendChange{Action: ActionDrain, Rule: "web", Backend: "192.0.2.1"})
 	}
@@ -141,7 +141,7 @@ func TestPeerCredentials(t *testing.T) {
 	c := NewClient(path)
 	defer c.Close()
 	for i := 0; ; i++ {
-		if _, err := c.Status(context.Background()); err == nil {
+		if _, err := c.Status(context.Background(), StatusQuery{}); err == nil {
 			break
 		}
 		if i == 200 {

@@ -27,11 +27,12 @@ const maxBody = 64 << 10
 func NewHandler(api API) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		if err := noParams(r.URL.Query()); err != nil {
+		q, err := statusQuery(r.URL.Query())
+		if err != nil {
 			writeError(w, err)
 			return
 		}
-		reply(w)(api.Status(r.Context()))
+		reply(w)(api.Status(r.Context(), q))
 	})
 	mux.HandleFunc("GET /v1/backends", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -218,6 +219,48 @@ func intParam(q url.Values, key string, dst *int) error {
 	}
 	*dst = n
 	return nil
+}
+
+func statusQuery(q url.Values) (StatusQuery, error) {
+	var s StatusQuery
+	if err := noParams(q, "rule", "vip", "backend", "offset", "limit", "summary"); err != nil {
+		return s, err
+	}
+	s.Rule, s.VIP, s.Backend = q.Get("rule"), q.Get("vip"), q.Get("backend")
+	if v := q.Get("summary"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return s, BadRequest("summary: %q is not a boolean", v)
+		}
+		s.Summary = b
+	}
+	if err := intParam(q, "offset", &s.Offset); err != nil {
+		return s, err
+	}
+	if err := intParam(q, "limit", &s.Limit); err != nil {
+		return s, err
+	}
+	if s.Offset < 0 || s.Limit < 0 {
+		return s, BadRequest("offset and limit must not be negative")
+	}
+	return s, nil
+}
+
+func (q StatusQuery) values() url.Values {
+	v := url.Values{}
+	set(v, "rule", q.Rule)
+	set(v, "vip", q.VIP)
+	set(v, "backend", q.Backend)
+	if q.Offset != 0 {
+		v.Set("offset", strconv.Itoa(q.Offset))
+	}
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.Summary {
+		v.Set("summary", "true")
+	}
+	return v
 }
 
 func conntrackQuery(q url.Values) (ConntrackQuery, error) {

@@ -88,9 +88,23 @@ type backendRow struct {
 
 // rows copies the state of every rule (or one) on the control goroutine.
 func (o *ops) rows(ctx context.Context, rule string) ([]ruleRows, []string, error) {
+	var only func(*config.Rule) bool
+	if rule != "" {
+		only = func(r *config.Rule) bool { return ruleOrService(r, rule) }
+	}
+	out, stale, err := o.rowsOf(ctx, only)
+	if err == nil && rule != "" && len(out) == 0 {
+		return nil, nil, control.BadRequest("no rule %q", rule)
+	}
+	return out, stale, err
+}
+
+// rowsOf copies the state of the rules only selects (every rule when nil)
+// on the control goroutine, in configuration order, and the stale
+// overrides.
+func (o *ops) rowsOf(ctx context.Context, only func(*config.Rule) bool) ([]ruleRows, []string, error) {
 	var out []ruleRows
 	var stale []string
-	found := rule == ""
 	err := o.d.do(ctx, func() {
 		d := o.d
 		for _, s := range d.view.Stale {
@@ -98,10 +112,9 @@ func (o *ops) rows(ctx context.Context, rule string) ([]ruleRows, []string, erro
 		}
 		for i := range d.view.Rules {
 			rv := &d.view.Rules[i]
-			if rule != "" && !ruleOrService(rv.Rule, rule) {
+			if only != nil && !only(rv.Rule) {
 				continue
 			}
-			found = true
 			rr := ruleRows{name: rv.Rule.Name, cfg: rv.Rule}
 			for _, b := range rv.Backends {
 				rr.backends = append(rr.backends, d.row(rv.Rule, b, false))
@@ -122,9 +135,6 @@ func (o *ops) rows(ctx context.Context, rule string) ([]ruleRows, []string, erro
 	})
 	if err != nil {
 		return nil, nil, err
-	}
-	if !found {
-		return nil, nil, control.BadRequest("no rule %q", rule)
 	}
 	return out, stale, nil
 }

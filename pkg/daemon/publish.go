@@ -43,6 +43,33 @@ type ruleStatus struct {
 	// (digest.go), both as published.
 	Built  *dataplane.Rule
 	Digest string
+	// Counts is the rule's line of the status summary.
+	Counts ruleCounts
+}
+
+// ruleCounts counts a rule's backends for the status summary, once per
+// computation of the rule, so a summary costs a pass over the rules.
+type ruleCounts struct {
+	backends, drained, eligible int
+	health                      [3]int // by failover.Health
+}
+
+func countBackends(st *failover.State) ruleCounts {
+	var c ruleCounts
+	for i := range st.Backends {
+		b := &st.Backends[i]
+		c.backends++
+		if b.Admin == failover.AdminDrained || b.Removed {
+			c.drained++
+		}
+		if !b.Removed && int(b.Health) < len(c.health) {
+			c.health[b.Health]++ // a removed backend has no verdict
+		}
+		if b.Eligible {
+			c.eligible++
+		}
+	}
+	return c
 }
 
 // ruleRuntime is what the control plane remembers of one rule between
@@ -328,7 +355,7 @@ func (d *daemon) compute(rv *config.RuleView, now time.Time) (computed, error) {
 		rt:   rt,
 		vips: vipsOf(r),
 		status: &ruleStatus{Name: r.Name, VIP: r.VIP, Tier: st.Tier.String(), Reason: st.Reason, State: st, Rule: r, Slot: slot,
-			Eligible: len(st.Eligible), Warm: warm, Pending: pending, Built: dr, Digest: digest},
+			Eligible: len(st.Eligible), Warm: warm, Pending: pending, Built: dr, Digest: digest, Counts: countBackends(st)},
 		pending: pending,
 	}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -350,6 +351,95 @@ func BenchmarkOneBackendChange(b *testing.B) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// TestStatusSelects: status selects rules by name, VIP and backend, pages
+// them, and summarizes every rule from the published status, listing the
+// rules that need attention.
+func TestStatusSelects(t *testing.T) {
+	d, _ := scaleDaemon(t, 30, 3)
+	o := &ops{d: d}
+	ctx := context.Background()
+	names := func(st *control.Status) []string {
+		var out []string
+		for _, r := range st.Rules {
+			out = append(out, fmt.Sprintf("%s/%d", r.Name, len(r.Backends)))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name     string
+		q        control.StatusQuery
+		want     []string
+		selected int
+	}{
+		{"every rule", control.StatusQuery{}, nil, 30},
+		{"by name", control.StatusQuery{Rule: "r00004"}, []string{"r00004/3"}, 1},
+		{"by VIP", control.StatusQuery{VIP: "198.18.16.8"}, []string{"r00007/3"}, 1},
+		{"by backend, its row only", control.StatusQuery{Backend: scaleBackend(12, 1).String()}, []string{"r00012/1"}, 1},
+		{"a page", control.StatusQuery{Offset: 27, Limit: 10}, []string{"r00027/3", "r00028/3", "r00029/3"}, 30},
+		{"past the end", control.StatusQuery{Offset: 40, Limit: 10}, nil, 30},
+	} {
+		st, err := o.Status(ctx, tc.q)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := names(st); st.RulesSelected != tc.selected || (tc.want != nil || tc.q.Offset > 0) && !slices.Equal(got, tc.want) || tc.want == nil && tc.q.Offset == 0 && len(got) != 30 {
+			t.Errorf("%s: %d selected, rules %v; want %d, %v", tc.name, st.RulesSelected, got, tc.selected, tc.want)
+		}
+	}
+	if _, err := o.Status(ctx, control.StatusQuery{Rule: "nope"}); err == nil {
+		t.Error("an unknown rule was not refused")
+	}
+	if _, err := o.Status(ctx, control.StatusQuery{VIP: "not an address"}); err == nil {
+		t.Error("a bad VIP was not refused")
+	}
+
+	// Rule 7 loses its backends' next hops: it needs attention.
+	if err := do(d, func() error {
+		for j := range 3 {
+			delete(d.nexthops, nhKey{scaleBackend(7, j), false})
+		}
+		d.touch("r00007")
+		return d.publish()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := o.Status(ctx, control.StatusQuery{Summary: true, Limit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := st.Summary
+	if sum == nil || len(st.Rules) != 0 || sum.Rules != 30 || sum.Backends != 90 || sum.Health["HEALTHY"] != 87 || sum.Health["UNKNOWN"] != 3 ||
+		sum.Tiers["PRIMARY"] != 29 || sum.AttentionTotal != 1 || len(sum.Attention) != 1 || sum.Attention[0].Name != "r00007" || sum.Attention[0].Unhealthy != 3 {
+		t.Errorf("summary %+v, %d rule tables", sum, len(st.Rules))
+	}
+}
+
+// BenchmarkStatus is xlb status's answer at 1000 rules of 100 backends:
+// the summary, one rule's table (--rule) and a page of 20, against every
+// rule's tables (what status answered before summaries) as the reference.
+func BenchmarkStatus(b *testing.B) {
+	d, _ := scaleDaemon(b, 1000, 100)
+	o := &ops{d: d}
+	for _, tc := range []struct {
+		name string
+		q    control.StatusQuery
+	}{
+		{"summary", control.StatusQuery{Summary: true, Limit: 20}},
+		{"rule", control.StatusQuery{Rule: "r00500"}},
+		{"page", control.StatusQuery{Offset: 500, Limit: 20}},
+		{"every-rule", control.StatusQuery{}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := o.Status(context.Background(), tc.q); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

@@ -3,29 +3,54 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/xlbnet/xlb/failover"
 	"github.com/xlbnet/xlb/pkg/buildinfo"
+	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/dataplane"
 	"github.com/xlbnet/xlb/pkg/engine"
 )
 
 // Status implements control.API.
-func (o *ops) Status(ctx context.Context) (*control.Status, error) {
+func (o *ops) Status(ctx context.Context, q control.StatusQuery) (*control.Status, error) {
 	st := o.d.Status()
-	rules, stale, err := o.rows(ctx, "")
+	selected, err := selectRules(st.Rules, q)
 	if err != nil {
 		return nil, err
 	}
-	in := o.d.statsInputs(ctx)
-	rates := in.rates
 	out := &control.Status{
 		Config: st.Config, Loaded: st.Loaded, XDPMode: st.XDPMode, ZeroCopy: st.ZeroCopy,
-		Queues: st.Queues, Stale: stale, Rules: []control.Rule{},
+		Queues: st.Queues, Rules: []control.Rule{}, RulesSelected: len(selected), RulesOffset: q.Offset,
 		Build: control.Build{Version: buildinfo.Read().Short(), Started: o.d.started, UptimeSeconds: time.Since(o.d.started).Seconds()},
 	}
+	// The rule tables: only those of the page, copied on the control
+	// goroutine; a summary reads the published status alone.
+	var rules []ruleRows
+	var in statsInputs
+	if q.Summary {
+		out.Summary = summarize(st.Rules, selected, q)
+		in.rates = o.d.rates.latest()
+		if out.Stale, err = o.stale(ctx); err != nil {
+			return nil, err
+		}
+	} else {
+		only := map[string]bool{}
+		for _, rs := range page(selected, q.Offset, q.Limit) {
+			only[rs.Name] = true
+		}
+		if rules, out.Stale, err = o.rowsOf(ctx, func(r *config.Rule) bool { return only[r.Name] }); err != nil {
+			return nil, err
+		}
+		if q.Backend != "" {
+			keepBackend(rules, q.Backend)
+		}
+		in = o.d.statsInputs(ctx)
+	}
+	rates := in.rates
 	out.Rates = control.RateInterval{Seconds: rates.seconds(), WindowSeconds: rates.nominal.Seconds()}
 	if rates.ok() {
 		out.Rates.At = rates.cur.at
@@ -59,13 +84,17 @@ func (o *ops) Status(ctx context.Context) (*control.Status, error) {
 			out.Warnings = append(out.Warnings, ap.Err.Error())
 		}
 	}
-	var tiers []control.RuleEvent
 	for _, rr := range rules {
 		out.Rules = append(out.Rules, o.ruleInfo(rr, in))
-		if rr.state != nil {
-			for _, ev := range rr.state.History {
-				tiers = append(tiers, control.RuleEvent{Rule: rr.name, At: ev.At, Kind: ev.Kind.String(), From: tierName(ev.From, ev.Kind), To: tierName(ev.To, ev.Kind), Group: ev.Group, Reason: ev.Reason})
-			}
+	}
+	// The selected rules' tier switches, from the published states.
+	var tiers []control.RuleEvent
+	for _, rs := range selected {
+		if rs.State == nil {
+			continue
+		}
+		for _, ev := range rs.State.History {
+			tiers = append(tiers, control.RuleEvent{Rule: rs.Name, At: ev.At, Kind: ev.Kind.String(), From: tierName(ev.From, ev.Kind), To: tierName(ev.To, ev.Kind), Group: ev.Group, Reason: ev.Reason})
 		}
 	}
 	if out.Appliance, err = o.appliance(ctx); err != nil {
@@ -73,6 +102,115 @@ func (o *ops) Status(ctx context.Context) (*control.Status, error) {
 	}
 	out.Events = newestEvents(tiers, o.d.events.list()) // events.go
 	return out, nil
+}
+
+// selectRules returns the published rules q selects, in configuration
+// order.
+func selectRules(rules []*ruleStatus, q control.StatusQuery) ([]*ruleStatus, error) {
+	var vip, backend netip.Addr
+	var err error
+	if q.VIP != "" {
+		if vip, err = netip.ParseAddr(q.VIP); err != nil {
+			return nil, control.BadRequest("vip: %v", err)
+		}
+	}
+	if q.Backend != "" {
+		if backend, err = netip.ParseAddr(q.Backend); err != nil {
+			return nil, control.BadRequest("backend: %v", err)
+		}
+	}
+	var out []*ruleStatus
+	for _, rs := range rules {
+		switch {
+		case q.Rule != "" && (rs.Rule == nil || !ruleOrService(rs.Rule, q.Rule)):
+		case vip.IsValid() && rs.VIP != vip.Unmap():
+		case backend.IsValid() && !hasBackend(rs, backend):
+		default:
+			out = append(out, rs)
+		}
+	}
+	if q.Rule != "" && len(out) == 0 && !vip.IsValid() && !backend.IsValid() {
+		return nil, control.BadRequest("no rule or backend service %q", q.Rule)
+	}
+	return out, nil
+}
+
+func hasBackend(rs *ruleStatus, addr netip.Addr) bool {
+	if rs.State == nil {
+		return false
+	}
+	_, ok := rs.State.Backend(addr.Unmap().String())
+	return ok
+}
+
+// page is rules[offset:offset+limit] within bounds (limit 0: to the end).
+func page[T any](rules []T, offset, limit int) []T {
+	if offset >= len(rules) {
+		return nil
+	}
+	rules = rules[offset:]
+	if limit > 0 && limit < len(rules) {
+		rules = rules[:limit]
+	}
+	return rules
+}
+
+// keepBackend leaves each rule's row of the backend addr only.
+func keepBackend(rules []ruleRows, addr string) {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return
+	}
+	for i := range rules {
+		rules[i].backends = slices.DeleteFunc(rules[i].backends, func(b backendRow) bool { return b.view.Addr != a.Unmap() })
+	}
+}
+
+// summarize counts every rule and lists the selected ones that need
+// attention, paged as q pages the rule tables.
+func summarize(all, selected []*ruleStatus, q control.StatusQuery) *control.StatusSummary {
+	sum := &control.StatusSummary{Tiers: map[string]int{}, Health: map[string]int{}}
+	for _, rs := range all {
+		c := &rs.Counts
+		sum.Rules++
+		sum.Tiers[rs.Tier]++
+		if !rs.Warm {
+			sum.Cold++
+		}
+		sum.Backends += c.backends
+		sum.Drained += c.drained
+		sum.Eligible += c.eligible
+		for h, n := range c.health {
+			if n > 0 {
+				sum.Health[failover.Health(h).String()] += n
+			}
+		}
+	}
+	var attention []control.RuleLine
+	for _, rs := range selected {
+		c := &rs.Counts
+		unhealthy := c.health[failover.HealthUnknown] + c.health[failover.HealthUnhealthy]
+		if rs.Tier == failover.TierPrimary.String() && rs.Warm && unhealthy == 0 {
+			continue
+		}
+		attention = append(attention, control.RuleLine{Name: rs.Name, VIP: rs.VIP.String(), Tier: rs.Tier, Reason: rs.Reason,
+			Backends: c.backends, Eligible: rs.Eligible, Unhealthy: unhealthy, Warm: rs.Warm})
+	}
+	sum.AttentionTotal = len(attention)
+	sum.Attention = page(attention, q.Offset, q.Limit)
+	return sum
+}
+
+// stale copies the state overrides that match nothing, on the control
+// goroutine.
+func (o *ops) stale(ctx context.Context) ([]string, error) {
+	var out []string
+	err := o.d.do(ctx, func() {
+		for _, s := range o.d.view.Stale {
+			out = append(out, s.String())
+		}
+	})
+	return out, err
 }
 
 // queueStat is one queue's row of status: packets, rates, drops, and the
