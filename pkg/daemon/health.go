@@ -77,7 +77,16 @@ func (d *daemon) applyProbes() bool {
 // checks health, one per backend of a backend service.
 func (d *daemon) healthTargets() []health.Target {
 	var ts []health.Target
-	d.probers.set(d.cfg) // services.go: one prober per backend of a service
+	// services.go: one prober per backend of a service; a backend whose
+	// prober moved to another rule keeps its verdict until the new
+	// prober's first.
+	for from, to := range d.probers.set(d.cfg) {
+		if p, ok := d.probes[from]; ok {
+			if _, has := d.probes[to]; !has {
+				d.probes[to] = p
+			}
+		}
+	}
 	for i := range d.cfg.Rules {
 		r := &d.cfg.Rules[i]
 		if r.HealthCheck.Type == config.HealthNone {

@@ -19,7 +19,10 @@ import (
 //     that has the backend, the first in file order whose VIP is of the
 //     backend's family, else the first; every rule of the service reads
 //     its verdict (probeKeyOf). A data-path probe therefore goes to that
-//     rule's VIP and port inside its encapsulation.
+//     rule's VIP and port inside its encapsulation. A reload keeps a
+//     prober that still qualifies (adding a rule does not restart the
+//     probes); when the prober's rule goes, the backend keeps its last
+//     verdict until the new prober's first.
 //   - The CLI's overrides are kept under the service's name
 //     (config.OverrideKey), so a drain, mark or weight moves every rule.
 //   - With one health view and one overlay, the rules of a service and
@@ -35,10 +38,19 @@ type proberCache struct {
 	by map[probeKey]string // key.rule is the service's name
 }
 
-// set computes the probers of cfg's services (control goroutine).
-func (c *proberCache) set(cfg *config.Config) {
-	by := map[probeKey]string{}
-	sameFamily := map[probeKey]bool{}
+// set computes the probers of cfg's services (control goroutine) and
+// returns the backends whose prober moved to another rule: from the old
+// key to the new. A prober that still qualifies keeps its backends, so a
+// reload that adds a rule to a service does not restart its probes.
+func (c *proberCache) set(cfg *config.Config) map[probeKey]probeKey {
+	c.mu.Lock()
+	old := c.by
+	c.mu.Unlock()
+	type candidates struct {
+		first, firstSame string // first rule with the backend; of its family
+		old, oldSame     bool   // the old prober has it; of its family
+	}
+	cands := map[probeKey]*candidates{}
 	for i := range cfg.Rules {
 		r := &cfg.Rules[i]
 		if r.Service == "" {
@@ -47,14 +59,40 @@ func (c *proberCache) set(cfg *config.Config) {
 		for _, gb := range r.Backends() {
 			k := probeKey{r.Service, gb.Addr}
 			same := gb.Addr.Is4() == r.VIP.Is4()
-			if _, ok := by[k]; !ok || (same && !sameFamily[k]) {
-				by[k], sameFamily[k] = r.Name, same
+			cand := cands[k]
+			if cand == nil {
+				cand = &candidates{first: r.Name}
+				cands[k] = cand
 			}
+			if same && cand.firstSame == "" {
+				cand.firstSame = r.Name
+			}
+			if old[k] == r.Name {
+				cand.old, cand.oldSame = true, same
+			}
+		}
+	}
+	by := make(map[probeKey]string, len(cands))
+	for k, cand := range cands {
+		switch {
+		case cand.old && (cand.oldSame || cand.firstSame == ""):
+			by[k] = old[k]
+		case cand.firstSame != "":
+			by[k] = cand.firstSame
+		default:
+			by[k] = cand.first
+		}
+	}
+	moved := map[probeKey]probeKey{}
+	for k, name := range by {
+		if was, ok := old[k]; ok && was != name {
+			moved[probeKey{was, k.addr}] = probeKey{name, k.addr}
 		}
 	}
 	c.mu.Lock()
 	c.by = by
 	c.mu.Unlock()
+	return moved
 }
 
 // probeKeyOf is the key of the verdict that decides backend addr of rule

@@ -16,6 +16,13 @@ import (
 // IPv6 TCP and UDP rule, and a rule web with its own backends.
 func serviceConfig(t *testing.T) *config.Config {
 	t.Helper()
+	return serviceConfigWith(t, nil)
+}
+
+// serviceConfigWith is serviceConfig with files changed: a file given
+// "" is left out.
+func serviceConfigWith(t *testing.T, change map[string]string) *config.Config {
+	t.Helper()
 	dir := t.TempDir()
 	files := map[string]string{
 		"xlb.toml": "interface = \"eth0\"\nhash_seed = \"0x5eed1ab\"\nstate_file = \"" + filepath.Join(dir, "state.toml") + "\"\n",
@@ -26,7 +33,13 @@ func serviceConfig(t *testing.T) *config.Config {
 		"rules.d/c-www6u.toml": "vip = \"2001:db8::31\"\nprotocol = \"UDP\"\nports = [\"443\"]\nbackend_service = \"www\"\n",
 		"rules.d/web.toml":     webRule("", "[[group]]\nname = \"a\"\nbackends = [\"10.0.1.10\"]\n"),
 	}
+	for name, text := range change {
+		files[name] = text
+	}
 	for name, text := range files {
+		if text == "" {
+			continue
+		}
 		p := filepath.Join(dir, name)
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
@@ -79,5 +92,40 @@ func TestServiceSharesProbes(t *testing.T) {
 	}
 	if s := changeTarget(cfg, "web"); s != "rule web" {
 		t.Errorf("changeTarget(web) = %q", s)
+	}
+}
+
+// A reload keeps a service's prober when it still qualifies (a rule added
+// before it does not restart the probes), and when its prober goes the
+// backend keeps its verdict until the new prober's first.
+func TestServiceProberMoves(t *testing.T) {
+	d := &daemon{cfg: serviceConfig(t), probes: map[probeKey]probe{}, nexthops: map[nhKey]nexthop{}}
+	d.healthTargets()
+	b := addr("2001:db8:1::10")
+	d.probes[probeKey{"b-www6", b}] = probe{health: failover.HealthHealthy}
+	// A rule of the same family before the prober, by file name.
+	earlier := "vip = \"2001:db8::32\"\nports = [\"443\"]\nbackend_service = \"www\"\n"
+	d.cfg = serviceConfigWith(t, map[string]string{"rules.d/a-www6x.toml": earlier})
+	d.healthTargets()
+	if k := d.probeKeyOf(d.cfg.Rule("a-www6x"), b); k.rule != "b-www6" {
+		t.Errorf("after adding a rule before it, %s is probed by %s, want b-www6 still", b, k.rule)
+	}
+	// The prober's rule removed: the first rule of the family takes over
+	// with the last verdict.
+	d.cfg = serviceConfigWith(t, map[string]string{"rules.d/a-www6x.toml": earlier, "rules.d/b-www6.toml": ""})
+	var probers []string
+	for _, tg := range d.healthTargets() {
+		if tg.Key.Backend == b {
+			probers = append(probers, tg.Key.Rule)
+		}
+	}
+	if len(probers) != 1 || probers[0] != "a-www6x" {
+		t.Fatalf("probers of %s: %v, want a-www6x", b, probers)
+	}
+	d.nexthops[nhKey{b, false}] = nexthop{}
+	var fb failover.Backend
+	d.applyHealth(d.cfg.Rule("c-www6u"), b, &fb, true)
+	if fb.Health != failover.HealthHealthy {
+		t.Errorf("after the prober moved, %s is %s, want the last verdict HEALTHY", b, fb.Health)
 	}
 }
