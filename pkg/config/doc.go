@@ -210,7 +210,9 @@
 //
 // The CLI marks a backend's role, drains or undrains it, or overrides its
 // weight; role is per group in the rule files, so the overlay holds
-// per-backend overrides, keyed by (rule, backend address). state_file is
+// per-backend overrides, keyed by (rule, backend address) — the rule
+// being the backend service for a rule that names one (OverrideKey), so
+// that every rule of the service follows one override. state_file is
 // TOML (version = 1, [[override]] rule, backend, role, drained,
 // drained_at, weight), written by Save atomically: a temporary file in the
 // same directory, fsync, rename over the old file, fsync of the directory;
