@@ -99,6 +99,10 @@ func TestWireBackendService(t *testing.T) {
 		t.Errorf("xlb lookup does not name the service: %v %s\n%s", err, errOut, out)
 	}
 
+	if _, errOut, err := xlbCtl(t, x.Socket(), 1, "lookup", "--rule", "www", "--src", src); err == nil || !strings.Contains(errOut+err.Error(), `"www" is a backend service: name one of its rules (web4, web6)`) {
+		t.Errorf("xlb lookup --rule www: %v %s", err, errOut)
+	}
+
 	// One drain, through the IPv4 rule, drains be0 in both.
 	be0 := l.Backends[0].Tunnel6.String()
 	out, errOut, err = xlbCtl(t, x.Socket(), 2, "backend", "drain", "--rule", "web4", be0)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/xlbnet/xlb/conntrack"
 	"github.com/xlbnet/xlb/hash"
@@ -31,6 +32,9 @@ func (o *ops) Lookup(ctx context.Context, q control.LookupQuery) (*control.Looku
 	if q.Rule != "" {
 		rs := st.rule(q.Rule)
 		if rs == nil || int(rs.Slot) >= len(snap.Rules) {
+			if rules := st.serviceRules(q.Rule); len(rules) > 0 { // services.go
+				return nil, control.BadRequest("lookup: %q is a backend service: name one of its rules (%s)", q.Rule, strings.Join(rules, ", "))
+			}
 			return nil, control.BadRequest("lookup: no rule %q", q.Rule)
 		}
 		asked = rs.Rule

@@ -131,3 +131,14 @@ func changeTarget(cfg *config.Config, name string) string {
 	}
 	return fmt.Sprintf("backend service %s (rules %s)", key, strings.Join(names, ", "))
 }
+
+// serviceRules lists the published rules that name backend service name.
+func (st *publishedStatus) serviceRules(name string) []string {
+	var out []string
+	for i := range st.Rules {
+		if r := st.Rules[i].Rule; r != nil && r.Service == name {
+			out = append(out, r.Name)
+		}
+	}
+	return out
+}
