@@ -68,13 +68,17 @@ func (d *daemon) resolve(ctx context.Context, only map[string]bool) map[netip.Ad
 			}
 		}
 	}
+	if only != nil { // before any goroutine writes d.nexthops
+		for k := range want {
+			if _, had := d.nexthops[k]; had {
+				delete(want, k)
+			}
+		}
+	}
 	changed := map[netip.Addr]bool{}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for k := range want {
-		if _, had := d.nexthops[k]; had && only != nil {
-			continue
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
