@@ -119,14 +119,25 @@ func startAndWaitFor(cmd *exec.Cmd, ready string, cleanup func(), timeout time.D
 	go func() {
 		sc := bufio.NewScanner(pr)
 		closed := false
+		var tail []string
 		for sc.Scan() {
-			if log.Len() < 1<<16 {
+			// The first lines say how it started, the last why it
+			// stopped (a panic): keep both, 32 KiB each.
+			if log.Len() < 1<<15 {
 				log.WriteString(sc.Text() + "\n")
+			} else {
+				tail = append(tail, sc.Text())
+				if len(tail) > 256 {
+					tail = tail[1:]
+				}
 			}
 			if !closed && strings.Contains(sc.Text(), ready) {
 				close(readyCh)
 				closed = true
 			}
+		}
+		if len(tail) > 0 {
+			log.WriteString("…\n" + strings.Join(tail, "\n") + "\n")
 		}
 		exited <- cmd.Wait()
 		pr.Close()
