@@ -46,7 +46,7 @@ type Controller struct {
 	rulesDir, socket string
 	// reload applies the written files (the control socket's reload;
 	// replaced by unit tests).
-	reload func(ctx context.Context) error
+	reload func(ctx context.Context, force bool) error
 
 	trigger chan struct{}
 	leader  atomic.Bool
@@ -297,7 +297,8 @@ func (c *Controller) endpointSlices(svc *corev1.Service) ([]*discoveryv1.Endpoin
 // Service, validate the changed files with the rest of the configuration,
 // write what passes, reload once.
 func (c *Controller) sync(ctx context.Context) error {
-	c.stats.Passes.Add(1)
+	pass := c.stats.Passes.Add(1)
+	c.log.Debug("pass start", "pass", pass)
 	svcs, err := c.ourServices()
 	if err != nil {
 		return err
@@ -423,7 +424,10 @@ func (c *Controller) sync(ctx context.Context) error {
 	}
 	c.setProblems(problems, byKey)
 	if c.reloadPending {
-		if err := c.reload(ctx); err != nil {
+		// With no file of ours left (the cluster's last Service went),
+		// the reload may leave the appliance without rules, which the
+		// daemon refuses unless forced: the cluster asked for it.
+		if err := c.reload(ctx, len(desired) == 0); err != nil {
 			c.stats.ReloadErrors.Add(1)
 			return fmt.Errorf("reload: %w", err)
 		}
@@ -436,6 +440,9 @@ func (c *Controller) sync(ctx context.Context) error {
 			}
 		}
 	}
+	// The end of a pass, for an operator following the controller and for
+	// tests that must know it has seen a change.
+	c.log.Debug("pass done", "pass", pass, "services", len(svcs), "leading", leading, "applied", len(applied))
 	return nil
 }
 
@@ -499,13 +506,13 @@ func (c *Controller) check(overlay map[string][]byte) ([]string, error) {
 }
 
 // reloadSocket asks the daemon to reload through its control socket.
-func (c *Controller) reloadSocket(ctx context.Context) error {
+func (c *Controller) reloadSocket(ctx context.Context, force bool) error {
 	if _, err := os.Stat(c.socket); err != nil {
 		return fmt.Errorf("control socket: %w (is xlb run running?)", err)
 	}
 	cl := control.NewClient(c.socket)
 	defer cl.Close()
-	res, err := cl.Reload(ctx, control.ReloadRequest{})
+	res, err := cl.Reload(ctx, control.ReloadRequest{Force: force})
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,7 @@ func start(t *testing.T, client kubernetes.Interface, cfg, identity string, mod 
 		t.Fatal(err)
 	}
 	r := &running{Controller: c, dir: filepath.Join(filepath.Dir(cfg), "rules.d"), done: make(chan error, 1)}
-	c.reload = func(context.Context) error { r.reloads.Add(1); return nil }
+	c.reload = func(context.Context, bool) error { r.reloads.Add(1); return nil }
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- c.Run(ctx) }()

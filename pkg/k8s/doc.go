@@ -111,6 +111,10 @@
 //     in Kubernetes names, so it reads back unambiguously); longer than 63
 //     characters, its first 54 and a hash. The marker line
 //     "# xlb-k8s: class=… service=ns/name" makes a file the controller's.
+//   - Reloads meet the daemon's guard rails as an operator's do, but one:
+//     when the controller has no file left (the cluster's last Service
+//     went) it reloads with force, since a configuration without rules is
+//     then what the cluster asks for (the daemon refuses it unforced).
 //   - No finalizer on Services: every appliance derives the files from the
 //     current objects, so a deleted Service's files go at the next pass on
 //     each appliance, including one that was down while it was deleted.
