@@ -97,15 +97,18 @@
 // owner of a slot, for Delta and the counts, is found from its ID.
 //
 // TableSizeFor(n) is the size for a set of n backends when the operator
-// did not fix one: the first of 1031, 2053, 4099, 8209, 16411, 32771,
-// 65537, … 8388617 (the smallest prime at or above each power of two from
-// 2¹⁰ to 2²³), then 16777213 (the largest prime below 2²⁴), that gives at
-// least SlotsPerBackend = 100 slots per backend. The caller counts the
-// backends its configuration lists, not the healthy ones, so every
+// did not fix one: the first of 65537, 131101, 262147, … 8388617 (the
+// smallest prime at or above each power of two from 2¹⁶ to 2²³), then
+// 16777213 (the largest prime below 2²⁴), that gives at least
+// SlotsPerBackend = 100 slots per backend: 65537 up to 655 backends, as
+// every rule had before, then growing with the rule. The caller counts
+// the backends its configuration lists, not the healthy ones, so every
 // appliance with the same configuration computes the same size. A size
 // change places every new flow anew, so the ladder changes the size only
-// when the count crosses a power of two (× 100), not with each backend.
-// 100 backends get 16411 slots: 16 KiB with one-byte IDs.
+// when the count crosses a power of two (× 100). It does not go below
+// 65537 because a smaller table moves more flows between the backends
+// that stay when one joins (bench/README.md: 7 % at 1031 slots for 10
+// backends, 0.3 % at 65537); with one-byte slots 65537 costs 64 KiB.
 //
 // Tables interns tables by content: Tables.Build returns a live table
 // built from the same (Name, ID, Weight) set, size and seed, instead of

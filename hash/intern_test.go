@@ -114,18 +114,18 @@ func TestTablesConcurrent(t *testing.T) {
 }
 
 // TestTableSizeFor: the ladder is the smallest prime at or above each
-// power of two, the size grows only when the backend count crosses one
-// (× SlotsPerBackend), and there are always SlotsPerBackend slots per
-// backend.
+// power of two from 2^16, the size grows only when the backend count
+// crosses one (× SlotsPerBackend), and there are always SlotsPerBackend
+// slots per backend.
 func TestTableSizeFor(t *testing.T) {
 	for i, m := range sizeLadder[:len(sizeLadder)-1] {
-		p := uint32(1) << (10 + i)
+		p := uint32(1) << (16 + i)
 		if !isPrime(m) || m < p {
-			t.Fatalf("ladder[%d] = %d: not a prime ≥ 2^%d", i, m, 10+i)
+			t.Fatalf("ladder[%d] = %d: not a prime ≥ 2^%d", i, m, 16+i)
 		}
 		for q := p; q < m; q++ {
 			if isPrime(q) {
-				t.Fatalf("ladder[%d] = %d, but %d is a smaller prime ≥ 2^%d", i, m, q, 10+i)
+				t.Fatalf("ladder[%d] = %d, but %d is a smaller prime ≥ 2^%d", i, m, q, 16+i)
 			}
 		}
 	}
@@ -135,7 +135,7 @@ func TestTableSizeFor(t *testing.T) {
 	for _, tc := range []struct {
 		n    int
 		want uint32
-	}{{0, 1031}, {1, 1031}, {10, 1031}, {11, 2053}, {100, 16411}, {163, 16411}, {164, 16411}, {165, 32771}, {655, 65537}, {656, 131101}, {167772, 16777213}} {
+	}{{0, 65537}, {1, 65537}, {100, 65537}, {655, 65537}, {656, 131101}, {1311, 131101}, {1312, 262147}, {83886, 8388617}, {83887, 16777213}, {167772, 16777213}} {
 		got, err := TableSizeFor(tc.n)
 		if err != nil || got != tc.want {
 			t.Errorf("TableSizeFor(%d) = %d, %v; want %d", tc.n, got, err, tc.want)

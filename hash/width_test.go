@@ -52,9 +52,9 @@ func withIDs(bs []Backend, first uint32) []Backend {
 }
 
 // TestTableMemory: a 100-backend table of the size TableSizeFor gives
-// costs about one byte per slot (the allocator's size class rounds it up
-// by up to 12 %) and its sorted copy of the set, where four-byte IDs and
-// owners cost eight bytes per slot.
+// costs about one byte per slot (the allocator rounds large objects up to
+// pages) and its sorted copy of the set, where four-byte IDs and owners
+// cost eight bytes per slot.
 func TestTableMemory(t *testing.T) {
 	m, err := TableSizeFor(100)
 	if err != nil {

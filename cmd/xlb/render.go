@@ -470,7 +470,11 @@ func printSimulation(w io.Writer, res []daemon.SimRule) {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "rule %s (Maglev table %d slots): tier %s → %s\n", r.Rule, r.TableSize, r.TierBefore, r.TierAfter)
+		size := fmt.Sprintf("Maglev table %d slots", r.TableSize)
+		if r.TableSizeBefore != 0 && r.TableSizeBefore != r.TableSize {
+			size = fmt.Sprintf("Maglev table %d → %d slots: every new flow is placed anew", r.TableSizeBefore, r.TableSize)
+		}
+		fmt.Fprintf(w, "rule %s (%s): tier %s → %s\n", r.Rule, size, r.TierBefore, r.TierAfter)
 		fmt.Fprintf(w, "new flows that move: %s of all; away from backends that stay: %s\n", pct(r.Moved), pct(r.SurvivorMoved))
 		if r.Flows > 0 {
 			fmt.Fprintf(w, "sampled: %d of %d random flows move (%s)\n", r.FlowsMoved, r.Flows, pct(float64(r.FlowsMoved)/float64(r.Flows)))

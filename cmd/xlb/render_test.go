@@ -213,7 +213,7 @@ func TestRender(t *testing.T) {
 						{Address: "192.0.2.4", Before: 0.25, After: 0.3, Gained: 0.05, InBefore: true, InAfter: true, ChangedByRequest: true},
 						{Address: "192.0.2.5"},
 					}},
-				{Rule: "api", TableSize: 251, TierBefore: "PRIMARY", TierAfter: "FAILOVER", Moved: 1,
+				{Rule: "api", TableSize: 251, TableSizeBefore: 131, TierBefore: "PRIMARY", TierAfter: "FAILOVER", Moved: 1,
 					Backends: []daemon.SimBackend{{Address: "192.0.2.1", Before: 1, MovedAway: 1, MovedOwn: 1, InBefore: true, ChangedByRequest: true}}},
 			})
 		}},

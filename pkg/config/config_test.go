@@ -520,7 +520,7 @@ func TestDefaults(t *testing.T) {
 	dir := cfg.Dir
 	want := Config{
 		Path: cfg.Path, Dir: dir, Interface: "eth0", Queues: Queues{All: true},
-		XDPMode: XDPAuto, BindMode: BindAuto, HashSeed: 0x5eed, MaglevTableSize: 65537,
+		XDPMode: XDPAuto, BindMode: BindAuto, HashSeed: 0x5eed,
 		RulesDir: filepath.Join(dir, "rules.d"), ServicesDir: filepath.Join(dir, "services.d"), StateFile: "/var/lib/xlb/state.toml",
 		ControlSocket: "/run/xlb/xlb.sock", MetricsListen: "127.0.0.1:9641", PinDir: "/sys/fs/bpf/xlb",
 		Conntrack: Conntrack{MaxEntries: 1048576, NewEntriesPerSecond: 125000, NewEntriesBurst: 31250, UnconfirmedIdle: 5 * time.Second},

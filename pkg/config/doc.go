@@ -88,7 +88,8 @@
 //     failback_delay 0..1 h; interval and timeout 1..300 s with timeout ≤
 //     interval; thresholds 1..10; weights 0..1000 (as the weight header);
 //     maglev_table_size prime, ≥ 100 × the backends of the largest rule
-//     and ≤ 2^24; max_entries 1024..2^30; ports 1..65535.
+//     and ≤ 2^24 (unset: each rule's follows its backends, hash.TableSizeFor,
+//     so a rule has at most 167772); max_entries 1024..2^30; ports 1..65535.
 //   - Lenient where it is unambiguous: ports list elements may be TOML
 //     integers (80) as well as strings ("80"); hash_seed may be a
 //     non-negative integer as well as a "0x…" or decimal string.

@@ -209,3 +209,26 @@ func TestLoaderSkipsUnchangedFiles(t *testing.T) {
 	}
 	reads(1, "b's mode changed")
 }
+
+// TestTooManyBackendsForATable: without maglev_table_size, a rule's table
+// follows its backends up to the largest table; a rule with more
+// backends than that serves is refused with its file and key.
+func TestTooManyBackendsForATable(t *testing.T) {
+	n := MaxMaglevTableSize/MaglevBackendFactor + 1
+	var b strings.Builder
+	b.WriteString(lines(`name = "big"`, `vip = "203.0.113.10"`, `ports = ["80"]`, `[health_check]`, `type = "NONE"`, `[[group]]`, `name = "a"`))
+	b.WriteString("backends = [")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, "%q", netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
+	}
+	b.WriteString("]\n")
+	path := writeConfig(t, map[string]string{"rules.d/big.toml": b.String()})
+	_, _, err := Load(path)
+	want := []string{fmt.Sprintf("rules.d/big.toml:6: group: %d backends: a rule has at most 167772 (100 slots each in a Maglev table of at most 16777216)", n)}
+	if got := issueStrings(t, err); !reflect.DeepEqual(got, want) {
+		t.Errorf("errors %q, want %q", got, want)
+	}
+}

@@ -12,12 +12,15 @@ type Config struct {
 	Path string // the xlb.toml that was loaded, as given to Load
 	Dir  string // its directory; relative paths in the file are relative to it
 
-	Interface       string
-	Queues          Queues
-	XDPMode         XDPMode
-	BindMode        BindMode
-	HashSeed        uint64
-	HashSeedSet     bool // false: the public default seed is in use (Load warns)
+	Interface   string
+	Queues      Queues
+	XDPMode     XDPMode
+	BindMode    BindMode
+	HashSeed    uint64
+	HashSeedSet bool // false: the public default seed is in use (Load warns)
+	// MaglevTableSize is every rule's table size when set; 0 (the
+	// default): each rule's follows the backends its file lists (the
+	// daemon uses hash.TableSizeFor).
 	MaglevTableSize int
 	RulesDir        string // resolved against Dir
 	// ServicesDir holds the backend service files (service.go), resolved
@@ -209,14 +212,13 @@ type Backend struct {
 // Limits and defaults. The defaults follow docs/design.md#configuration
 // and, where the design is silent, GCP's documented defaults.
 const (
-	DefaultHashSeed        = 0x5eed
-	DefaultMaglevTableSize = 65537
-	MaxMaglevTableSize     = 1 << 24 // a table per rule and zone view: bound the memory
-	MaglevBackendFactor    = 100     // table size ≥ 100 × backends keeps shares within ~1 %
-	DefaultMaxEntries      = 1 << 20
-	MinMaxEntries          = 1024
-	MaxMaxEntries          = 1 << 30
-	MaxQueues              = 1024
+	DefaultHashSeed     = 0x5eed
+	MaxMaglevTableSize  = 1 << 24 // a table per rule and zone view: bound the memory
+	MaglevBackendFactor = 100     // table size ≥ 100 × backends keeps shares within ~1 %
+	DefaultMaxEntries   = 1 << 20
+	MinMaxEntries       = 1024
+	MaxMaxEntries       = 1 << 30
+	MaxQueues           = 1024
 
 	DefaultIdleTimeout          = 60 * time.Second
 	MinIdleTimeout              = time.Second
@@ -250,18 +252,17 @@ const (
 // out. Interface has no default (it is required).
 func Default() Config {
 	return Config{
-		Queues:          Queues{All: true},
-		XDPMode:         XDPAuto,
-		BindMode:        BindAuto,
-		HashSeed:        DefaultHashSeed,
-		MaglevTableSize: DefaultMaglevTableSize,
-		RulesDir:        DefaultRulesDir,
-		ServicesDir:     DefaultServicesDir,
-		StateFile:       DefaultStateFile,
-		ControlSocket:   DefaultControlSocket,
-		MetricsListen:   DefaultMetricsListen,
-		PinDir:          DefaultPinDir,
-		Conntrack:       Conntrack{MaxEntries: DefaultMaxEntries, NewEntriesPerSecond: DefaultNewEntriesPerSecond, NewEntriesBurst: DefaultNewEntriesPerSecond / 4, UnconfirmedIdle: DefaultUnconfirmedIdle},
+		Queues:        Queues{All: true},
+		XDPMode:       XDPAuto,
+		BindMode:      BindAuto,
+		HashSeed:      DefaultHashSeed,
+		RulesDir:      DefaultRulesDir,
+		ServicesDir:   DefaultServicesDir,
+		StateFile:     DefaultStateFile,
+		ControlSocket: DefaultControlSocket,
+		MetricsListen: DefaultMetricsListen,
+		PinDir:        DefaultPinDir,
+		Conntrack:     Conntrack{MaxEntries: DefaultMaxEntries, NewEntriesPerSecond: DefaultNewEntriesPerSecond, NewEntriesBurst: DefaultNewEntriesPerSecond / 4, UnconfirmedIdle: DefaultUnconfirmedIdle},
 	}
 }
 

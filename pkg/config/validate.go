@@ -36,6 +36,19 @@ func (l *loader) crossCheck() {
 	}
 	size := int64(l.cfg.MaglevTableSize)
 	switch need := MaglevBackendFactor * largest; {
+	case size == 0 && need > MaxMaglevTableSize:
+		// Each rule's size follows its backends; the largest must fit.
+		for _, rs := range l.rules {
+			if n := rs.rule.BackendCount(); MaglevBackendFactor*n > MaxMaglevTableSize {
+				key := "group"
+				if rs.rule.Service != "" {
+					key = "backend_service"
+				}
+				rs.f.errorf(key, "%d backends: a rule has at most %d (%d slots each in a Maglev table of at most %d)", n, MaxMaglevTableSize/MaglevBackendFactor, MaglevBackendFactor, MaxMaglevTableSize)
+			}
+		}
+	case size == 0:
+		// each rule's follows its backends (hash.TableSizeFor)
 	case size > MaxMaglevTableSize:
 		// reported by readMain
 	case size < int64(need):

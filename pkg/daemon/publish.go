@@ -320,13 +320,17 @@ func (d *daemon) compute(rv *config.RuleView, now time.Time) (computed, error) {
 		}
 	}
 	rt.prev = st
+	size, err := tableSize(d.cfg, r)
+	if err != nil {
+		return computed{}, err
+	}
 	dr, err := dataplane.BuildRule(dataplane.RuleConfig{
 		Name: r.Name, Match: matchOf(r),
 		Affinity: affinities.of(r.SessionAffinity), Mode: trackingModes.of(r.ConnectionTracking.TrackingMode),
 		Persistence:      persistences.of(r.ConnectionTracking.PersistenceOnUnhealthy),
 		Idle:             r.ConnectionTracking.IdleTimeout,
 		FragmentTracking: r.FragmentTracking,
-		TableSize:        uint32(d.cfg.MaglevTableSize),
+		TableSize:        size,
 		ZoneClients:      policyOf(r).Zonal.Clients,
 		SourceRanges:     r.SourceRanges,
 		Tables:           &d.pub.tables,
@@ -358,6 +362,21 @@ func (d *daemon) compute(rv *config.RuleView, now time.Time) (computed, error) {
 			Eligible: len(st.Eligible), Warm: warm, Pending: pending, Built: dr, Digest: digest, Counts: countBackends(st)},
 		pending: pending,
 	}, nil
+}
+
+// tableSize is the Maglev table size of rule r: maglev_table_size when
+// the configuration sets it, else the size hash.TableSizeFor gives the
+// backends the rule's file (or backend service) lists, so every appliance
+// with the same files computes the same, whatever the backends' health.
+func tableSize(cfg *config.Config, r *config.Rule) (uint32, error) {
+	if cfg.MaglevTableSize != 0 {
+		return uint32(cfg.MaglevTableSize), nil
+	}
+	m, err := hash.TableSizeFor(r.BackendCount())
+	if err != nil {
+		return 0, fmt.Errorf("rule %s: %w", r.Name, err)
+	}
+	return m, nil
 }
 
 // Status returns the latest published status; safe from any goroutine.

@@ -272,6 +272,22 @@ func do(d *daemon, f func() error) error {
 	return err
 }
 
+// TestTableSizeFollowsBackends: without maglev_table_size, a rule's table
+// size is hash.TableSizeFor of the backends its file lists, the same on
+// every appliance, whatever their health; a drain does not change it.
+func TestTableSizeFollowsBackends(t *testing.T) {
+	d, _ := scaleDaemon(t, 2, 120)
+	want, _ := hash.TableSizeFor(120)
+	for name, r := range published(d) {
+		if r.Table.Size() != want {
+			t.Errorf("rule %s: size %d, want %d", name, r.Table.Size(), want)
+		}
+	}
+	if d.cfg.MaglevTableSize != 0 {
+		t.Fatalf("maglev_table_size %d without the key", d.cfg.MaglevTableSize)
+	}
+}
+
 // BenchmarkOneBackendChange is the cost of one backend's change at N rules
 // of 100 backends: a CLI drain or undrain through the control API (the
 // state file written, the rule computed, a snapshot published, the

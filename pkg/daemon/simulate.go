@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/xlbnet/xlb/failover"
@@ -45,8 +46,12 @@ type SimOptions struct {
 
 // SimRule is the simulated effect on one rule.
 type SimRule struct {
-	Rule                  string
-	TableSize             uint32
+	Rule      string
+	TableSize uint32 // after the change
+	// TableSizeBefore differs from TableSize when the change moves the
+	// rule's backend count across a step of its automatic size: then
+	// every new flow is placed anew.
+	TableSizeBefore       uint32
 	TierBefore, TierAfter string
 	// Moved is the share of all new flows whose backend changes
 	// (changed slots / M); SurvivorMoved the share that moves away from
@@ -236,7 +241,13 @@ func simulateRule(cfg *config.Config, rv *config.RuleView, opts SimOptions) (Sim
 		if err != nil {
 			return nil, "", err
 		}
-		t, err := hash.Build(failover.MaglevBackends(s.Eligible), uint32(cfg.MaglevTableSize), cfg.HashSeed)
+		size := uint32(cfg.MaglevTableSize)
+		if size == 0 { // each rule's follows its configured backends (publish.go tableSize)
+			if size, err = hash.TableSizeFor(len(in.backends)); err != nil {
+				return nil, "", err
+			}
+		}
+		t, err := hash.Build(failover.MaglevBackends(s.Eligible), size, cfg.HashSeed)
 		return t, s.Tier.String(), err
 	}
 	tb, tierB, err := build(&before)
@@ -247,25 +258,22 @@ func simulateRule(cfg *config.Config, rv *config.RuleView, opts SimOptions) (Sim
 	if err != nil {
 		return SimRule{}, fmt.Errorf("after: %w", err)
 	}
-	diff, err := hash.Delta(tb, ta)
-	if err != nil {
-		return SimRule{}, err
-	}
-	m := float64(diff.Size)
-	sr := SimRule{
-		Rule: r.Name, TableSize: diff.Size, TierBefore: tierB, TierAfter: tierA,
-		Moved: float64(diff.Changed) / m, SurvivorMoved: float64(diff.SurvivorMoved) / m,
-	}
+	sr := SimRule{Rule: r.Name, TableSize: ta.Size(), TableSizeBefore: tb.Size(), TierBefore: tierB, TierAfter: tierA}
+	shares := compareTables(tb, ta, names)
 	row := map[string]int{}
-	for _, bd := range diff.Backends {
-		row[bd.Name] = len(sr.Backends)
-		sb := SimBackend{
-			Address: bd.Name, Before: float64(bd.Before) / m, After: float64(bd.After) / m,
-			MovedAway: float64(bd.Lost) / m, Gained: float64(bd.Gained) / m,
-			InBefore: bd.InOld, InAfter: bd.InNew, ChangedByRequest: touched[bd.Name],
+	for _, bd := range shares.backends {
+		sr.Moved += bd.lost
+		if bd.inAfter {
+			sr.SurvivorMoved += bd.lost
 		}
-		if bd.Before > 0 {
-			sb.MovedOwn = float64(bd.Lost) / float64(bd.Before)
+		row[bd.name] = len(sr.Backends)
+		sb := SimBackend{
+			Address: bd.name, Before: bd.before, After: bd.after,
+			MovedAway: bd.lost, Gained: bd.gained,
+			InBefore: bd.inBefore, InAfter: bd.inAfter, ChangedByRequest: touched[bd.name],
+		}
+		if bd.before > 0 {
+			sb.MovedOwn = bd.lost / bd.before
 		}
 		sr.Backends = append(sr.Backends, sb)
 	}
@@ -285,6 +293,94 @@ func simulateRule(cfg *config.Config, rv *config.RuleView, opts SimOptions) (Sim
 		sampleFlows(&sr, r, cfg.HashSeed, tb, ta, names, row, opts)
 	}
 	return sr, nil
+}
+
+// tableShares is how two tables split the hash space, per backend.
+type tableShares struct {
+	backends []shareRow // sorted by name
+}
+
+type shareRow struct {
+	name              string
+	before, after     float64 // shares of the hash space
+	lost, gained      float64 // held before and not after, and the other way
+	inBefore, inAfter bool    // in the table's set
+}
+
+// compareTables compares two tables whose IDs index names, of any sizes:
+// the hash space, cut at both tables' slot boundaries (slot s of a table
+// of M slots holds the hashes h with ⌊h·M/2⁶⁴⌋ = s), is walked piece by
+// piece, each piece owned by one backend in each table. Of equal sizes
+// this is hash.Delta in shares; of different sizes (a change that moves
+// a rule's backend count across a TableSizeFor step) it says exactly how
+// much of the hash space changes hands.
+func compareTables(tb, ta *hash.MaglevTable, names []string) tableShares {
+	type units struct{ before, after, lost, gained uint64 }
+	rows := map[string]*shareRow{}
+	counts := map[string]*units{}
+	row := func(n string) *shareRow {
+		if rows[n] == nil {
+			rows[n], counts[n] = &shareRow{name: n}, &units{}
+		}
+		return rows[n]
+	}
+	unitsOf := func(n string) *units {
+		row(n)
+		return counts[n]
+	}
+	for _, b := range tb.Backends() {
+		row(b.Name).inBefore = true
+	}
+	for _, b := range ta.Backends() {
+		row(b.Name).inAfter = true
+	}
+	mb, ma := uint64(tb.Size()), uint64(ta.Size())
+	owner := func(t *hash.MaglevTable, s uint64) *units {
+		if id, ok := t.SlotID(uint32(s)); ok {
+			return unitsOf(names[id])
+		}
+		return nil
+	}
+	// Positions and shares count in units of 1/(mb·ma) of the hash space
+	// (at most 2⁴⁸), exactly; they become fractions at the end.
+	var i, j, at uint64
+	for i < mb && j < ma {
+		endB, endA := (i+1)*ma, (j+1)*mb
+		end := min(endB, endA)
+		piece := end - at
+		ob, oa := owner(tb, i), owner(ta, j)
+		if ob != nil {
+			ob.before += piece
+		}
+		if oa != nil {
+			oa.after += piece
+		}
+		if ob != oa {
+			if ob != nil {
+				ob.lost += piece
+			}
+			if oa != nil {
+				oa.gained += piece
+			}
+		}
+		at = end
+		if end == endB {
+			i++
+		}
+		if end == endA {
+			j++
+		}
+	}
+	var out tableShares
+	all := float64(mb * ma)
+	for n, r := range rows {
+		c := counts[n]
+		r.before, r.after = float64(c.before)/all, float64(c.after)/all
+		r.lost, r.gained = float64(c.lost)/all, float64(c.gained)/all
+		out.backends = append(out.backends, *r)
+	}
+	slices.SortFunc(out.backends, func(a, b shareRow) int { return strings.Compare(a.name, b.name) })
+	return out
 }
 
 func compareAddr(a, b string) int {

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -122,5 +123,37 @@ func TestSimulateChanges(t *testing.T) {
 	res, err = Simulate(cfg, st, SimOptions{Changes: []SimChange{{Kind: SimRemove, Addr: addr("192.0.2.2")}}})
 	if err != nil || len(res) != 2 {
 		t.Fatalf("both rules: %+v, %v", res, err)
+	}
+}
+
+// TestSimulateTableSizeStep: without maglev_table_size, adding the 656th
+// backend moves the rule's table from 65537 to 131101 slots; the
+// comparison across the two sizes still splits the whole hash space.
+func TestSimulateTableSizeStep(t *testing.T) {
+	var bs []string
+	for i := range 655 {
+		bs = append(bs, fmt.Sprintf("%q", fmt.Sprintf("10.1.%d.%d", i/250, 1+i%250)))
+	}
+	cfg, st := writeConfig(t, map[string]string{"web": webRule("", "[[group]]\nname = \"a\"\nbackends = ["+strings.Join(bs, ", ")+"]\n")})
+	for _, tc := range []struct {
+		change        SimChange
+		before, after uint32
+		movedAtLeast  float64
+	}{
+		{SimChange{Kind: SimAdd, Addr: addr("10.1.9.9")}, 65537, 131101, 0.5},
+		{SimChange{Kind: SimRemove, Addr: addr("10.1.0.1")}, 65537, 65537, 0.001},
+	} {
+		res, err := Simulate(cfg, st, SimOptions{Rule: "web", Changes: []SimChange{tc.change}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := res[0]
+		var before, after float64
+		for _, b := range r.Backends {
+			before, after = before+b.Before, after+b.After
+		}
+		if r.TableSizeBefore != tc.before || r.TableSize != tc.after || r.Moved < tc.movedAtLeast || math.Abs(before-1) > 1e-9 || math.Abs(after-1) > 1e-9 {
+			t.Errorf("%v: sizes %d → %d, moved %.3f, shares %.6f → %.6f", tc.change.Kind, r.TableSizeBefore, r.TableSize, r.Moved, before, after)
+		}
 	}
 }
