@@ -26,6 +26,13 @@ func controlDaemon(t *testing.T, rules map[string]string) *daemon {
 	cfg, st := writeConfig(t, rules)
 	d := &daemon{cfg: cfg, state: st, view: config.Apply(cfg, st), log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		requests: make(chan func()), reg: newRegistry(), rules: map[string]*ruleRuntime{}}
+	serveRequests(t, d)
+	return d
+}
+
+// serveRequests runs d's control requests (d.do) on a goroutine of the
+// test, as the control loop would, until the test ends.
+func serveRequests(tb testing.TB, d *daemon) {
 	done := make(chan struct{})
 	go func() {
 		for {
@@ -37,8 +44,7 @@ func controlDaemon(t *testing.T, rules map[string]string) *daemon {
 			}
 		}
 	}()
-	t.Cleanup(func() { close(done) })
-	return d
+	tb.Cleanup(func() { close(done) })
 }
 
 // TestChangeUnknownBackend: undrain and reset of a backend the rule does

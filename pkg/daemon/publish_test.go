@@ -87,18 +87,7 @@ func testDaemon(tb testing.TB, files map[string]string, addrs []netip.Addr) (*da
 	if err := d.publish(); err != nil {
 		tb.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case f := <-d.requests:
-				f()
-			case <-done:
-				return
-			}
-		}
-	}()
-	tb.Cleanup(func() { close(done) })
+	serveRequests(tb, d)
 	return d, dir
 }
 
