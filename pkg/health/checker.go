@@ -33,7 +33,7 @@ type Checker struct {
 	mu      sync.Mutex
 	idle    sync.Cond // on mu: a probe has ended
 	targets map[Key]*target
-	queue   dueQueue // targets waiting for their next probe, earliest first
+	queue   timeHeap[*target] // targets waiting for their next probe, earliest first
 	stopped bool
 
 	wake  chan struct{} // the queue's head changed: the scheduler looks again
@@ -407,28 +407,40 @@ func (c *Checker) record(t *target, r Result) {
 	}
 }
 
-// dueQueue is a min-heap of targets by due time (container/heap).
-type dueQueue []*target
+// timeHeap is a min-heap by time (container/heap) of items that keep
+// their own index, so heap.Fix and heap.Remove find them: the targets by
+// due time, the connector's connections by deadline.
+type timeHeap[T timed] []T
 
-func (q dueQueue) Len() int           { return len(q) }
-func (q dueQueue) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
-func (q dueQueue) Swap(i, j int) {
+type timed interface {
+	when() time.Time
+	setIndex(int) // -1 once out of the heap
+}
+
+func (q timeHeap[T]) Len() int           { return len(q) }
+func (q timeHeap[T]) Less(i, j int) bool { return q[i].when().Before(q[j].when()) }
+func (q timeHeap[T]) Swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
-	q[i].index, q[j].index = i, j
+	q[i].setIndex(i)
+	q[j].setIndex(j)
 }
-func (q *dueQueue) Push(x any) {
-	t := x.(*target)
-	t.index = len(*q)
-	*q = append(*q, t)
+func (q *timeHeap[T]) Push(x any) {
+	it := x.(T)
+	it.setIndex(len(*q))
+	*q = append(*q, it)
 }
-func (q *dueQueue) Pop() any {
+func (q *timeHeap[T]) Pop() any {
 	old := *q
-	t := old[len(old)-1]
-	old[len(old)-1] = nil
+	it := old[len(old)-1]
+	var zero T
+	old[len(old)-1] = zero
 	*q = old[:len(old)-1]
-	t.index = -1
-	return t
+	it.setIndex(-1)
+	return it
 }
+
+func (t *target) when() time.Time { return t.due }
+func (t *target) setIndex(i int)  { t.index = i }
 
 // keyHash separates the random streams of the targets of one Checker, so
 // a target's schedule depends only on the seed and its key, not on the

@@ -30,7 +30,7 @@ type connector struct {
 	next      uint64 // the id of the next connection
 	inflight  map[uint64]*connecting
 	byTarget  map[*target]*connecting
-	deadlines deadlineQueue
+	deadlines timeHeap[*connecting]
 	events    []unix.EpollEvent
 }
 
@@ -225,24 +225,5 @@ func (k *connector) forget(cn *connecting) {
 	heap.Remove(&k.deadlines, cn.index)
 }
 
-// deadlineQueue is a min-heap of connections by deadline.
-type deadlineQueue []*connecting
-
-func (q deadlineQueue) Len() int           { return len(q) }
-func (q deadlineQueue) Less(i, j int) bool { return q[i].deadline.Before(q[j].deadline) }
-func (q deadlineQueue) Swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	q[i].index, q[j].index = i, j
-}
-func (q *deadlineQueue) Push(x any) {
-	cn := x.(*connecting)
-	cn.index = len(*q)
-	*q = append(*q, cn)
-}
-func (q *deadlineQueue) Pop() any {
-	old := *q
-	cn := old[len(old)-1]
-	old[len(old)-1] = nil
-	*q = old[:len(old)-1]
-	return cn
-}
+func (cn *connecting) when() time.Time { return cn.deadline }
+func (cn *connecting) setIndex(i int)  { cn.index = i }
