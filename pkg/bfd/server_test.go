@@ -26,6 +26,23 @@ func newFakeRouter(t *testing.T) *fakeRouter {
 	return &fakeRouter{t: t, conn: pc.(*net.UDPConn)}
 }
 
+// serverWithRouter is a Server on loopback with a session to a fake
+// router, configured with cfg, its events in a channel; closed when the
+// test ends.
+func serverWithRouter(t *testing.T, cfg Config) (s *Server, r *fakeRouter, lo netip.Addr, events chan Event) {
+	t.Helper()
+	r = newFakeRouter(t)
+	events = make(chan Event, 64)
+	s = NewServer(slog.New(slog.DiscardHandler), func(e Event) { events <- e })
+	s.listenPort, s.peerPort = freeUDPPort(t), r.port()
+	t.Cleanup(func() { s.Close() })
+	lo = netip.MustParseAddr("127.0.0.1")
+	if err := s.Add(lo, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return s, r, lo, events
+}
+
 func (r *fakeRouter) port() int { return r.conn.LocalAddr().(*net.UDPAddr).Port }
 
 // read returns the next packet, its TTL and its source.
@@ -118,15 +135,7 @@ func freeUDPPort(t *testing.T) int {
 // TTL is not 255 (GTSM, RFC 5881 §5) so the session times out, and sends
 // AdminDown when the peer is removed. Plain loopback, no root.
 func TestServerLoopback(t *testing.T) {
-	r := newFakeRouter(t)
-	events := make(chan Event, 16)
-	s := NewServer(slog.New(slog.DiscardHandler), func(e Event) { events <- e })
-	s.listenPort, s.peerPort = freeUDPPort(t), r.port()
-	defer s.Close()
-	lo := netip.MustParseAddr("127.0.0.1")
-	if err := s.Add(lo, Config{MinTx: 20 * time.Millisecond, MinRx: 20 * time.Millisecond, Multiplier: 3}); err != nil {
-		t.Fatal(err)
-	}
+	s, r, lo, events := serverWithRouter(t, Config{MinTx: 20 * time.Millisecond, MinRx: 20 * time.Millisecond, Multiplier: 3})
 	p, ttl, from := r.read()
 	if p.State != Down || ttl != 255 || from.Port() < SourcePortMin {
 		t.Fatalf("first packet %+v, TTL %d, from %v: want Down, TTL 255, source port >= %d", p, ttl, from, SourcePortMin)
@@ -189,17 +198,9 @@ func TestServerLoopback(t *testing.T) {
 // arrived in time count once read, with their kernel timestamps. A router
 // that then falls silent still takes it Down.
 func TestServerBusyProcess(t *testing.T) {
-	r := newFakeRouter(t)
-	events := make(chan Event, 64)
-	s := NewServer(slog.New(slog.DiscardHandler), func(e Event) { events <- e })
-	s.listenPort, s.peerPort = freeUDPPort(t), r.port()
-	defer s.Close()
-	lo := netip.MustParseAddr("127.0.0.1")
 	// 300 ms: the router (a goroutine of this process) must keep sending
 	// within it although the machine may be busy.
-	if err := s.Add(lo, Config{MinTx: 100 * time.Millisecond, MinRx: 100 * time.Millisecond, Multiplier: 3}); err != nil {
-		t.Fatal(err)
-	}
+	s, r, lo, events := serverWithRouter(t, Config{MinTx: 100 * time.Millisecond, MinRx: 100 * time.Millisecond, Multiplier: 3})
 	answer, _, _ := bringUp(t, s, r, lo)
 	stop := answerEvery(answer, 20*time.Millisecond)
 	time.Sleep(100 * time.Millisecond)
@@ -243,17 +244,9 @@ func TestServerBusyProcess(t *testing.T) {
 // router's packets) and go on sending Up; released, they time out one
 // detection time on.
 func TestServerHold(t *testing.T) {
-	r := newFakeRouter(t)
-	events := make(chan Event, 64)
-	s := NewServer(slog.New(slog.DiscardHandler), func(e Event) { events <- e })
-	s.listenPort, s.peerPort = freeUDPPort(t), r.port()
-	defer s.Close()
-	lo := netip.MustParseAddr("127.0.0.1")
 	// 300 ms, so the router (a goroutine here) keeps the session Up on a
 	// busy machine until the hold.
-	if err := s.Add(lo, Config{MinTx: 100 * time.Millisecond, MinRx: 100 * time.Millisecond, Multiplier: 3}); err != nil {
-		t.Fatal(err)
-	}
+	s, r, lo, events := serverWithRouter(t, Config{MinTx: 100 * time.Millisecond, MinRx: 100 * time.Millisecond, Multiplier: 3})
 	answer, _, _ := bringUp(t, s, r, lo)
 	stop := answerEvery(answer, 20*time.Millisecond)
 	time.Sleep(100 * time.Millisecond)
