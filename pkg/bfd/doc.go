@@ -54,6 +54,9 @@
 //     not yet handed over, or in the socket: SIOCINQ), looks again every
 //     5 ms, for at most a second or one detection time if longer (a
 //     silent router among talking ones can be declared that much later).
+//     Only the verdict waits: the session sends on its interval meanwhile,
+//     or the router's own detection time would run out instead
+//     (TestServerSendsWhileDetectionWaits).
 //     A full inbox gives up its
 //     oldest packet, not the newest. A machine too busy to run the
 //     process for longer than the detection time (a hand-over's successor

@@ -286,7 +286,12 @@ func (s *Server) run(ctx context.Context, p *peer, conn *net.UDPConn, ss *Sessio
 			if held.IsZero() {
 				held = now
 			}
-			timer.Reset(5 * time.Millisecond) // the receive goroutine reads them
+			// Only the verdict waits: the router's own detection time runs
+			// too, and a session that stopped sending would go Down there.
+			if ss.Transmit(now) {
+				send(false)
+			}
+			timer.Reset(min(5*time.Millisecond, time.Until(ss.nextTx))) // the receive goroutine reads them
 			continue
 		}
 		for drained := false; !drained; { // what was handed over meanwhile

@@ -48,7 +48,14 @@ func (r *fakeRouter) port() int { return r.conn.LocalAddr().(*net.UDPAddr).Port 
 // read returns the next packet, its TTL and its source.
 func (r *fakeRouter) read() (Packet, int, netip.AddrPort) {
 	r.t.Helper()
-	buf, oob := make([]byte, 64), make([]byte, 64)
+	p, ttl, from, _ := r.readAt()
+	return p, ttl, from
+}
+
+// readAt is read, with when the kernel received the packet.
+func (r *fakeRouter) readAt() (Packet, int, netip.AddrPort, time.Time) {
+	r.t.Helper()
+	buf, oob := make([]byte, 64), make([]byte, 128)
 	r.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	n, oobn, _, from, err := r.conn.ReadMsgUDPAddrPort(buf, oob)
 	if err != nil {
@@ -59,7 +66,22 @@ func (r *fakeRouter) read() (Packet, int, netip.AddrPort) {
 		r.t.Fatal(err)
 	}
 	ttl, _ := receivedTTL(oob[:oobn])
-	return p, ttl, from
+	at, ok := receivedAt(oob[:oobn])
+	if !ok {
+		r.t.Fatal("no receive timestamp")
+	}
+	return p, ttl, from, at
+}
+
+// drain discards the packets waiting in the router's socket.
+func (r *fakeRouter) drain() {
+	buf := make([]byte, 64)
+	r.conn.SetReadDeadline(time.Now())
+	for {
+		if _, err := r.conn.Read(buf); err != nil {
+			return
+		}
+	}
 }
 
 // send sends p to the server's receive port from a socket with TTL ttl.
@@ -282,4 +304,67 @@ func TestServerHold(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("released session stayed Up with the router silent")
 	}
+}
+
+// TestServerSendsWhileDetectionWaits: a session whose detection time ran
+// out while its receive path still holds a packet puts its verdict off
+// (up to a detection time), and goes on sending on its interval
+// meanwhile: the router's detection time runs too. The router advertises
+// 1 s × 2 (2 s of detection here) and asks for packets every 20 ms, then
+// falls silent while the receive goroutine holds a packet it read (the
+// state of a receive goroutine the machine does not run). Between the
+// detection time's end and Down (the 2 s put-off) the router gets about
+// 100 packets; a session that sends nothing while it waits sends none.
+// The test asks for a quarter of them (its goroutine may not run for
+// most of a second at a load of 20 on two CPUs) and logs the longest
+// gap. The session still goes Down when the put-off ends.
+func TestServerSendsWhileDetectionWaits(t *testing.T) {
+	s, r, lo, _ := serverWithRouter(t, Config{MinTx: 20 * time.Millisecond, MinRx: 20 * time.Millisecond, Multiplier: 3})
+	_, first, _ := bringUp(t, s, r, lo)
+	const detection = 2 * time.Second
+	slow := func() {
+		r.send(Packet{State: Up, DetectMult: 2, MyDisc: fakeRouterDisc, YourDisc: first.MyDisc, DesiredMinTx: uint32(detection / 2 / time.Microsecond), RequiredMinRx: 20000}, 255, s.listenPort)
+	}
+	slow() // at once: bringUp's 60 ms of detection would not outlast a busy moment
+	stop := answerEvery(func(State) { slow() }, 20*time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	if st, _ := s.State(lo); st != Up {
+		t.Fatalf("the session is %v before the router falls silent, want Up", st)
+	}
+	// The router falls silent; the receive path holds a packet from now on.
+	inFlight := &s.inFlight[familyIndex(true)]
+	inFlight.Add(1)
+	stop()
+	defer inFlight.Add(-1)
+	silent := time.Now()
+	r.drain() // what the session sent on the way Up
+	var sent []time.Time // the kernel's receive times of the Up packets
+	for {
+		p, _, _, at := r.readAt()
+		if p.State != Up {
+			break
+		}
+		sent = append(sent, at)
+		if time.Since(silent) > 10*time.Second {
+			t.Fatal("the session stayed Up 10 s after the router fell silent")
+		}
+	}
+	down := time.Since(silent)
+	if down < detection {
+		t.Errorf("Down %v after the router fell silent, before its detection time (%v)", down, detection)
+	}
+	waiting, longest := 0, time.Duration(0)
+	for i, at := range sent {
+		if at.Sub(silent) > detection {
+			waiting++
+		}
+		if i > 0 {
+			longest = max(longest, at.Sub(sent[i-1]))
+		}
+	}
+	want := int((down - detection) / (20 * time.Millisecond) / 4)
+	if waiting < want {
+		t.Errorf("%d packets while the verdict waited (%v), want at least %d (every 20 ms: about %d)", waiting, (down - detection).Round(time.Millisecond), want, 4*want)
+	}
+	t.Logf("%d packets while the verdict waited, Down %v after silence, longest gap %v", waiting, down.Round(time.Millisecond), longest)
 }

@@ -145,15 +145,22 @@ func (s *Session) Tick(now time.Time) (expired, send bool) {
 		s.down(DiagDetectionExpired)
 		expired = true
 	}
+	return expired, s.Transmit(now)
+}
+
+// Transmit reports whether a periodic packet is due at now, and if so
+// plans the next one; it leaves the detection time alone (the server
+// sends on time while it puts a detection off: Server.run).
+func (s *Session) Transmit(now time.Time) bool {
 	if s.remoteRx == 0 || now.Before(s.nextTx) {
-		return expired, false
+		return false
 	}
 	f := s.jitter()
 	if s.cfg.Multiplier == 1 {
 		f = min(f, 0.9) // RFC 5880 §6.8.7: at most 90 % with multiplier 1
 	}
 	s.nextTx = now.Add(time.Duration(float64(s.TxInterval()) * f))
-	return expired, true
+	return true
 }
 
 // Extend restarts the detection time at now, as a received packet would

@@ -130,8 +130,9 @@ func TestSessionPollFinal(t *testing.T) {
 }
 
 // TestSessionTransmit: packets go out at the agreed interval (the larger
-// of ours and the remote's required min rx), jittered to 75-100 %, and not
-// at all when the remote requires 0.
+// of ours and the remote's required min rx), jittered to 75-100 %, past
+// the detection time too (Transmit does not judge it), and not at all
+// when the remote requires 0.
 func TestSessionTransmit(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	s := newTestSession(t0)
@@ -155,10 +156,19 @@ func TestSessionTransmit(t *testing.T) {
 	if n := s.nextTx; n != t0.Add(500*ms) {
 		t.Errorf("next packet at +%v, want +500ms (200ms + 400ms × 0.75)", n.Sub(t0))
 	}
+	// Transmit sends on time past the detection time (1.2 s after the
+	// last packet) and leaves the verdict to Tick.
+	late := t0.Add(1500 * ms)
+	if !s.Expired(late) || !s.Transmit(late) || s.State() != Up {
+		t.Fatalf("Transmit past the detection time: expired %v, state %v; want a packet, still Up", s.Expired(late), s.State())
+	}
+	if expired, _ := s.Tick(late); !expired || s.State() != Down {
+		t.Fatalf("Tick past the detection time: expired %v, state %v; want Down", expired, s.State())
+	}
 	quiet := remote(Up, 42)
 	quiet.RequiredMinRx = 0
-	s.Receive(quiet, t0.Add(250*ms))
-	if _, send := s.Tick(t0.Add(500 * ms)); send {
+	s.Receive(quiet, t0.Add(1600*ms))
+	if _, send := s.Tick(t0.Add(5 * time.Second)); send {
 		t.Error("sent although the remote requires no packets")
 	}
 }
