@@ -337,7 +337,7 @@ func TestServerSendsWhileDetectionWaits(t *testing.T) {
 	stop()
 	defer inFlight.Add(-1)
 	silent := time.Now()
-	r.drain() // what the session sent on the way Up
+	r.drain()            // what the session sent on the way Up
 	var sent []time.Time // the kernel's receive times of the Up packets
 	for {
 		p, _, _, at := r.readAt()
