@@ -91,6 +91,10 @@ func (f *Fake) SetNeedWakeup(tx, fill bool) {
 	set(&f.fill.flags, fill)
 }
 
+// SetBusyPoll marks the fake's rings as busy-polling, as Socket.SetBusyPoll
+// does: BusyPoll then wakes RX on every call and KickRX never does.
+func (f *Fake) SetBusyPoll(on bool) { f.r.busyPoll = on }
+
 // Kicks returns how many times the user side woke the kernel for TX and
 // for the fill ring.
 func (f *Fake) Kicks() (tx, rx uint64) { return f.kicksTX.Load(), f.kicksRX.Load() }

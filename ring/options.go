@@ -3,6 +3,7 @@ package ring
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // BindMode chooses between zero-copy and copy mode at bind time.
@@ -52,6 +53,36 @@ type Options struct {
 	ExtraHeadroom int
 	// Bind selects zero-copy or copy mode.
 	Bind BindMode
+}
+
+// BusyPoll configures preferred busy polling of a socket's queue
+// (SO_PREFER_BUSY_POLL, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET; Linux 5.11 and
+// later). The zero value is off.
+type BusyPoll struct {
+	// Timeout is how long one busy-poll call may spin for packets
+	// (SO_BUSY_POLL, microseconds); 0 turns busy polling off.
+	Timeout time.Duration
+	// Budget is the most packets one NAPI poll of a busy-poll call
+	// handles (SO_BUSY_POLL_BUDGET); 0 means DefaultBusyPollBudget.
+	Budget int
+}
+
+// Limits of BusyPoll, checked by Validate.
+const (
+	DefaultBusyPollBudget = 64
+	MaxBusyPollBudget     = 1024 // a NAPI poll's budget is at most this much in practice
+	MaxBusyPollTimeout    = time.Millisecond
+)
+
+// Validate checks b's ranges.
+func (b BusyPoll) Validate() error {
+	switch {
+	case b.Timeout < 0 || b.Timeout > MaxBusyPollTimeout:
+		return fmt.Errorf("%w: busy-poll timeout %s: want 0 to %s", errOptions, b.Timeout, MaxBusyPollTimeout)
+	case b.Budget < 0 || b.Budget > MaxBusyPollBudget:
+		return fmt.Errorf("%w: busy-poll budget %d: want 0 to %d", errOptions, b.Budget, MaxBusyPollBudget)
+	}
+	return nil
 }
 
 // Defaults.

@@ -355,6 +355,38 @@ func TestKickOnlyWhenAsked(t *testing.T) {
 	}
 }
 
+// TestBusyPollKicks: a busy-polling socket's RX is woken once per
+// BusyPoll call whatever the fill ring's flag says, and KickRX leaves it
+// alone; without busy polling BusyPoll does nothing.
+func TestBusyPollKicks(t *testing.T) {
+	for _, tc := range []struct {
+		busyPoll, fillAsks bool
+		wantBusy, wantKick uint64 // RX wake-ups by BusyPoll, by KickRX
+	}{
+		{false, false, 0, 0},
+		{false, true, 0, 1},
+		{true, false, 1, 0},
+		{true, true, 1, 0},
+	} {
+		f, r := newFake(t, small, 0)
+		f.SetBusyPoll(tc.busyPoll)
+		f.SetNeedWakeup(false, tc.fillAsks)
+		_, rx0 := f.Kicks()
+		if err := r.BusyPoll(); err != nil {
+			t.Fatal(err)
+		}
+		_, rx1 := f.Kicks()
+		if err := r.KickRX(); err != nil {
+			t.Fatal(err)
+		}
+		_, rx2 := f.Kicks()
+		if rx1-rx0 != tc.wantBusy || rx2-rx1 != tc.wantKick {
+			t.Errorf("busy poll %v, fill ring asks %v: BusyPoll woke RX %d times, KickRX %d; want %d, %d",
+				tc.busyPoll, tc.fillAsks, rx1-rx0, rx2-rx1, tc.wantBusy, tc.wantKick)
+		}
+	}
+}
+
 // TestZeroAllocs proves the per-batch ring operations allocate nothing.
 func TestZeroAllocs(t *testing.T) {
 	f, r := newFake(t, ring.Options{FrameSize: 2048, NumFrames: 256, RingSize: 64}, 0)

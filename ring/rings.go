@@ -40,6 +40,9 @@ type Rings struct {
 
 	waker   waker
 	scratch []uint64 // RingSize addresses for Refill and Reclaim
+	// busyPoll: the socket prefers busy polling (Socket.SetBusyPoll), so
+	// the owner drives the queue's NAPI with one recvfrom per loop.
+	busyPoll bool
 }
 
 // Frame returns the packet d describes as a slice into the UMEM; see
@@ -86,9 +89,22 @@ func (r *Rings) KickTX() error {
 }
 
 // KickRX wakes the kernel to take frames from the fill ring, only if it
-// set XDP_RING_NEED_WAKEUP on the fill ring.
+// set XDP_RING_NEED_WAKEUP on the fill ring. A busy-polling socket is
+// woken by BusyPoll instead, once per loop.
 func (r *Rings) KickRX() error {
-	if !r.Fill.NeedWakeup() {
+	if r.busyPoll || !r.Fill.NeedWakeup() {
+		return nil
+	}
+	return r.waker.wakeRX()
+}
+
+// BusyPoll runs the queue's NAPI poll on the caller's thread (recvfrom,
+// MSG_DONTWAIT: net/xdp/xsk.c busy-loops once with the socket's budget)
+// when the socket prefers busy polling, and does nothing otherwise. The
+// owner calls it once per loop, before it reads RX: with preferred busy
+// polling the kernel leaves the queue's receive work to it.
+func (r *Rings) BusyPoll() error {
+	if !r.busyPoll {
 		return nil
 	}
 	return r.waker.wakeRX()

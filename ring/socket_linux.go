@@ -5,6 +5,7 @@ package ring
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -215,6 +216,45 @@ func (s *Socket) Poll(timeoutMs int) error {
 	if err != nil && !errors.Is(err, unix.EINTR) {
 		return err
 	}
+	return nil
+}
+
+// SetBusyPoll turns preferred busy polling on for the socket (b.Timeout >
+// 0) or off, and tells the rings so: with it on, the owner's BusyPoll runs
+// the queue's NAPI poll once per loop, and KickRX no longer does. Setting
+// SO_BUSY_POLL above net.core.busy_read needs CAP_NET_ADMIN. The options
+// belong to the socket, so they stay with it when it is handed over
+// (Adopt); the successor calls SetBusyPoll with its own configuration.
+func (s *Socket) SetBusyPoll(b BusyPoll) error {
+	if err := b.Validate(); err != nil {
+		return fmt.Errorf("set busy poll: %w", err)
+	}
+	on := b.Timeout > 0
+	budget := b.Budget
+	if budget == 0 {
+		budget = DefaultBusyPollBudget
+	}
+	prefer, usec := 0, 0
+	if on {
+		prefer, usec = 1, int(b.Timeout/time.Microsecond)
+		if usec == 0 {
+			usec = 1
+		}
+	}
+	for _, o := range []struct {
+		name string
+		opt  int
+		val  int
+	}{
+		{"SO_PREFER_BUSY_POLL", unix.SO_PREFER_BUSY_POLL, prefer},
+		{"SO_BUSY_POLL", unix.SO_BUSY_POLL, usec},
+		{"SO_BUSY_POLL_BUDGET", unix.SO_BUSY_POLL_BUDGET, budget},
+	} {
+		if err := unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, o.opt, o.val); err != nil {
+			return fmt.Errorf("set busy poll: %s %d: %w", o.name, o.val, err)
+		}
+	}
+	s.r.busyPoll = on
 	return nil
 }
 

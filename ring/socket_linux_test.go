@@ -683,3 +683,70 @@ func sendDatagrams(network string, dst netip.Addr, prefix string, from, to int) 
 	}
 	return nil
 }
+
+// TestSocketBusyPoll turns preferred busy polling on for both queues'
+// sockets, checks the kernel took the options, and receives every datagram
+// with BusyPoll as the only wake-up; turning it off clears the options.
+func TestSocketBusyPoll(t *testing.T) {
+	testutil.RequireRoot(t)
+	v := newVethPair(t)
+	p, socks := openQueues(t, v)
+	vip := netip.MustParseAddr("203.0.113.11")
+	if err := p.AddVIP(xsk.VIP{Addr: vip, Proto: 17, Port: 5000}); err != nil {
+		t.Fatal(err)
+	}
+	v.routeVIP(t, vip.String())
+	// SO_BUSY_POLL_BUDGET cannot be read back (the kernel has no
+	// getsockopt for it); SetBusyPoll fails if setting it fails.
+	want := map[int]int{unix.SO_PREFER_BUSY_POLL: 1, unix.SO_BUSY_POLL: 50}
+	for q, s := range socks {
+		if err := s.SetBusyPoll(ring.BusyPoll{Timeout: 50 * time.Microsecond, Budget: 32}); err != nil {
+			t.Fatal(err)
+		}
+		for opt, val := range want {
+			if got, err := unix.GetsockoptInt(s.FD(), unix.SOL_SOCKET, opt); err != nil || got != val {
+				t.Errorf("queue %d: socket option %d = %d, %v; want %d", q, opt, got, err, val)
+			}
+		}
+	}
+
+	const sent = 40
+	if err := v.peer.Do(func() error { return sendDatagrams("udp4", vip, "busy-", 0, sent) }); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	descs := make([]ring.Desc, 64)
+	addrs := make([]uint64, 64)
+	for deadline := time.Now().Add(5 * time.Second); len(got) < sent && time.Now().Before(deadline); {
+		for _, s := range socks {
+			r := s.Rings()
+			if err := r.BusyPoll(); err != nil {
+				t.Fatalf("busy poll: %v", err)
+			}
+			n := r.RX.Peek(descs)
+			for i, d := range descs[:n] {
+				if f := r.Frame(d); len(f) > 42 {
+					got[string(f[42:])] = true
+				}
+				addrs[i] = d.Addr
+			}
+			r.RX.Release(n)
+			r.Frames.Free(addrs[:n])
+			r.Refill()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if len(got) != sent {
+		t.Fatalf("received %d distinct datagrams with busy polling, want %d", len(got), sent)
+	}
+
+	if err := socks[0].SetBusyPoll(ring.BusyPoll{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := unix.GetsockoptInt(socks[0].FD(), unix.SOL_SOCKET, unix.SO_PREFER_BUSY_POLL); err != nil || got != 0 {
+		t.Errorf("after turning busy polling off: SO_PREFER_BUSY_POLL = %d, %v", got, err)
+	}
+	if err := socks[0].SetBusyPoll(ring.BusyPoll{Timeout: 2 * time.Millisecond}); err == nil {
+		t.Error("a 2ms busy-poll timeout was accepted")
+	}
+}

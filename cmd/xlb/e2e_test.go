@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -182,6 +183,35 @@ func TestEndToEndWeights(t *testing.T) {
 		share := float64(res.PerBackend[2]) / 400
 		return res.OK() && res.PerBackend[0] == 0 && share > 0.65 && share < 0.85, fmt.Sprint(res.PerBackend, res.Errors)
 	})
+}
+
+// TestEndToEndBusyPoll: with busy_poll set the workers drive their queues'
+// NAPI polls themselves (docs/design.md#busy-polling), and TCP and UDP
+// still reach every backend.
+func TestEndToEndBusyPoll(t *testing.T) {
+	l := labWith(t, lab.Options{Backends: 2, XLBConfig: `busy_poll = "50us"` + "\nbusy_poll_budget = 32"})
+	rules := l.DefaultRules("IPIP")
+	for i := range rules {
+		rules[i].Health = healthNone
+	}
+	x := xlbIn(t, l, rules)
+	waitLog(t, x, "busy_poll=50µs")
+	res := drive(t, l, 200, 4)
+	if !res.OK() || res.PerBackend[0] == 0 || res.PerBackend[1] == 0 {
+		t.Fatalf("TCP with busy polling: per backend %v, %d errors: %v", res.PerBackend, res.Errors, res.FirstError)
+	}
+	for _, dst := range []netip.AddrPort{netip.AddrPortFrom(l.Opts.VIP4, l.Opts.UDPPort), netip.AddrPortFrom(l.Opts.VIP6, l.Opts.UDPPort)} {
+		src := l.ClientAddrs4[0]
+		if dst.Addr().Is6() {
+			src = l.ClientAddrs6[0]
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := l.UDPWho(ctx, src, dst, 100)
+		cancel()
+		if err != nil {
+			t.Fatalf("UDP to %v with busy polling: %v", dst, err)
+		}
+	}
 }
 
 // scrape fetches /metrics from the daemon inside the lab's xlb namespace.

@@ -207,6 +207,8 @@ func readMain(t *table, cfg *Config) {
 
 	readPinDir(t, cfg)
 	t.intField("worker_nice", -20, 19, &cfg.WorkerNice)
+	t.duration("busy_poll", 0, MaxBusyPoll, &cfg.BusyPoll)
+	t.intField("busy_poll_budget", 1, MaxBusyPollBudget, &cfg.BusyPollBudget)
 	cfg.HealthCheckPathSet = enum(t, "health_check_path", probePathNames, &cfg.HealthCheckPath)
 	ct := t.sub("conntrack")
 	ct.intField("max_entries", MinMaxEntries, MaxMaxEntries, &cfg.Conntrack.MaxEntries)

@@ -37,8 +37,14 @@ type Config struct {
 	// default, shares each worker's CPU evenly with the kernel's work for
 	// its queue (doc.go "Worker priority").
 	WorkerNice int
-	Conntrack  Conntrack
-	BGP        *BGP // [bgp] (bgp.go); nil when absent: nothing is announced
+	// BusyPoll is how long one busy-poll call of a worker may spin
+	// (SO_BUSY_POLL); 0, the default, leaves busy polling off.
+	// BusyPollBudget is the packets one such call may handle (default 64).
+	// Both are read at start (docs/design.md#busy-polling).
+	BusyPoll       time.Duration
+	BusyPollBudget int
+	Conntrack      Conntrack
+	BGP            *BGP // [bgp] (bgp.go); nil when absent: nothing is announced
 	// Fleet is [fleet] (fleet.go); nil when absent: no flow state is shared.
 	Fleet *Fleet
 	// UnmatchedVIPTraffic: packets to a VIP address on a port or protocol
@@ -220,6 +226,11 @@ const (
 	MaxMaxEntries       = 1 << 30
 	MaxQueues           = 1024
 
+	// Busy polling's limits: ring.BusyPoll checks the same ones.
+	MaxBusyPoll           = time.Millisecond
+	DefaultBusyPollBudget = 64
+	MaxBusyPollBudget     = 1024
+
 	DefaultIdleTimeout          = 60 * time.Second
 	MinIdleTimeout              = time.Second
 	MaxIdleTimeout              = 24 * time.Hour
@@ -252,17 +263,18 @@ const (
 // out. Interface has no default (it is required).
 func Default() Config {
 	return Config{
-		Queues:        Queues{All: true},
-		XDPMode:       XDPAuto,
-		BindMode:      BindAuto,
-		HashSeed:      DefaultHashSeed,
-		RulesDir:      DefaultRulesDir,
-		ServicesDir:   DefaultServicesDir,
-		StateFile:     DefaultStateFile,
-		ControlSocket: DefaultControlSocket,
-		MetricsListen: DefaultMetricsListen,
-		PinDir:        DefaultPinDir,
-		Conntrack:     Conntrack{MaxEntries: DefaultMaxEntries, NewEntriesPerSecond: DefaultNewEntriesPerSecond, NewEntriesBurst: DefaultNewEntriesPerSecond / 4, UnconfirmedIdle: DefaultUnconfirmedIdle},
+		Queues:         Queues{All: true},
+		XDPMode:        XDPAuto,
+		BindMode:       BindAuto,
+		HashSeed:       DefaultHashSeed,
+		RulesDir:       DefaultRulesDir,
+		ServicesDir:    DefaultServicesDir,
+		StateFile:      DefaultStateFile,
+		ControlSocket:  DefaultControlSocket,
+		MetricsListen:  DefaultMetricsListen,
+		PinDir:         DefaultPinDir,
+		BusyPollBudget: DefaultBusyPollBudget,
+		Conntrack:      Conntrack{MaxEntries: DefaultMaxEntries, NewEntriesPerSecond: DefaultNewEntriesPerSecond, NewEntriesBurst: DefaultNewEntriesPerSecond / 4, UnconfirmedIdle: DefaultUnconfirmedIdle},
 	}
 }
 

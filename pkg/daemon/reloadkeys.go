@@ -49,6 +49,8 @@ func restartOnly(o, n *config.Config) []string {
 	add(o.PinDir != n.PinDir, "pin_dir")
 	add(o.ControlSocket != n.ControlSocket, "control_socket")
 	add(o.WorkerNice != n.WorkerNice, "worker_nice")
+	add(o.BusyPoll != n.BusyPoll, "busy_poll")
+	add(o.BusyPollBudget != n.BusyPollBudget, "busy_poll_budget")
 	oc, nc := o.Conntrack, n.Conntrack
 	add(oc.MaxEntries != nc.MaxEntries, "conntrack.max_entries")
 	add(oc.NewEntriesPerSecond != nc.NewEntriesPerSecond, "conntrack.new_entries_per_second")

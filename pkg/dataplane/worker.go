@@ -181,6 +181,9 @@ func (w *Worker) Run(ctx context.Context) {
 func (w *Worker) Step() int {
 	r := w.rings
 	r.Reclaim()
+	if err := r.BusyPoll(); err != nil {
+		w.Counters.KickErrors.Add(1)
+	}
 	if r.Refill() > 0 {
 		if err := r.KickRX(); err != nil {
 			w.Counters.KickErrors.Add(1)

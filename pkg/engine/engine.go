@@ -94,6 +94,12 @@ type Config struct {
 	// table for exceptions every ExceptionRefresh (fleet.go).
 	PeerEntries      int
 	ExceptionRefresh time.Duration
+	// BusyPoll > 0 turns preferred busy polling on for every queue's
+	// socket, each call spinning up to BusyPoll and handling up to
+	// BusyPollBudget packets (config busy_poll, busy_poll_budget); 0, the
+	// default, is off (docs/design.md#busy-polling).
+	BusyPoll       time.Duration
+	BusyPollBudget int
 }
 
 // queue is one served queue: its socket, tables and worker.
@@ -205,7 +211,9 @@ func Start(cfg Config) (_ *Engine, err error) {
 		if q.table, err = e.queueTable(id, per); err != nil {
 			return nil, fmt.Errorf("queue %d: %w", id, err)
 		}
-		e.newWorker(q)
+		if err := e.newWorker(q); err != nil {
+			return nil, fmt.Errorf("queue %d: %w", id, err)
+		}
 		if err := e.prog.Register(id, sock.FD()); err != nil {
 			return nil, fmt.Errorf("queue %d: %w", id, err)
 		}
@@ -216,6 +224,9 @@ func Start(cfg Config) (_ *Engine, err error) {
 		}
 		e.zeroCopy = sock.ZeroCopy()
 		bound := []any{"queue", id, "zerocopy", sock.ZeroCopy(), "conntrack_entries", q.table.Cap()}
+		if cfg.BusyPoll > 0 {
+			bound = append(bound, "busy_poll", cfg.BusyPoll.String())
+		}
 		if why := sock.CopyReason(); why != nil {
 			bound = append(bound, "copy_mode_because", "zero-copy bind refused: "+why.Error())
 		}
@@ -286,7 +297,12 @@ func (e *Engine) openProgram() (*xsk.Program, error) {
 // newWorker (re)creates q's worker over its socket and tables, and gives
 // the table its flood defences (before its worker runs: they are the
 // worker's).
-func (e *Engine) newWorker(q *queue) {
+func (e *Engine) newWorker(q *queue) error {
+	// Set on adopted sockets too: the options are the socket's, and a
+	// successor may run with another configuration.
+	if err := q.sock.SetBusyPoll(ring.BusyPoll{Timeout: e.cfg.BusyPoll, Budget: e.cfg.BusyPollBudget}); err != nil {
+		return err
+	}
 	q.table.SetNewEntryLimit(e.cfg.NewEntriesPerSecond, e.cfg.NewEntriesBurst)
 	if e.cfg.UnconfirmedIdle > 0 {
 		q.table.SetUnconfirmedIdle(conntrack.TicksOf(e.cfg.UnconfirmedIdle))
@@ -295,6 +311,7 @@ func (e *Engine) newWorker(q *queue) {
 	sock := q.sock
 	q.worker = dataplane.NewWorker(sock.Rings(), &e.snapshot, tables, e.cfg.Clock, func() { sock.Poll(1) })
 	e.shareExceptions(q)
+	return nil
 }
 
 // startWorkers starts one goroutine per queue, each locked to its OS

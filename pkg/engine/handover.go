@@ -287,7 +287,9 @@ func Adopt(cfg Config, st State, take func(name string) (fd int, ok bool)) (_ *E
 		if err != nil {
 			return nil, nil, fmt.Errorf("queue %d: %w", q.id, err)
 		}
-		e.newWorker(q)
+		if err := e.newWorker(q); err != nil {
+			return nil, nil, fmt.Errorf("queue %d: %w", q.id, err)
+		}
 		// New maps (another layout) need the sockets; shared ones have them.
 		if !e.prog.Reused().Maps {
 			if err := e.prog.Register(q.id, q.sock.FD()); err != nil {

@@ -83,6 +83,9 @@ max_entries = 262144
 		// A top-level key: before the [conntrack] table.
 		main = strings.Replace(main, "[conntrack]\n", fmt.Sprintf("pin_dir = %q\n[conntrack]\n", l.Opts.XLBPinDir), 1)
 	}
+	if l.Opts.XLBConfig != "" {
+		main = strings.Replace(main, "[conntrack]\n", strings.TrimSuffix(l.Opts.XLBConfig, "\n")+"\n[conntrack]\n", 1)
+	}
 	if l.Opts.BGP {
 		main += l.BGPConfig()
 	}

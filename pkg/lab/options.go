@@ -110,6 +110,9 @@ type Options struct {
 	// leaves xlb's default). A bpf filesystem mounted outside /sys is seen
 	// by every `ip netns exec`, which mounts a /sys of its own.
 	XLBPinDir string
+	// XLBConfig is top-level lines WriteConfig adds to xlb.toml (e.g.
+	// `busy_poll = "50us"`), before its first table.
+	XLBConfig string
 	// XLBGracefulRestart is [bgp] graceful_restart of that configuration
 	// (0 leaves it out: xlb's default, none).
 	XLBGracefulRestart time.Duration

@@ -43,8 +43,9 @@ func startReflector(t *topo) (*forwarder, error) {
 }
 
 // startXLB writes a configuration (one TCP rule for the VIP's port, DIRECT
-// to the two sinks, no health probes) and runs `xlb run` in the appliance.
-func startXLB(t *topo, xlb string) (*forwarder, error) {
+// to the two sinks, no health probes), with extra appended to xlb.toml,
+// and runs `xlb run` in the appliance.
+func startXLB(t *topo, xlb, extra string) (*forwarder, error) {
 	dir, err := os.MkdirTemp("", "xlbbench-")
 	if err != nil {
 		return nil, err
@@ -63,6 +64,10 @@ metrics_listen = ""
 [conntrack]
 max_entries = 1048576
 `, filepath.Join(dir, "state.toml"), filepath.Join(dir, "xlb.sock"))
+	if extra != "" {
+		// Top-level keys must come before the first table.
+		main = strings.Replace(main, "[conntrack]", extra+"\n[conntrack]", 1)
+	}
 	var backends []string
 	for i := range nSinks {
 		backends = append(backends, strconv.Quote(sinkAddr(i)))

@@ -71,12 +71,13 @@ func main() {
 	flag.StringVar(&o.loadList, "loads", "", "offered loads in pps, 0 = as fast as the generator can (default: quick 100000,0; full 25000,50000,100000,200000,0)")
 	flag.StringVar(&o.only, "scenarios", "", "comma-separated subset of reflector,xlb,xlb-newflows,nft,xlb-base (default: all)")
 	flag.StringVar(&o.xlbBase, "xlb-base", "", "a second xlb binary (e.g. the build before a change), measured as scenario xlb-base in every round beside xlb: an A/B in one run")
+	flag.StringVar(&o.xlbConfig, "xlb-config", "", "lines appended to the xlb.toml of the xlb and xlb-newflows scenarios only (e.g. 'busy_poll = \"50us\"'): with --xlb-base naming the same binary, an A/B of a setting in one run")
 	flag.BoolVar(&o.profile, "profile", false, "after the rounds, profile xlb (and xlb-base) at the max load of each queue count with perf(1); the top entries go into the JSON")
 	flag.DurationVar(&o.duration, "duration", 0, "time per point (default: quick 2s, full 5s)")
 	flag.BoolVar(&o.keepTHP, "keep-shmem-thp", false, "measure under the kernel's shmem THP setting as it is, instead of setting advise for the run (the appliance's unit sets it; the previous value is restored)")
 	flag.Parse()
 	if o.xlb == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: xlbbench --xlb PATH [--xlb-base PATH] [--quick] [--profile] [--out DIR] [--queues 1,2] [--loads PPS,...] [--duration D] [--rounds N] [--scenarios LIST]")
+		fmt.Fprintln(os.Stderr, "usage: xlbbench --xlb PATH [--xlb-base PATH] [--xlb-config LINES] [--quick] [--profile] [--out DIR] [--queues 1,2] [--loads PPS,...] [--duration D] [--rounds N] [--scenarios LIST]")
 		os.Exit(2)
 	}
 	if os.Geteuid() != 0 {
@@ -103,6 +104,7 @@ type options struct {
 	only                string
 	xlb, out            string
 	xlbBase             string
+	xlbConfig           string
 	profile             bool
 	keepTHP             bool
 	queueList, loadList string
@@ -265,13 +267,13 @@ func benchmark(ctx context.Context, o options) error {
 	prefix := fmt.Sprintf("xb%d-", os.Getpid()%10000)
 	scenarios := []scenario{
 		{"reflector", "established", false, func(t *topo) (*forwarder, error) { return startReflector(t) }},
-		{"xlb", "established", true, func(t *topo) (*forwarder, error) { return startXLB(t, o.xlb) }},
+		{"xlb", "established", true, func(t *topo) (*forwarder, error) { return startXLB(t, o.xlb, o.xlbConfig) }},
 	}
 	if o.xlbBase != "" {
-		scenarios = append(scenarios, scenario{"xlb-base", "established", true, func(t *topo) (*forwarder, error) { return startXLB(t, o.xlbBase) }})
+		scenarios = append(scenarios, scenario{"xlb-base", "established", true, func(t *topo) (*forwarder, error) { return startXLB(t, o.xlbBase, "") }})
 	}
 	scenarios = append(scenarios,
-		scenario{"xlb-newflows", "syn", false, func(t *topo) (*forwarder, error) { return startXLB(t, o.xlb) }},
+		scenario{"xlb-newflows", "syn", false, func(t *topo) (*forwarder, error) { return startXLB(t, o.xlb, o.xlbConfig) }},
 		scenario{"nft", "established", false, func(t *topo) (*forwarder, error) { return startNft(t) }})
 	if o.only != "" {
 		var keep []scenario
