@@ -83,8 +83,9 @@ func TestRestartOnly(t *testing.T) {
 		t.Errorf("live keys refused: %v", keys)
 	}
 	n.Interface, n.XDPMode, n.PinDir, n.ControlSocket, n.WorkerNice = "eth9", config.XDPGeneric, "/tmp/pins", "/tmp/other.sock", -5
+	n.BusyPoll, n.BusyPollBudget = 50*time.Microsecond, 8
 	n.Conntrack.MaxEntries, n.Conntrack.NewEntriesPerSecond, n.Conntrack.NewEntriesBurst, n.Conntrack.UnconfirmedIdle = 4096, 1, 2, 3
-	want := "reload: interface, xdp_mode, pin_dir, control_socket, worker_nice, conntrack.max_entries, conntrack.new_entries_per_second, conntrack.new_entries_burst, conntrack.unconfirmed_idle_timeout cannot change while running"
+	want := "reload: interface, xdp_mode, pin_dir, control_socket, worker_nice, busy_poll, busy_poll_budget, conntrack.max_entries, conntrack.new_entries_per_second, conntrack.new_entries_burst, conntrack.unconfirmed_idle_timeout cannot change while running"
 	if err := checkRestartOnly(base, &n); err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("got %v, want %q", err, want)
 	}
