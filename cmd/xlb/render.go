@@ -211,7 +211,14 @@ func printStatusTail(w io.Writer, st *control.Status, now time.Time) {
 				what += " by " + e.By
 			}
 			rule := e.Rule
-			if rule == "" {
+			switch {
+			case e.Service != "" && len(e.Rules) > 0:
+				// One probe decides for every rule of a backend service.
+				rule = fmt.Sprintf("service %s (%s)", e.Service, strings.Join(e.Rules, ", "))
+				what += " probed through " + e.Rule
+			case e.Service != "":
+				rule = fmt.Sprintf("%s (service %s)", e.Rule, e.Service)
+			case rule == "":
 				rule = "-"
 			}
 			fmt.Fprintf(w, "  %s  %s  %s  %s\n", e.At.In(now.Location()).Format(time.DateTime), rule, what, e.Reason)

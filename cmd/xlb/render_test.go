@@ -73,6 +73,8 @@ func renderStatus() *control.Status {
 			{Rule: "dns", At: time.Date(2025, 3, 14, 13, 0, 0, 0, time.UTC), Kind: "tier-switch", From: "PRIMARY", To: "FAILOVER", Reason: "no primary usable"},
 			{Rule: "web", At: time.Date(2025, 3, 14, 13, 5, 0, 0, time.UTC), Kind: "failover-drain", Group: "b", Reason: "failover group left"},
 			{Rule: "web", At: time.Date(2025, 3, 14, 13, 6, 0, 0, time.UTC), Kind: "health", Backend: "192.0.2.3", From: "HEALTHY", To: "UNHEALTHY", Reason: "connection refused"},
+			{Rule: "www6", At: time.Date(2025, 3, 14, 13, 6, 30, 0, time.UTC), Kind: "health", Backend: "2001:db8:1::10", From: "HEALTHY", To: "UNHEALTHY", Reason: "no answer to 2 packet(s) sent to [2001:db8::31]:8080 inside IPIP to 2001:db8:1::10",
+				Service: "www", Rules: []string{"udp4", "udp6", "www4", "www6"}},
 			{Rule: "web", At: time.Date(2025, 3, 14, 13, 7, 0, 0, time.UTC), Kind: "cli", Backend: "192.0.2.2", Reason: "192.0.2.2 of rule web drained", By: "uid 0 (pid 4242)"},
 			{At: time.Date(2025, 3, 14, 13, 8, 0, 0, time.UTC), Kind: "reload", To: "rejected", Reason: "rules.d/web.toml:14: failover.ratio: 1.5 is outside [0, 1]"},
 			{At: time.Date(2025, 3, 14, 13, 9, 0, 0, time.UTC), Kind: "bgp", Backend: "203.0.113.10", To: "announced", Reason: "serving"},

@@ -211,6 +211,13 @@ type RuleEvent struct {
 
 	Backend string `json:"backend,omitempty"` // health, cli: the backend; bgp: the VIP; bgp-session: the peer
 	By      string `json:"by,omitempty"`      // cli: who asked (uid and pid)
+
+	// Service is the backend service of Rule when it names one (health,
+	// cli); Rules are the rules that take a health verdict, every rule of
+	// the service that has the backend, of which Rule is the one whose
+	// probe decided (docs/design.md#backend-services).
+	Service string   `json:"backend_service,omitempty"`
+	Rules   []string `json:"rules,omitempty"`
 }
 
 // Backend is one backend of one rule, with every value's source.

@@ -45,6 +45,10 @@ type CheckInfo struct {
 	ProbeLatencySeconds float64    `json:"probe_latency_seconds"`  // how long it took
 	HealthSince         *time.Time `json:"health_since,omitempty"` // when the health last changed
 	HealthChanges       uint64     `json:"health_changes"`         // changes since the check started: flaps
+	// ProbeRule is the rule whose probe decides the backend's health when
+	// the rule names a backend service (one probe per backend of a
+	// service); "" for a rule with its own backends, which probes itself.
+	ProbeRule string `json:"probe_rule,omitempty"`
 }
 
 // QueueTraffic is one queue's load beyond its RX count.

@@ -116,11 +116,15 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 			row.Health = br.verdict
 			detail = append(detail, "held back until every backend of the rule has its first verdict")
 		}
+		pk := o.d.probeKeyOf(r, b.Addr)
 		probeErr := br.probe // the error of the last verdict change
-		if st, ok := in.checks[o.d.probeKeyOf(r, b.Addr)]; ok && st.LastError != nil {
+		if st, ok := in.checks[pk]; ok && st.LastError != nil {
 			probeErr = st.LastError.Error() // the last probe's: a cause can change without the verdict
 		}
 		if probeErr != "" && row.Health != failover.HealthHealthy.String() {
+			if r.Service != "" { // services.go: one probe decides for every rule of the service
+				probeErr = fmt.Sprintf("backend service %s, probed through rule %s: %s", r.Service, pk.rule, probeErr)
+			}
 			detail = append(detail, probeErr)
 		}
 		row.HealthDetail = strings.Join(detail, "; ")
@@ -142,8 +146,11 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 			row.BytesPerSec = rates.of(func(s *sample) uint64 { return s.backend[k].Bytes })
 			row.NewConnectionsPerSec = rates.of(func(s *sample) uint64 { return s.backend[k].Conns })
 		}
-		if st, ok := in.checks[o.d.probeKeyOf(r, b.Addr)]; ok {
+		if st, ok := in.checks[pk]; ok {
 			row.CheckInfo = checkInfo(st)
+		}
+		if r.Service != "" {
+			row.ProbeRule = pk.rule
 		}
 		info.Backends = append(info.Backends, row)
 		info.AddBackend(&row)

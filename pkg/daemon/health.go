@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/xlbnet/xlb/failover"
@@ -59,18 +60,33 @@ func (d *daemon) applyProbes() bool {
 				if had {
 					from = old.health.String()
 				}
-				d.events.add(control.RuleEvent{Kind: eventHealth, Rule: k.rule, Backend: k.addr.String(), From: from, To: p.health.String(), Reason: p.lastError})
-				// A backend going down is what an operator greps for.
-				level := slog.LevelInfo
-				if p.health == failover.HealthUnhealthy {
-					level = slog.LevelWarn
-				}
-				d.log.Log(context.Background(), level, "health", "rule", k.rule, "backend", k.addr, "health", p.health.String(), "weight", p.weight, "weight_state", p.weightState.String(), "error", p.lastError)
+				d.healthChanged(k, from, p)
 			}
 		}
 		d.probes[k] = p
 	}
 	return changed
+}
+
+// healthChanged records a verdict change of key as an event and a log
+// line. A backend service's verdict names the service and every rule that
+// takes it, with the rule whose probe decided; a rule with its own
+// backends is named alone, as its own service.
+func (d *daemon) healthChanged(k probeKey, from string, p probe) {
+	e := control.RuleEvent{Kind: eventHealth, Rule: k.rule, Backend: k.addr.String(), From: from, To: p.health.String(), Reason: p.lastError}
+	attrs := []any{"rule", k.rule}
+	if f, ok := d.probers.followers(k); ok {
+		e.Service, e.Rules = f.service, f.rules
+		attrs = []any{"backend_service", f.service, "rules", strings.Join(f.rules, ","), "probe_rule", k.rule}
+	}
+	d.events.add(e)
+	// A backend going down is what an operator greps for.
+	level := slog.LevelInfo
+	if p.health == failover.HealthUnhealthy {
+		level = slog.LevelWarn
+	}
+	attrs = append(attrs, "backend", k.addr, "health", p.health.String(), "weight", p.weight, "weight_state", p.weightState.String(), "error", p.lastError)
+	d.log.Log(context.Background(), level, "health", attrs...)
 }
 
 // healthTargets lists a prober for every backend of every rule that

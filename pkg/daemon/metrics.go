@@ -70,7 +70,7 @@ var (
 	mRulePackets  = family("xlb_rule_packets_total", "Packets the rule sent to its backends.", metrics.Counter, "rule")
 	mRuleBytes    = family("xlb_rule_bytes_total", "IP bytes (as received) the rule sent to its backends.", metrics.Counter, "rule")
 	mRuleConns    = family("xlb_rule_connections_total", "New connections the rule placed (tracked flows placed by the Maglev table).", metrics.Counter, "rule")
-	mHealthy      = family("xlb_backend_healthy", "1 when the backend's health check passes.", metrics.Gauge, "rule", "backend")
+	mHealthy      = family("xlb_backend_healthy", "1 when the backend's health check passes; backend_service is the rule's service (the rule's own name for a rule with its own backends), whose one probe decides for all its rules.", metrics.Gauge, "rule", "backend_service", "backend")
 	mEligible     = family("xlb_backend_eligible", "1 when the backend takes new connections of the rule.", metrics.Gauge, "rule", "backend")
 	mWeight       = family("xlb_backend_weight", "The weight the health check reported (0 unless its state is OK), WEIGHTED_MAGLEV rules only.", metrics.Gauge, "rule", "backend", "weight_state")
 	mBEPackets    = family("xlb_backend_packets_total", "Packets sent to the backend, all queues.", metrics.Counter, "rule", "backend")
@@ -78,10 +78,10 @@ var (
 	mBEConns      = family("xlb_backend_connections_total", "New connections placed on the backend.", metrics.Counter, "rule", "backend")
 	mBEActive     = family("xlb_backend_connections_active", "Tracked connections of the backend that have seen neither FIN nor RST (IPVS ActiveConn); for a PER_SESSION rule with a CLIENT_IP or CLIENT_IP_PROTO affinity, its sessions that carried a packet within the last 10 s (half the idle timeout if shorter).", metrics.Gauge, "rule", "backend")
 	mBEInactive   = family("xlb_backend_connections_inactive", "Tracked connections of the backend that saw a FIN or RST, or a SYN not yet answered (IPVS InActConn); for a PER_SESSION rule with a CLIENT_IP or CLIENT_IP_PROTO affinity, its sessions idle longer than that, kept for affinity until they expire.", metrics.Gauge, "rule", "backend")
-	mCheckLatency = family("xlb_backend_check_latency_seconds", "How long the backend's last health probe took.", metrics.Gauge, "rule", "backend")
-	mCheckLast    = family("xlb_backend_check_last_timestamp_seconds", "When the backend's last health probe ended, in seconds since the epoch.", metrics.Gauge, "rule", "backend")
-	mHealthSince  = family("xlb_backend_health_change_timestamp_seconds", "When the backend's health last changed, in seconds since the epoch.", metrics.Gauge, "rule", "backend")
-	mHealthFlaps  = family("xlb_backend_health_changes_total", "Health changes since the backend's check started (rate() != 0: flapping).", metrics.Counter, "rule", "backend")
+	mCheckLatency = family("xlb_backend_check_latency_seconds", "How long the backend's last health probe took.", metrics.Gauge, "rule", "backend_service", "backend")
+	mCheckLast    = family("xlb_backend_check_last_timestamp_seconds", "When the backend's last health probe ended, in seconds since the epoch.", metrics.Gauge, "rule", "backend_service", "backend")
+	mHealthSince  = family("xlb_backend_health_change_timestamp_seconds", "When the backend's health last changed, in seconds since the epoch.", metrics.Gauge, "rule", "backend_service", "backend")
+	mHealthFlaps  = family("xlb_backend_health_changes_total", "Health changes since the backend's check started (rate() != 0: flapping).", metrics.Counter, "rule", "backend_service", "backend")
 )
 
 // startMetrics serves /metrics on the configured address ("" disables
@@ -224,7 +224,11 @@ func (d *daemon) collectRules(s metrics.Sink, st *publishedStatus) {
 		var rule dataplane.Totals
 		for bi := range r.State.Backends {
 			b := &r.State.Backends[bi]
-			s.Add(mHealthy, boolValue(b.Health == failover.HealthHealthy), r.Name, b.Name)
+			service := r.Name // a rule with its own backends is its own service
+			if r.Rule != nil {
+				service = r.Rule.ServiceName()
+			}
+			s.Add(mHealthy, boolValue(b.Health == failover.HealthHealthy), r.Name, service, b.Name)
 			s.Add(mEligible, boolValue(b.Eligible), r.Name, b.Name)
 			if r.Rule == nil || r.Rule.LocalityLBPolicy == config.WeightedMaglev { // plain MAGLEV has no weights to report
 				s.Add(mWeight, float64(b.Weight), r.Name, b.Name, b.WeightState.String())
@@ -249,10 +253,10 @@ func (d *daemon) collectRules(s metrics.Sink, st *publishedStatus) {
 				pk = d.probeKeyOf(r.Rule, addr) // services.go
 			}
 			if hs, ok := in.checks[pk]; ok && !hs.LastProbe.IsZero() {
-				s.Add(mCheckLatency, hs.LastLatency.Seconds(), r.Name, b.Name)
-				s.Add(mCheckLast, float64(hs.LastProbe.UnixNano())/1e9, r.Name, b.Name)
-				s.Add(mHealthSince, float64(hs.Since.UnixNano())/1e9, r.Name, b.Name)
-				s.Add(mHealthFlaps, float64(hs.Changes), r.Name, b.Name)
+				s.Add(mCheckLatency, hs.LastLatency.Seconds(), r.Name, service, b.Name)
+				s.Add(mCheckLast, float64(hs.LastProbe.UnixNano())/1e9, r.Name, service, b.Name)
+				s.Add(mHealthSince, float64(hs.Since.UnixNano())/1e9, r.Name, service, b.Name)
+				s.Add(mHealthFlaps, float64(hs.Changes), r.Name, service, b.Name)
 			}
 		}
 		s.Add(mRulePackets, float64(rule.Packets), r.Name)

@@ -23,6 +23,9 @@ import (
 //     prober that still qualifies (adding a rule does not restart the
 //     probes); when the prober's rule goes, the backend keeps its last
 //     verdict until the new prober's first.
+//   - A verdict names what it decides (proberCache.followers): its health
+//     event and log line carry the service and its rules that have the
+//     backend, beside the prober rule (health.go's healthChanged).
 //   - The CLI's overrides are kept under the service's name
 //     (config.OverrideKey), so a drain, mark or weight moves every rule.
 //   - With one health view and one overlay, the rules of a service and
@@ -34,8 +37,16 @@ import (
 // it, for the configuration the control goroutine last gave the checker
 // (healthTargets); status requests read it from their own goroutines.
 type proberCache struct {
-	mu sync.Mutex
-	by map[probeKey]string // key.rule is the service's name
+	mu     sync.Mutex
+	by     map[probeKey]string           // key.rule is the service's name
+	follow map[probeKey]serviceFollowers // key.rule is the prober's name
+}
+
+// serviceFollowers names what one prober's verdict decides: its backend
+// service and the service's rules that have the backend (file order).
+type serviceFollowers struct {
+	service string
+	rules   []string
 }
 
 // set computes the probers of cfg's services (control goroutine) and
@@ -49,6 +60,7 @@ func (c *proberCache) set(cfg *config.Config) map[probeKey]probeKey {
 	type candidates struct {
 		first, firstSame string // first rule with the backend; of its family
 		old, oldSame     bool   // the old prober has it; of its family
+		rules            []string
 	}
 	cands := map[probeKey]*candidates{}
 	for i := range cfg.Rules {
@@ -64,6 +76,7 @@ func (c *proberCache) set(cfg *config.Config) map[probeKey]probeKey {
 				cand = &candidates{first: r.Name}
 				cands[k] = cand
 			}
+			cand.rules = append(cand.rules, r.Name)
 			if same && cand.firstSame == "" {
 				cand.firstSame = r.Name
 			}
@@ -84,15 +97,27 @@ func (c *proberCache) set(cfg *config.Config) map[probeKey]probeKey {
 		}
 	}
 	moved := map[probeKey]probeKey{}
+	follow := make(map[probeKey]serviceFollowers, len(by))
 	for k, name := range by {
 		if was, ok := old[k]; ok && was != name {
 			moved[probeKey{was, k.addr}] = probeKey{name, k.addr}
 		}
+		follow[probeKey{name, k.addr}] = serviceFollowers{service: k.rule, rules: cands[k].rules}
 	}
 	c.mu.Lock()
-	c.by = by
+	c.by, c.follow = by, follow
 	c.mu.Unlock()
 	return moved
+}
+
+// followers names the backend service and rules that the verdict of key
+// (a prober rule and backend) decides; ok is false for a rule with its
+// own backends, whose verdict is its own only.
+func (c *proberCache) followers(key probeKey) (serviceFollowers, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.follow[key]
+	return f, ok
 }
 
 // probeKeyOf is the key of the verdict that decides backend addr of rule

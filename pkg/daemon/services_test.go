@@ -1,11 +1,16 @@
 package daemon
 
 import (
+	"encoding/json"
+	"flag"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xlbnet/xlb/failover"
 	"github.com/xlbnet/xlb/pkg/config"
@@ -127,5 +132,57 @@ func TestServiceProberMoves(t *testing.T) {
 	d.applyHealth(d.cfg.Rule("c-www6u"), b, &fb, true)
 	if fb.Health != failover.HealthHealthy {
 		t.Errorf("after the prober moved, %s is %s, want the last verdict HEALTHY", b, fb.Health)
+	}
+}
+
+var updateGolden = flag.Bool("update", false, "rewrite testdata/*.golden from the code's output")
+
+// A health change names what it decides: a backend service's verdict its
+// service, every rule of it that has the backend and the rule whose probe
+// decided; a rule with its own backends itself, as before. The log lines
+// and the events (as JSON, the wire form of xlb status) are compared with
+// testdata/health-events.golden; the status rendering of the events is in
+// cmd/xlb's golden status.
+func TestHealthEventsNameService(t *testing.T) {
+	var buf strings.Builder
+	noTime := func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}
+	d := &daemon{cfg: serviceConfig(t), log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: noTime})),
+		probes: map[probeKey]probe{}, pendingProbes: map[probeKey]probe{}}
+	d.healthTargets() // services.go: which rule probes each backend of www
+	d.pendingProbes[probeKey{"b-www6", addr("2001:db8:1::10")}] = probe{health: failover.HealthUnhealthy, lastError: "connection refused"}
+	d.pendingProbes[probeKey{"b-www6", addr("2001:db8:1::11")}] = probe{health: failover.HealthHealthy}
+	d.pendingProbes[probeKey{"web", addr("10.0.1.10")}] = probe{health: failover.HealthUnhealthy, lastError: "timeout"}
+	if !d.applyProbes() {
+		t.Fatal("no change applied")
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	for _, e := range d.events.list() {
+		e.At = time.Time{}
+		b, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, string(b))
+	}
+	slices.Sort(lines)
+	got := strings.Join(lines, "\n") + "\n"
+	path := filepath.Join("testdata", "health-events.golden")
+	if *updateGolden {
+		os.MkdirAll("testdata", 0o755)
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("health log lines and events differ from %s (go test -update rewrites it):\n got:\n%s\nwant:\n%s", path, got, want)
 	}
 }

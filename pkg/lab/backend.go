@@ -58,13 +58,17 @@ type Backend struct {
 	weightText atomic.Pointer[string]
 	http       atomic.Uint64
 	udp        atomic.Uint64
+	probes     atomic.Uint64 // health requests
+	probesVIP  atomic.Uint64 // of them, to a VIP
 }
 
 // Stats counts what a backend's servers handled.
 type Stats struct {
-	HTTPRequests  uint64
-	UDPDatagrams  uint64
-	DecapCounters decap.Counters // zero without decap
+	HTTPRequests   uint64
+	UDPDatagrams   uint64
+	HealthRequests uint64         // health checks answered, whatever the answer
+	HealthToVIP    uint64         // of them, addressed to a VIP: data-path probes
+	DecapCounters  decap.Counters // zero without decap
 }
 
 func newBackend(l *Lab, i int, ns *netns.NS) *Backend {
@@ -96,7 +100,7 @@ func (b *Backend) SetWeightText(v string) { b.weightText.Store(&v) }
 
 // Stats returns the backend's counters. Safe from any goroutine.
 func (b *Backend) Stats() Stats {
-	s := Stats{HTTPRequests: b.http.Load(), UDPDatagrams: b.udp.Load()}
+	s := Stats{HTTPRequests: b.http.Load(), UDPDatagrams: b.udp.Load(), HealthRequests: b.probes.Load(), HealthToVIP: b.probesVIP.Load()}
 	if d := b.decap.Load(); d != nil {
 		s.DecapCounters = d.Counters()
 	}
@@ -210,6 +214,14 @@ func (b *Backend) serveHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (b *Backend) serveHealth(w http.ResponseWriter, r *http.Request) {
+	b.probes.Add(1)
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+			if vip := ap.Addr().Unmap(); vip == b.lab.Opts.VIP4 || vip == b.lab.Opts.VIP6 {
+				b.probesVIP.Add(1)
+			}
+		}
+	}
 	if txt := b.weightText.Load(); txt != nil {
 		w.Header().Set(WeightHeader, *txt)
 	} else if wt := b.weight.Load(); wt >= 0 {
