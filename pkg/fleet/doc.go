@@ -47,7 +47,8 @@
 // lookup of the peer table on a local miss (below) and nothing else.
 //
 // The node runs two goroutines: one reads the UDP socket into a bounded
-// queue (a datagram it has no room for is dropped and counted, Backlog),
+// queue (when the queue is full it waits, and the socket's 8 MiB buffer
+// holds the rest; what the kernel drops beyond that is counted, Backlog),
 // the other owns every piece of state: it drains the workers' rings every
 // 20 ms, keeps the exceptions this appliance owns (a map by rule and
 // tracking key), sends, receives, answers status requests, and is the

@@ -112,7 +112,7 @@ type Node struct {
 	out         []byte // the datagram being sent
 	scratchBody []byte
 	drops       [numReasons]uint64 // of datagrams from no configured peer
-	recvOver    atomic.Uint64      // datagrams dropped because the loop was behind (the reader counts)
+	recvOver    atomic.Uint64      // datagrams the kernel dropped on the socket: the loop was behind (the reader stores it)
 	joined      atomic.Bool        // Joined
 }
 
@@ -179,6 +179,11 @@ func New(o Options) (*Node, error) {
 		var serr error
 		err := c.Control(func(fd uintptr) {
 			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+			if serr == nil {
+				// The kernel's count of what it dropped on this socket comes
+				// with each datagram (read: Backlog).
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1)
+			}
 			// Room for a burst (a table change, a full sync) while the loop
 			// is busy: FORCE needs CAP_NET_ADMIN, which the daemon has.
 			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvBuf) != nil {
@@ -229,10 +234,13 @@ func (n *Node) Close() {
 
 func (n *Node) table() *conntrack.Shared { return n.o.Table }
 
-// read moves datagrams from the socket to the loop. A datagram the loop
-// has no room for is dropped and counted (the loop is behind); every
-// record is refreshed later anyway.
+// read moves datagrams from the socket to the loop. When the loop is
+// behind and its queue full, the reader waits for it, and the socket's
+// buffer (rcvBuf) holds what comes meanwhile: what the kernel drops when
+// that is full too is counted (Backlog, from SO_RXQ_OVFL); every record
+// is refreshed later anyway.
 func (n *Node) read() {
+	oob := make([]byte, unix.CmsgSpace(4))
 	for {
 		var buf []byte
 		select {
@@ -240,7 +248,7 @@ func (n *Node) read() {
 		default:
 			buf = make([]byte, MaxDatagram+1) // one more: a longer datagram is malformed, not cut
 		}
-		k, _, err := n.conn.ReadFromUDPAddrPort(buf[:cap(buf)])
+		k, oobn, _, _, err := n.conn.ReadMsgUDPAddrPort(buf[:cap(buf)], oob)
 		if err != nil {
 			select {
 			case <-n.done:
@@ -252,16 +260,31 @@ func (n *Node) read() {
 			}
 			continue
 		}
+		if d, ok := kernelDrops(oob[:oobn]); ok {
+			n.recvOver.Store(uint64(d))
+		}
 		select {
 		case n.in <- buf[:k]:
-		default:
-			n.bufs <- buf
-			n.countOverflow()
+		case <-n.done:
+			return
 		}
 	}
 }
 
-func (n *Node) countOverflow() { n.recvOver.Add(1) }
+// kernelDrops reads the socket's drop count (SO_RXQ_OVFL) from a
+// datagram's control messages; the kernel sends it once it is not zero.
+func kernelDrops(oob []byte) (uint32, bool) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0, false
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SO_RXQ_OVFL && len(m.Data) >= 4 {
+			return binary.NativeEndian.Uint32(m.Data), true
+		}
+	}
+	return 0, false
+}
 
 // loop owns the node's state: it handles datagrams, drains the workers'
 // rings, sends, and answers status requests.

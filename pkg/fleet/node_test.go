@@ -25,35 +25,38 @@ var backends = []string{"198.18.1.100", "198.18.1.101", "198.18.1.102", "198.18.
 // nodes can number rules and backends differently.
 func testSnapshot(t testing.TB, extra int, order []string) *dataplane.Snapshot {
 	t.Helper()
-	var rules []*dataplane.Rule
-	for i := range extra {
-		r := rule(t, fmt.Sprintf("other%d", i), 81+i, order)
-		rules = append(rules, &r)
-	}
-	web := rule(t, "web", 80, order)
-	rules = append(rules, &web)
-	s, err := dataplane.NewSnapshot(1, rules)
+	s, err := newSnapshot(extra, order)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-func rule(t testing.TB, name string, port int, order []string) dataplane.Rule {
-	r := dataplane.Rule{Name: name, Present: true, Idle: conntrack.DefaultIdle,
-		Match: dataplane.RuleMatch{VIP: netip.MustParseAddr("203.0.113.10").As16(), Protocol: dataplane.RuleTCP, Ports: []dataplane.PortRange{{Lo: uint16(port), Hi: uint16(port)}}}}
-	r.Persist.Set(6, true)
-	var bs []hash.Backend
-	for i, a := range order {
-		r.Backends = append(r.Backends, dataplane.Backend{Name: a, Addr: netip.MustParseAddr(a).As16(), Present: true, UnhealthyGen: uint16(3 + i), DrainGen: uint16(7 + i)})
-		bs = append(bs, hash.Backend{Name: a, ID: uint32(i), Weight: 1})
+// newSnapshot is testSnapshot for a process without a testing.TB (the
+// benchmark's receiver).
+func newSnapshot(extra int, order []string) (*dataplane.Snapshot, error) {
+	var rules []*dataplane.Rule
+	for i := range extra + 1 {
+		name, port := fmt.Sprintf("other%d", i), 81+i
+		if i == extra {
+			name, port = "web", 80
+		}
+		r := dataplane.Rule{Name: name, Present: true, Idle: conntrack.DefaultIdle,
+			Match: dataplane.RuleMatch{VIP: netip.MustParseAddr("203.0.113.10").As16(), Protocol: dataplane.RuleTCP, Ports: []dataplane.PortRange{{Lo: uint16(port), Hi: uint16(port)}}}}
+		r.Persist.Set(6, true)
+		var bs []hash.Backend
+		for i, a := range order {
+			r.Backends = append(r.Backends, dataplane.Backend{Name: a, Addr: netip.MustParseAddr(a).As16(), Present: true, UnhealthyGen: uint16(3 + i), DrainGen: uint16(7 + i)})
+			bs = append(bs, hash.Backend{Name: a, ID: uint32(i), Weight: 1})
+		}
+		tbl, err := hash.Build(bs, 65537, 1)
+		if err != nil {
+			return nil, err
+		}
+		r.Table = tbl
+		rules = append(rules, &r)
 	}
-	tbl, err := hash.Build(bs, 65537, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Table = tbl
-	return r
+	return dataplane.NewSnapshot(1, rules)
 }
 
 type testNode struct {
@@ -502,4 +505,46 @@ func TestSessionExceptions(t *testing.T) {
 	if st := a.status(); st.Owned != 1 {
 		t.Errorf("a owns %d", st.Owned)
 	}
+}
+
+// TestLoopBehind: while the node's loop is held up, its reader fills the
+// queue and then waits, so the socket's buffer holds what comes next
+// instead of the reader dropping it; what the kernel drops beyond that
+// is counted (Backlog: the socket's own count in /proc/net/udp, which the
+// kernel tells with the next datagram). 20 000
+// datagrams of filler (malformed, each counted so once handled) arrive
+// while the loop is held.
+func TestLoopBehind(t *testing.T) {
+	port := freePort(t)
+	a := startNode(t, port, 61, []int{62}, testSnapshot(t, 0, backends))
+	release := make(chan struct{})
+	a.n.queries <- func() { <-release } // the loop waits here
+	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a.addr, port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	filler := make([]byte, MaxDatagram)
+	const sent = 20000
+	for range sent {
+		c.Write(filler)
+	}
+	close(release)
+	kernel := socketDrops(a.addr, port)
+	var st Status
+	eventually(t, 10*time.Second, "the filler handled", func() bool {
+		st = a.status()
+		return st.Drops["malformed"]+kernel >= sent
+	})
+	handled := st.Drops["malformed"]
+	if handled <= inQueue+1 {
+		t.Errorf("the loop handled %d datagrams of %d: no more than its queue (%d) held, the socket's buffer none", handled, sent, inQueue)
+	}
+	if kernel == 0 {
+		t.Fatal("the kernel dropped nothing: the test did not fill the socket")
+	}
+	// The kernel tells its count with the next datagram it queues.
+	c.Write(filler)
+	eventually(t, 5*time.Second, "the kernel's drops counted", func() bool { st = a.status(); return st.Backlog == kernel })
+	t.Logf("%d sent while the loop was held: %d handled, %d dropped by the kernel (backlog %d)", sent, handled, kernel, st.Backlog)
 }

@@ -31,7 +31,9 @@ type Status struct {
 	// HandoffFull counts the times a worker's scan found its ring to the
 	// node full (it resumes after the next batch; nothing is lost).
 	HandoffFull uint64
-	// Backlog counts datagrams dropped because the node's loop was behind.
+	// Backlog counts datagrams the kernel dropped on the node's socket:
+	// the loop was so far behind that its queue and the socket's buffer
+	// were full.
 	Backlog uint64
 	// Drops counts datagrams from no configured peer (or not attributable
 	// to one), by reason.
