@@ -154,12 +154,12 @@
 // records per Refresh (10 000 a second at 10 s) and nothing for idle
 // ones; sharing every new flow at 100 000 new flows a second costs
 // 100 000 records a second whatever happens to the tables, ten times
-// more, plus a push on the packet path per new flow. Measured on two
-// loaded vCPUs (bench/README.md has the runs): 3 to 12 µs of CPU per
-// record for both ends together, so 100 000 exceptions cost about 250
+// more, plus a push on the packet path per new flow. Both rates are
+// delivered on two vCPUs (bench/README.md has the runs): at about 2 µs of
+// CPU per record on each end, 100 000 exceptions cost about 265
 // datagrams, 340 KB and a tenth of a core a second per peer, and 100 000
-// new flows a second would cost 2 400 datagrams, 3.4 MB and a third to a
-// half of a core a second per peer. A table change that makes many flows
+// new flows a second cost 2 470 datagrams, 3.4 MB and a fifth of a core
+// on each end per peer. A table change that makes many flows
 // exceptions at once sends them in a burst bounded by SendRate: that is
 // the window in which the exceptions design is behind.
 //
