@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,6 +64,16 @@ func waitRules(t *testing.T, l *lab.Lab, x *labXLB, rules []string, want string,
 	})
 }
 
+// allZero reports whether every rule of rules counts 0 in n.
+func allZero(n map[string]int, rules []string) bool {
+	for _, r := range rules {
+		if n[r] != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // probeHost lists what data-path probes left in the appliance's
 // namespace: the marks of the policy rules (one per family) and the TUNs.
 func probeHost(t *testing.T, l *lab.Lab) (marks, tuns []string) {
@@ -88,6 +99,50 @@ func probeHost(t *testing.T, l *lab.Lab) (marks, tuns []string) {
 		}
 	}
 	return marks, tuns
+}
+
+// onEachRule counts the new connections backend idx takes on each of the
+// lab's default rules (web4, web6: 150 TCP requests; udp4, udp6: a UDP flow
+// from each of 40 client addresses from the from'th), with the rules'
+// unanswered requests and flows beside them. The UDP rules keep each
+// client address on its backend (CLIENT_IP, PER_SESSION): a step that
+// expects other backends takes other addresses.
+func onEachRule(t *testing.T, l *lab.Lab, idx, from int) (on, unanswered map[string]int) {
+	t.Helper()
+	on, unanswered = map[string]int{}, map[string]int{}
+	for _, fam := range []int{4, 6} {
+		web, udp := fmt.Sprintf("web%d", fam), fmt.Sprintf("udp%d", fam)
+		res := drive(t, l, 150, fam)
+		on[web], unanswered[web] = res.PerBackend[idx], res.Errors+res.Mismatched
+		dst := netip.AddrPortFrom(vipOf(l, fam), l.Opts.UDPPort)
+		on[udp], unanswered[udp] = 0, 0
+		for _, src := range clientsOf(l, fam)[from : from+40] {
+			f := openUDPFlow(t, l, src, dst)
+			switch f.who(16) {
+			case idx:
+				on[udp]++
+			case -1:
+				unanswered[udp]++
+			}
+			f.c.Close()
+		}
+	}
+	return on, unanswered
+}
+
+// waitServes waits until backend idx takes new connections of every rule
+// of rules again (UDP flows from the 40 client addresses from the from'th),
+// and nothing goes unanswered.
+func waitServes(t *testing.T, l *lab.Lab, idx, from int, rules ...string) {
+	t.Helper()
+	waitFor(t, 20*time.Second, fmt.Sprintf("be%d serves %v again", idx, rules), func() (bool, string) {
+		on, unanswered := onEachRule(t, l, idx, from)
+		ok := true
+		for r, n := range unanswered {
+			ok = ok && n == 0 && (on[r] > 0 || !slices.Contains(rules, r))
+		}
+		return ok, fmt.Sprintf("be%d took %v, unanswered %v", idx, on, unanswered)
+	})
 }
 
 // setVIPs adds or removes the VIPs on backend b's loopback.
@@ -116,8 +171,10 @@ func setVIPs(t *testing.T, l *lab.Lab, b *lab.Backend, on bool) {
 // its loopback turns UNHEALTHY under every data-path rule, explained in
 // its health detail, and takes no new connections, TCP or UDP, IPv4 or
 // IPv6, while the direct probe still finds it HEALTHY, as it always did;
-// with the VIPs back it is HEALTHY and serves again. A backend without its
-// decapsulation fails the tunnelled rules' checks but not DIRECT's. A
+// with the VIPs back it is HEALTHY and every rule serves it again. A
+// backend without its decapsulation fails the tunnelled rules' checks but
+// not DIRECT's, takes new connections of DIRECT's rule only, and serves
+// every rule again once decapsulating. A
 // backend whose next hop cannot be resolved says so in its health detail.
 // Across xlb restart the successor probes through a path of its own and
 // the predecessor removes its; after the successor's crash a new daemon
@@ -166,29 +223,17 @@ func TestEndToEndDataPathProbes(t *testing.T) {
 	setVIPs(t, l, l.Backends[1], false)
 	waitRules(t, l, x, dataPath, "UNHEALTHY", "(data path: ", 1)
 	waitRules(t, l, x, []string{"direct4"}, "HEALTHY", "", 0, 1, 2)
-	for _, fam := range []int{4, 6} {
-		if res := drive(t, l, 150, fam); !res.OK() || res.PerBackend[1] != 0 {
-			t.Errorf("IPv%d with be1 without the VIP: %s", fam, describe(res))
-		}
-	}
-	for _, fam := range []int{4, 6} {
-		dst := netip.AddrPortFrom(vipOf(l, fam), l.Opts.UDPPort)
-		seen := map[int]int{}
-		for _, src := range clientsOf(l, fam)[:40] {
-			seen[openUDPFlow(t, l, src, dst).who(16)]++
-		}
-		if seen[1] != 0 || seen[-1] != 0 || seen[0] == 0 || seen[2] == 0 {
-			t.Errorf("UDP over IPv%d with be1 without the VIP: %v (backend → flows, -1 unanswered)", fam, seen)
-		}
+	// No new connection on any encapsulation: web4 IPIP, web6 GRE, udp4
+	// GUE, udp6 DIRECT.
+	if on, unanswered := onEachRule(t, l, 1, 0); !allZero(on, dataPath) || !allZero(unanswered, dataPath) {
+		t.Errorf("be1 without the VIP took new connections %v (TCP requests, UDP flows), unanswered %v; want none", on, unanswered)
 	}
 
-	// The VIPs back: HEALTHY, and new connections reach be1 again.
+	// The VIPs back: HEALTHY, and new connections of every rule reach be1
+	// again.
 	setVIPs(t, l, l.Backends[1], true)
 	waitRules(t, l, x, all, "HEALTHY", "", 0, 1, 2)
-	waitFor(t, 20*time.Second, "be1 serves again", func() (bool, string) {
-		res := drive(t, l, 150, 4)
-		return res.OK() && res.PerBackend[1] > 0, describe(res)
-	})
+	waitServes(t, l, 1, 40, dataPath...)
 
 	// be2 without its decapsulation: the tunnelled rules' probes die in its
 	// kernel; DIRECT needs none.
@@ -197,13 +242,15 @@ func TestEndToEndDataPathProbes(t *testing.T) {
 	}
 	waitRules(t, l, x, []string{"web4", "web6", "udp4"}, "UNHEALTHY", "(data path: ", 2)
 	waitRules(t, l, x, []string{"udp6", "direct4"}, "HEALTHY", "", 0, 1, 2)
-	if res := drive(t, l, 150, 4); !res.OK() || res.PerBackend[2] != 0 {
-		t.Errorf("IPv4 with be2 without decapsulation: %s", describe(res))
+	tunnelled := []string{"web4", "web6", "udp4"}
+	if on, unanswered := onEachRule(t, l, 2, 80); !allZero(on, tunnelled) || on["udp6"] == 0 || !allZero(unanswered, dataPath) {
+		t.Errorf("be2 without decapsulation took new connections %v (TCP requests, UDP flows), unanswered %v; want none but DIRECT's (udp6)", on, unanswered)
 	}
 	if err := l.Backends[2].StartDecap(); err != nil {
 		t.Fatal(err)
 	}
 	waitRules(t, l, x, all, "HEALTHY", "", 0, 1, 2)
+	waitServes(t, l, 2, 120, dataPath...)
 
 	// A hand-over: the successor opens a path of its own (the next slot)
 	// while the running daemon probes on, and the predecessor removes its
