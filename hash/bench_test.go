@@ -2,8 +2,10 @@ package hash
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
+	"github.com/xlbnet/xlb/pkg/benchutil"
 	"github.com/xlbnet/xlb/pkg/packet"
 )
 
@@ -12,11 +14,15 @@ func BenchmarkMaglevBuild(b *testing.B) {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			bs := testBackends(n, 100)
 			b.ReportAllocs()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			cpu := benchutil.Thread()
 			for b.Loop() {
 				if _, err := Build(bs, testM, 0x5eed); err != nil {
 					b.Fatal(err)
 				}
 			}
+			cpu.Report(b, "cpu-ns/op")
 		})
 	}
 }

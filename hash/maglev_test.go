@@ -413,3 +413,29 @@ func TestPlacement(t *testing.T) {
 		t.Error("a one-slot change kept the digest")
 	}
 }
+
+// TestEqualWeightTurns: with equal weights the round-robin shortcut gives
+// the turn order of the general ordering by time, for sets smaller than,
+// dividing and not dividing M, and any common weight.
+func TestEqualWeightTurns(t *testing.T) {
+	for _, tc := range []struct {
+		n      int
+		m      uint32
+		weight uint64
+	}{{1, 7, 1}, {3, 7, 1}, {7, 7, 5}, {10, 65537, 1}, {100, 65537, 100}, {1000, 65537, 3}, {13, 1031, 1 << 31}} {
+		w := make([]uint64, tc.n)
+		for i := range w {
+			w[i] = tc.weight
+		}
+		total := tc.weight * uint64(tc.n)
+		want := slices.Clone(timedTurns(new(scratch), w, total, quotas(w, total, tc.m), tc.m))
+		got := roundRobin(new(scratch), tc.n, tc.m)
+		if !slices.Equal(got, want) {
+			t.Errorf("n=%d m=%d weight=%d: round robin differs from the turns by time", tc.n, tc.m, tc.weight)
+		}
+	}
+	// Unequal weights take the general path.
+	if equal([]uint64{2, 2, 3}) || !equal([]uint64{4, 4}) {
+		t.Error("equal: wrong answer")
+	}
+}

@@ -1,11 +1,13 @@
 package neigh
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -35,14 +37,18 @@ var ErrUnresolved = errors.New("neighbour not resolved")
 type Resolver struct {
 	h    *netlink.Handle
 	poll time.Duration
+	// own: h is the zero Handle (a socket per request); a pass opens
+	// sockets it reuses for its requests instead.
+	own bool
 }
 
 // New returns a Resolver over h; a nil h means the caller's namespace.
 func New(h *netlink.Handle) *Resolver {
+	r := &Resolver{h: h, poll: 20 * time.Millisecond}
 	if h == nil {
-		h = &netlink.Handle{}
+		r.h, r.own = &netlink.Handle{}, true
 	}
-	return &Resolver{h: h, poll: 20 * time.Millisecond}
+	return r
 }
 
 // usable are the neighbour states whose MAC may be used as is. STALE,
@@ -52,8 +58,89 @@ const usable = netlink.NUD_REACHABLE | netlink.NUD_STALE | netlink.NUD_DELAY | n
 
 // Route returns the next hop towards backend without resolving its MAC.
 func (r *Resolver) Route(backend netip.Addr) (NextHop, error) {
+	p := r.NewPass()
+	defer p.Close()
+	return p.Route(backend)
+}
+
+// Resolve returns the full next hop for backend, asking the kernel to
+// resolve the neighbour if needed and polling until it is usable or ctx
+// ends (then the error wraps ErrUnresolved).
+func (r *Resolver) Resolve(ctx context.Context, backend netip.Addr) (NextHop, error) {
+	p := r.NewPass()
+	defer p.Close()
+	return p.Resolve(ctx, backend)
+}
+
+// Pass resolves many backends as one: an interface's attributes and a
+// gateway's (or on-link backend's) MAC are looked up once per pass and
+// shared by every backend behind them, so 10 000 backends behind one
+// router cost 10 000 route lookups and one neighbour lookup instead of
+// four netlink requests each. Its answers are as fresh as the pass: make
+// a new one for each refresh, and Close it. Safe for concurrent use.
+type Pass struct {
+	r     *Resolver
+	h     *netlink.Handle // the Resolver's, or the pass's own sockets
+	mu    sync.Mutex
+	links map[int]*memo[linkAttrs]
+	macs  map[hop]*memo[net.HardwareAddr]
+}
+
+// linkAttrs are what a next hop takes from its egress interface.
+type linkAttrs struct {
+	mac net.HardwareAddr
+	mtu int
+}
+
+// hop is a neighbour to resolve: a gateway, or an on-link backend.
+type hop struct {
+	ifindex int
+	addr    netip.Addr
+}
+
+// memo is one lookup of a pass, done once for all its callers.
+type memo[T any] struct {
+	once sync.Once
+	v    T
+	err  error
+}
+
+// NewPass starts a pass over r. Over the caller's namespace (New(nil))
+// the pass opens netlink sockets of its own, which its requests share
+// (in turn) until Close, rather than a socket per request.
+func (r *Resolver) NewPass() *Pass {
+	p := &Pass{r: r, h: r.h, links: map[int]*memo[linkAttrs]{}, macs: map[hop]*memo[net.HardwareAddr]{}}
+	if r.own {
+		if h, err := netlink.NewHandle(); err == nil {
+			p.h = h
+		}
+	}
+	return p
+}
+
+// Close closes the pass's own sockets, if it opened any.
+func (p *Pass) Close() {
+	if p.h != p.r.h {
+		p.h.Close()
+	}
+}
+
+// memoOf returns m's entry for k, made on first use; p.mu guards m.
+func memoOf[K comparable, T any](p *Pass, m map[K]*memo[T], k K) *memo[T] {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := m[k]
+	if e == nil {
+		e = new(memo[T])
+		m[k] = e
+	}
+	return e
+}
+
+// Route is Resolver.Route within the pass.
+func (p *Pass) Route(backend netip.Addr) (NextHop, error) {
 	backend = backend.Unmap()
-	routes, err := r.h.RouteGet(net.IP(backend.AsSlice()))
+	routes, err := p.h.RouteGet(net.IP(backend.AsSlice()))
 	if err != nil {
 		return NextHop{}, fmt.Errorf("route to %s: %w", backend, err)
 	}
@@ -74,50 +161,76 @@ func (r *Resolver) Route(backend netip.Addr) (NextHop, error) {
 			nh.Src = src.Unmap()
 		}
 	}
-	link, err := r.h.LinkByIndex(rt.LinkIndex)
-	if err != nil {
-		return NextHop{}, fmt.Errorf("route to %s: link %d: %w", backend, rt.LinkIndex, err)
+	l := memoOf(p, p.links, rt.LinkIndex)
+	l.once.Do(func() {
+		link, err := p.h.LinkByIndex(rt.LinkIndex)
+		if err != nil {
+			l.err = fmt.Errorf("link %d: %w", rt.LinkIndex, err)
+			return
+		}
+		// A copy: the attribute points into the netlink message, which
+		// a kept next hop would otherwise keep whole.
+		l.v = linkAttrs{mac: bytes.Clone(link.Attrs().HardwareAddr), mtu: link.Attrs().MTU}
+	})
+	if l.err != nil {
+		return NextHop{}, fmt.Errorf("route to %s: %w", backend, l.err)
 	}
-	nh.SrcMAC = link.Attrs().HardwareAddr
-	nh.MTU = link.Attrs().MTU
+	nh.SrcMAC, nh.MTU = l.v.mac, l.v.mtu
 	if rt.MTU > 0 {
 		nh.MTU = rt.MTU
 	}
 	return nh, nil
 }
 
-// Resolve returns the next hop towards backend with its MAC, asking the
-// kernel to resolve the neighbour when needed and waiting until it is
-// usable or ctx ends (then the error wraps ErrUnresolved).
-func (r *Resolver) Resolve(ctx context.Context, backend netip.Addr) (NextHop, error) {
-	nh, err := r.Route(backend)
+// Resolve is Resolver.Resolve within the pass: Route, then Neighbour.
+func (p *Pass) Resolve(ctx context.Context, backend netip.Addr) (NextHop, error) {
+	nh, err := p.Route(backend)
 	if err != nil {
 		return NextHop{}, err
 	}
+	return p.Neighbour(ctx, nh)
+}
+
+// Neighbour fills in the MAC of a routed next hop: the gateway's, or the
+// on-link backend's. The neighbour behind several backends is resolved
+// once per pass, by the first of them to ask (with its ctx).
+func (p *Pass) Neighbour(ctx context.Context, nh NextHop) (NextHop, error) {
 	target := nh.Gateway
 	if !target.IsValid() {
 		target = nh.Backend
 	}
+	m := memoOf(p, p.macs, hop{nh.Ifindex, target})
+	m.once.Do(func() { m.v, m.err = p.resolveMAC(ctx, nh.Ifindex, target) })
+	if m.err != nil {
+		return NextHop{}, fmt.Errorf("resolve %s via %s: %w", nh.Backend, target, m.err)
+	}
+	nh.DstMAC = m.v
+	return nh, nil
+}
+
+// resolveMAC returns the MAC of target on the interface, asking the
+// kernel to resolve it if it has no usable entry and polling until it has
+// one or ctx ends.
+func (p *Pass) resolveMAC(ctx context.Context, ifindex int, target netip.Addr) (net.HardwareAddr, error) {
 	kicked := false
 	for {
-		mac, err := r.lookup(nh.Ifindex, target)
+		mac, err := p.lookup(ifindex, target)
 		if err != nil {
-			return NextHop{}, err
+			return nil, err
 		}
 		if mac != nil {
-			nh.DstMAC = mac
-			return nh, nil
+			return mac, nil
 		}
 		if !kicked {
-			if err := r.kick(nh.Ifindex, target); err != nil {
-				return NextHop{}, err
+			if err := p.kick(ifindex, target); err != nil {
+				return nil, err
 			}
 			kicked = true
 		}
 		select {
 		case <-ctx.Done():
-			return NextHop{}, fmt.Errorf("resolve %s via %s: %w (%v)", backend, target, ErrUnresolved, ctx.Err())
-		case <-time.After(r.poll):
+			return nil, fmt.Errorf("%w (%v)", ErrUnresolved, ctx.Err())
+		case <-time.After(p.r.poll):
 		}
 	}
 }
@@ -130,8 +243,8 @@ func family(a netip.Addr) int {
 }
 
 // lookup returns the MAC of a usable neighbour entry for ip, or nil.
-func (r *Resolver) lookup(ifindex int, ip netip.Addr) (net.HardwareAddr, error) {
-	neighs, err := r.h.NeighList(ifindex, family(ip))
+func (p *Pass) lookup(ifindex int, ip netip.Addr) (net.HardwareAddr, error) {
+	neighs, err := p.h.NeighList(ifindex, family(ip))
 	if err != nil {
 		return nil, fmt.Errorf("list neighbours of link %d: %w", ifindex, err)
 	}
@@ -141,14 +254,14 @@ func (r *Resolver) lookup(ifindex int, ip netip.Addr) (net.HardwareAddr, error) 
 			continue
 		}
 		if n.State&usable != 0 && len(n.HardwareAddr) == 6 {
-			return n.HardwareAddr, nil
+			return bytes.Clone(n.HardwareAddr), nil // not the dump's buffer
 		}
 	}
 	return nil, nil
 }
 
 // kick asks the kernel to resolve ip on ifindex (NTF_USE).
-func (r *Resolver) kick(ifindex int, ip netip.Addr) error {
+func (p *Pass) kick(ifindex int, ip netip.Addr) error {
 	n := &netlink.Neigh{
 		LinkIndex: ifindex,
 		Family:    family(ip),
@@ -156,7 +269,7 @@ func (r *Resolver) kick(ifindex int, ip netip.Addr) error {
 		Flags:     netlink.NTF_USE,
 		State:     netlink.NUD_NONE,
 	}
-	if err := r.h.NeighSet(n); err != nil && !errors.Is(err, unix.EEXIST) {
+	if err := p.h.NeighSet(n); err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("request neighbour resolution of %s: %w", ip, err)
 	}
 	return nil

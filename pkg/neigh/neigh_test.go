@@ -116,3 +116,32 @@ func TestResolveUnreachable(t *testing.T) {
 		t.Error("route to an address with no route succeeded")
 	}
 }
+
+// TestPassSharesNeighbours: backends behind one gateway resolve within a
+// pass with one neighbour lookup between them, each with the gateway's
+// MAC; an on-link backend is a neighbour of its own; a new pass looks
+// again.
+func TestPassSharesNeighbours(t *testing.T) {
+	a, _, bMAC := twoHosts(t)
+	p := New(handleIn(t, a)).NewPass()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, addr := range []string{"192.0.2.10", "192.0.2.11", "192.0.2.200", "198.18.0.2"} {
+		nh, err := p.Resolve(ctx, netip.MustParseAddr(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(nh.DstMAC, bMAC) || nh.Backend != netip.MustParseAddr(addr) {
+			t.Errorf("%s: next hop %+v, want MAC %v", addr, nh, bMAC)
+		}
+	}
+	if len(p.macs) != 1 || len(p.links) != 1 {
+		t.Errorf("%d neighbours and %d links looked up, want 1 and 1 (the gateway 198.18.0.2 is the on-link backend too)", len(p.macs), len(p.links))
+	}
+	if _, err := p.Resolve(ctx, netip.MustParseAddr("fd00:18::2")); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.macs) != 2 {
+		t.Errorf("%d neighbours after an IPv6 one, want 2", len(p.macs))
+	}
+}

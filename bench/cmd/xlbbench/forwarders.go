@@ -17,6 +17,8 @@ import (
 type forwarder struct {
 	pid  int
 	stop func() error
+	// ready is the log line that said it was ready.
+	ready string
 }
 
 // Stop stops the forwarder; a failure is reported, not returned (the
@@ -120,6 +122,7 @@ func startAndWaitFor(cmd *exec.Cmd, ready string, cleanup func(), timeout time.D
 	pw.Close()
 	var log strings.Builder
 	readyCh := make(chan struct{})
+	var readyLine string
 	exited := make(chan error, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -137,6 +140,7 @@ func startAndWaitFor(cmd *exec.Cmd, ready string, cleanup func(), timeout time.D
 				}
 			}
 			if !closed && strings.Contains(sc.Text(), ready) {
+				readyLine = sc.Text()
 				close(readyCh)
 				closed = true
 			}
@@ -163,7 +167,7 @@ func startAndWaitFor(cmd *exec.Cmd, ready string, cleanup func(), timeout time.D
 	}
 	select {
 	case <-readyCh:
-		return &forwarder{pid: cmd.Process.Pid, stop: stop}, nil
+		return &forwarder{pid: cmd.Process.Pid, stop: stop, ready: readyLine}, nil
 	case err := <-exited:
 		exited <- err
 		if cleanup != nil {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -58,6 +59,8 @@ type scaleOptions struct {
 	heap            bool
 	probeWindow     time.Duration
 	servingTimeout  time.Duration
+	startCPU        time.Duration
+	jsonReads       bool
 }
 
 // ScaleResults is the JSON file of one scale run (bench/results/<date>-scale.json).
@@ -74,7 +77,20 @@ type ScaleResults struct {
 	Health           string  `json:"health"`
 	ValidateSec      float64 `json:"validate_sec"`
 	StartSec         float64 `json:"start_to_serving_sec"`
-	RSSStartMiB      float64 `json:"rss_after_start_mib"`
+	// StartPhases are the phases of the start as the daemon logs them
+	// with "serving" (config, engine, health, nexthops, publish).
+	StartPhases map[string]string `json:"start_phases,omitempty"`
+	RSSStartMiB float64           `json:"rss_after_start_mib"`
+	// Where the RSS after start is: the kernel's split (anonymous,
+	// shared memory: the memfd arenas and UMEM, files) and the Go
+	// runtime's (heap in use, heap held but free, released), in MiB.
+	MemStart map[string]float64 `json:"memory_after_start_mib,omitempty"`
+	// The heap profile taken one second after start, and its top.
+	StartHeapProfile string   `json:"start_heap_profile,omitempty"`
+	StartHeapTop     []string `json:"start_heap_top,omitempty"`
+	// The CPU profile of the start (--start-cpu), and its top.
+	StartCPUProfile string   `json:"start_cpu_profile,omitempty"`
+	StartCPUTop     []string `json:"start_cpu_top,omitempty"`
 	// One backend added to one rule file, then `xlb reload`.
 	ReloadSec      float64 `json:"reload_one_backend_sec"`
 	RSSReloadMiB   float64 `json:"rss_after_reload_mib"`
@@ -118,6 +134,8 @@ func scaleMain(args []string) int {
 	fs.IntVar(&o.repeat, "repeat", 3, "runs of each read command (the median is reported)")
 	fs.BoolVar(&o.heap, "heap", true, "take a heap profile of the daemon after the reloads (XLB_PPROF_LISTEN) and print its top")
 	fs.DurationVar(&o.probeWindow, "probe-window", 20*time.Second, "with TCP health: how long to measure the daemon's CPU once every backend has a verdict")
+	fs.BoolVar(&o.jsonReads, "json-reads", true, "run the reads that print every rule (status --json, backend list --json: minutes at 1000 rules on a busy machine)")
+	fs.DurationVar(&o.startCPU, "start-cpu", 0, "take a CPU profile of the daemon over this long from its start (needs --heap's profile endpoint; 0: none)")
 	fs.DurationVar(&o.servingTimeout, "serving-timeout", 5*time.Minute, "how long `xlb run` may take to serve")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -431,17 +449,37 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 	}
 	progress("xlb run (start → serving)")
 	t0 := time.Now()
+	var startCPU chan error
+	if o.heap && o.startCPU > 0 {
+		startCPU = make(chan error, 1)
+		go func() { startCPU <- startProfile(ctx, app, o, &res) }()
+	}
 	fw, err := startAndWaitFor(cmd, "msg=serving", nil, o.servingTimeout)
 	if err != nil {
 		return err
 	}
 	defer fw.Stop("xlb")
 	res.StartSec = time.Since(t0).Seconds()
+	res.StartPhases = logFields(fw.ready, "config", "engine", "health", "nexthops", "publish")
 	time.Sleep(time.Second)
 	if res.RSSStartMiB, _, err = rssMiB(fw.pid); err != nil {
 		return err
 	}
-	progress("serving after %.2f s, RSS %.0f MiB", res.StartSec, res.RSSStartMiB)
+	progress("serving after %.2f s (%v), RSS %.0f MiB", res.StartSec, res.StartPhases, res.RSSStartMiB)
+	if o.heap {
+		if res.MemStart, err = memorySplit(fw.pid, app); err != nil {
+			return err
+		}
+		if res.StartHeapProfile, res.StartHeapTop, err = heapProfile(app, o.out, res.Date, "start"); err != nil {
+			return err
+		}
+		progress("after start: %v", res.MemStart)
+	}
+	if startCPU != nil {
+		if err := <-startCPU; err != nil {
+			return err
+		}
+	}
 
 	mid := o.rules / 2
 	rule := ruleName(mid)
@@ -450,6 +488,9 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 		{"status", "--json"},
 		{"backend", "list", "--json"},
 		{"lookup", "--rule", rule, "--src", scaleClient},
+	}
+	if !o.jsonReads {
+		reads = slices.DeleteFunc(reads, func(a []string) bool { return slices.Contains(a, "--json") })
 	}
 	for _, args := range reads {
 		r := Read{Command: "xlb " + strings.Join(args, " ")}
@@ -516,7 +557,7 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 		return err
 	}
 	if o.heap {
-		if err := heapProfile(app, o.out, &res); err != nil {
+		if res.HeapProfile, res.HeapTop, err = heapProfile(app, o.out, res.Date, ""); err != nil {
 			return err
 		}
 	}
@@ -565,33 +606,139 @@ func probeCPU(ctx context.Context, o scaleOptions, pid int, probes *atomic.Uint6
 }
 
 // heapProfile fetches the daemon's heap profile (in its namespace, by
-// running this binary's `fetch` there) and keeps the top of its in-use
-// space.
-func heapProfile(app, out string, res *ScaleResults) error {
+// running this binary's `fetch` there) into <date>-scale[.what].heap.pb.gz
+// and returns the file and the top of its in-use space.
+func heapProfile(app, out, date, what string) (file string, top []string, err error) {
+	if what != "" {
+		what = "." + what
+	}
+	file = filepath.Join(out, strings.ReplaceAll(date, ":", "")+"-scale"+what+".heap.pb.gz")
+	top, err = profile(app, file, "heap?gc=1", "-sample_index=inuse_space")
+	return file, top, err
+}
+
+// startProfile takes a CPU profile of the daemon from as soon as its
+// profile endpoint answers, over --start-cpu.
+func startProfile(ctx context.Context, app string, o scaleOptions, res *ScaleResults) error {
+	file := filepath.Join(o.out, strings.ReplaceAll(res.Date, ":", "")+"-scale.start.cpu.pb.gz")
+	path := fmt.Sprintf("profile?seconds=%d", max(int(o.startCPU.Seconds()), 1))
+	deadline := time.Now().Add(o.servingTimeout)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		top, err := profile(app, file, path, "")
+		if err == nil {
+			res.StartCPUProfile, res.StartCPUTop = file, top
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond) // the daemon is not listening yet
+	}
+}
+
+// profile fetches /debug/pprof/<path> from the daemon into file and
+// returns the top of `go tool pprof -top [index]`.
+func profile(app, file, path, index string) ([]string, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return nil, err
 	}
-	file := filepath.Join(out, strings.ReplaceAll(res.Date, ":", "")+"-scale.heap.pb.gz")
-	b, err := exec.Command("ip", "netns", "exec", app, self, "fetch", "http://"+scalePprof+"/debug/pprof/heap?gc=1").Output()
+	b, err := exec.Command("ip", "netns", "exec", app, self, "fetch", "http://"+scalePprof+"/debug/pprof/"+path).Output()
 	if err != nil {
-		return fmt.Errorf("fetch heap profile: %w", err)
+		return nil, fmt.Errorf("fetch %s: %w", path, err)
 	}
 	if err := os.WriteFile(file, b, 0o644); err != nil {
-		return err
+		return nil, err
 	}
-	res.HeapProfile = file
-	top, err := exec.Command("go", "tool", "pprof", "-top", "-sample_index=inuse_space", "-nodecount=25", file).Output()
+	args := []string{"tool", "pprof", "-top", "-nodecount=25"}
+	if index != "" {
+		args = append(args, index)
+	}
+	out, err := exec.Command("go", append(args, file)...).Output()
 	if err != nil {
-		return fmt.Errorf("go tool pprof: %w", err)
+		return nil, fmt.Errorf("go tool pprof %s: %w", file, err)
 	}
-	for _, l := range strings.Split(strings.TrimSpace(string(top)), "\n") {
-		res.HeapTop = append(res.HeapTop, l)
+	return strings.Split(strings.TrimSpace(string(out)), "\n"), nil
+}
+
+// logFields returns the values of the named keys of a logfmt line
+// (key=value, values without spaces).
+func logFields(line string, keys ...string) map[string]string {
+	out := map[string]string{}
+	for _, f := range strings.Fields(line) {
+		k, v, ok := strings.Cut(f, "=")
+		if ok && slices.Contains(keys, k) {
+			out[k] = v
+		}
 	}
-	return nil
+	return out
+}
+
+// memorySplit is where the daemon's resident memory is: the kernel's
+// split of VmRSS (/proc/PID/status: RssAnon, RssShmem, RssFile) and the
+// Go runtime's (the heap profile's MemStats: HeapInuse, HeapIdle −
+// HeapReleased = free but held, Sys), in MiB.
+func memorySplit(pid int, app string) (map[string]float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if f := strings.Fields(v); ok && len(f) == 2 && f[1] == "kB" && (k == "RssAnon" || k == "RssShmem" || k == "RssFile") {
+			kb, err := strconv.ParseFloat(f[0], 64)
+			if err != nil {
+				return nil, fmt.Errorf("proc status: %s: %w", k, err)
+			}
+			out[k] = kb / 1024
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	stats, err := exec.Command("ip", "netns", "exec", app, self, "fetch", "http://"+scalePprof+"/debug/pprof/heap?debug=1").Output()
+	if err != nil {
+		return nil, fmt.Errorf("fetch memstats: %w", err)
+	}
+	ms, err := parseMemStats(string(stats))
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range ms {
+		out[k] = v
+	}
+	return out, nil
+}
+
+// parseMemStats reads the runtime.MemStats lines of a debug=1 heap
+// profile ("# HeapInuse = 123") into MiB: HeapInuse, HeapFree (HeapIdle −
+// HeapReleased: the heap's free pages the runtime still holds), Sys.
+func parseMemStats(text string) (map[string]float64, error) {
+	v := map[string]float64{}
+	for _, l := range strings.Split(text, "\n") {
+		k, n, ok := strings.Cut(strings.TrimPrefix(l, "# "), " = ")
+		if !ok || !strings.HasPrefix(l, "# ") {
+			continue
+		}
+		if f, err := strconv.ParseFloat(strings.TrimSpace(n), 64); err == nil {
+			v[k] = f
+		}
+	}
+	for _, k := range []string{"HeapInuse", "HeapIdle", "HeapReleased", "Sys"} {
+		if _, ok := v[k]; !ok {
+			return nil, fmt.Errorf("heap profile: no MemStats %s", k)
+		}
+	}
+	const mib = 1 << 20
+	return map[string]float64{"HeapInuse": v["HeapInuse"] / mib, "HeapFree": (v["HeapIdle"] - v["HeapReleased"]) / mib, "Sys": v["Sys"] / mib}, nil
 }
 
 // fetchMain is `xlbbench fetch URL`: the body to stdout (run inside a
@@ -634,8 +781,16 @@ func printScale(w io.Writer, r *ScaleResults) {
 		r.Rules, r.Backends, r.DistinctBackends, r.Queues, r.Health, r.Revision, r.LoadAvg, r.LoadAvgAfter)
 	fmt.Fprintf(w, "| what | measured |\n|---|---|\n")
 	fmt.Fprintf(w, "| `xlb validate` | %.2f s |\n", r.ValidateSec)
-	fmt.Fprintf(w, "| start → serving | %.2f s |\n", r.StartSec)
+	fmt.Fprintf(w, "| start → serving | %.2f s %v |\n", r.StartSec, r.StartPhases)
 	fmt.Fprintf(w, "| daemon RSS after start | %.0f MiB |\n", r.RSSStartMiB)
+	if len(r.MemStart) > 0 {
+		keys := slices.Sorted(maps.Keys(r.MemStart))
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %.0f", k, r.MemStart[k]))
+		}
+		fmt.Fprintf(w, "| its split (MiB) | %s |\n", strings.Join(parts, ", "))
+	}
 	fmt.Fprintf(w, "| `xlb reload` after adding one backend to one rule | %.3f s |\n", r.ReloadSec)
 	fmt.Fprintf(w, "| RSS after that one reload | %.0f MiB |\n", r.RSSReloadMiB)
 	fmt.Fprintf(w, "| `xlb reload` removing it again | %.3f s, RSS %.0f MiB |\n", r.ReloadTwiceSec, r.RSSReload2MiB)
@@ -646,6 +801,12 @@ func printScale(w io.Writer, r *ScaleResults) {
 	fmt.Fprintf(w, "| daemon RSS peak (VmHWM) | %.0f MiB |\n", r.RSSHWMMiB)
 	if r.Health == "TCP" {
 		fmt.Fprintf(w, "| health TCP: daemon CPU, probes/s | %.1f %% of one CPU, %.0f/s |\n", 100*r.DaemonCPU, r.ProbesPerSec)
+	}
+	if len(r.StartCPUTop) > 0 {
+		fmt.Fprintf(w, "\nCPU of the start %s:\n%s\n", r.StartCPUProfile, strings.Join(r.StartCPUTop, "\n"))
+	}
+	if len(r.StartHeapTop) > 0 {
+		fmt.Fprintf(w, "\nheap (in use) one second after start %s:\n%s\n", r.StartHeapProfile, strings.Join(r.StartHeapTop, "\n"))
 	}
 	if len(r.HeapTop) > 0 {
 		fmt.Fprintf(w, "\nheap (in use) %s:\n%s\n", r.HeapProfile, strings.Join(r.HeapTop, "\n"))

@@ -94,3 +94,37 @@ func TestParseRSS(t *testing.T) {
 		t.Error("no error without the fields")
 	}
 }
+
+// TestParseMemStats: the MemStats lines of a debug=1 heap profile, in
+// MiB; a profile without them is an error.
+func TestParseMemStats(t *testing.T) {
+	text := "heap profile: 1: 2 [3: 4] @ heap/1048576\n\n# runtime.MemStats\n# Alloc = 1\n# Sys = 314572800\n# HeapIdle = 104857600\n# HeapInuse = 209715200\n# HeapReleased = 52428800\n"
+	got, err := parseMemStats(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"HeapInuse": 200, "HeapFree": 50, "Sys": 300}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v MiB, want %v", k, got[k], v)
+		}
+	}
+	if _, err := parseMemStats("heap profile: 1: 2\n# Alloc = 1\n"); err == nil {
+		t.Error("a profile without HeapInuse: no error")
+	}
+}
+
+// TestLogFields: the start's phases from the daemon's "serving" line.
+func TestLogFields(t *testing.T) {
+	line := `time=2026-12-02T02:00:00Z level=INFO msg=serving rules=1000 queues="[0 1]" config=310ms engine=52ms nexthops=1.2s publish=4.1s`
+	got := logFields(line, "config", "engine", "health", "nexthops", "publish")
+	want := map[string]string{"config": "310ms", "engine": "52ms", "nexthops": "1.2s", "publish": "4.1s"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}
