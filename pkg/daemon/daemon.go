@@ -77,7 +77,9 @@ type daemon struct {
 	probes   map[probeKey]probe
 	probers  proberCache // services.go: which rule probes a service's backend
 	nexthops map[nhKey]nexthop
-	requests chan func()
+	// templates shares the encapsulation templates (nexthop.go).
+	templates templateCache
+	requests  chan func()
 
 	mu     sync.Mutex // guards status
 	status publishedStatus
@@ -112,6 +114,9 @@ type daemon struct {
 	capturing atomic.Bool // a capture runs (capture.go)
 	events    eventLog    // events.go
 	started   time.Time   // when Run started (status: uptime)
+	// startPhases are the start's phases and their durations, logged
+	// with "serving" (where a slow start goes; bench/scale reads them).
+	startPhases []any
 }
 
 // Run loads the configuration, starts the data plane and serves until ctx
@@ -128,10 +133,12 @@ func Run(ctx context.Context, opts Options) error {
 	if s != nil {
 		return runSuccessor(ctx, opts, s)
 	}
+	t0 := time.Now()
 	d, err := newDaemon(opts)
 	if err != nil {
 		return err
 	}
+	d.phase("config", t0)
 	if d.store, err = loadStore(d.log); err != nil {
 		return err
 	}
@@ -250,6 +257,7 @@ func (d *daemon) Run(ctx context.Context) (err error) {
 	}
 	d.store.close()
 	d.storeArenas()
+	t := d.phase("engine", d.started)
 	d.resolver = neigh.New(nil)
 	d.checker = health.New(health.Options{OnChange: d.onHealth, Dial: d.dialProbe})
 	if err := d.checker.Set(d.healthTargets()); err != nil {
@@ -257,12 +265,15 @@ func (d *daemon) Run(ctx context.Context) (err error) {
 		d.finish()
 		return fmt.Errorf("start health checks: %w", err)
 	}
+	t = d.phase("health", t)
 	d.resolveAll(ctx)
+	t = d.phase("nexthops", t)
 	if err := d.publish(); err != nil {
 		d.exit = exitStop
 		d.finish()
 		return err
 	}
+	d.phase("publish", t)
 	return d.serve(ctx)
 }
 
@@ -291,7 +302,7 @@ func (d *daemon) serve(ctx context.Context) error {
 		signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR2)
 		defer signal.Stop(sigs)
 	}
-	d.log.Info("serving", "rules", len(d.cfg.Rules), "queues", d.engine.Queues(), "xdp_mode", d.engine.Mode().String(), "zerocopy", d.engine.ZeroCopy())
+	d.log.Info("serving", append([]any{"rules", len(d.cfg.Rules), "queues", d.engine.Queues(), "xdp_mode", d.engine.Mode().String(), "zerocopy", d.engine.ZeroCopy()}, d.startPhases...)...)
 	d.notify("READY=1\nSTATUS=serving")
 
 	tick := time.NewTicker(time.Second)
@@ -403,6 +414,14 @@ func (d *daemon) do(ctx context.Context, f func()) error {
 	}
 	<-done
 	return nil
+}
+
+// phase records that a phase of the start took from since to now, and
+// returns now.
+func (d *daemon) phase(name string, since time.Time) time.Time {
+	now := time.Now()
+	d.startPhases = append(d.startPhases, name, now.Sub(since).Round(time.Millisecond).String())
+	return now
 }
 
 // timerDue reports whether a rule must be computed again with time alone

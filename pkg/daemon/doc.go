@@ -8,8 +8,9 @@
 //	daemon.go    Options, Run, the daemon type and its control loop (signals,
 //	             timers, requests), do (run a function on the control goroutine)
 //	publish.go   recompute the rules a change touched (failover.Compute →
-//	             dataplane.BuildRule) and publish a snapshot sharing the
-//	             others; the published status
+//	             dataplane.BuildRule, the tables on one goroutine per CPU)
+//	             and publish a snapshot sharing the others; the published
+//	             status
 //	build.go     configuration → eligible-set input (failoverInput, shared with
 //	             simulate.go), rule match, XDP VIP set, failover policy
 //	enums.go     configuration enums → runtime values: one table per enum
@@ -21,7 +22,9 @@
 //	probepath.go data-path probes: which rules' checks take the data path, the
 //	             templates their probes use (the published snapshot's), the
 //	             probe path's life (pkg/probepath), the checker's dialer
-//	nexthop.go   next-hop resolution and the encapsulation templates built from it
+//	nexthop.go   next-hop resolution (in passes: a neighbour once for all
+//	             the backends behind it) and the encapsulation templates
+//	             built from it, shared by the rules that send alike
 //	reload.go    Reload: a new configuration in whole, or none of it
 //	reloadkeys.go which xlb.toml keys a reload applies live (metrics_listen
 //	             moves, control_socket_group) and which it refuses; the
@@ -86,6 +89,11 @@
 //     health verdicts, the next hops and the slot registry. Everything that
 //     changes them runs on it: signals, health changes, timers, and
 //     requests from other goroutines (do).
+//   - A publication that computes several rules builds their Maglev
+//     tables and digests on one goroutine per CPU, each reading only its
+//     rule's input, and waits for them (publish.go buildAll); a
+//     next-hop pass looks routes up on a few goroutines and each
+//     neighbour on one of its own, and waits for them (nexthop.go).
 //   - Health probers (pkg/health) run on their own goroutines and park
 //     their changes for the control goroutine. Those of data-path rules
 //     dial through pkg/probepath, whose reader goroutine encapsulates their

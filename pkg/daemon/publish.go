@@ -1,9 +1,13 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/xlbnet/xlb/failover"
@@ -185,6 +189,15 @@ type computed struct {
 	status  *ruleStatus
 	vips    []engine.VIP
 	pending []netip.Addr
+	at      int // the rule's place in the published status
+
+	// What prepare gives the build, and the build's results.
+	rv     *config.RuleView
+	st     *failover.State
+	warm   bool
+	build  dataplane.RuleConfig
+	built  *dataplane.Rule
+	digest string
 }
 
 // publish computes the touched and due rules, publishes a new snapshot
@@ -215,16 +228,25 @@ func (d *daemon) publish() error {
 			statuses = append(statuses, rt.status)
 			continue
 		}
-		c, err := d.compute(rv, now)
+		c, err := d.prepare(rv, now)
 		if err != nil {
 			return err
 		}
+		statuses = append(statuses, nil) // the status is made once the rule is built
+		c.at = len(statuses) - 1
+		done = append(done, c)
+	}
+	if err := buildAll(done, d.cfg.HashSeed, d.clock, p.snap != nil && p.snap.Seed == d.cfg.HashSeed); err != nil {
+		return err
+	}
+	for i := range done {
+		c := &done[i]
+		d.finishRule(c)
 		for int(c.rt.slot) >= len(rules) {
 			rules = append(rules, nil)
 		}
 		rules[c.rt.slot] = c.status.Built
-		statuses = append(statuses, c.status)
-		done = append(done, c)
+		statuses[c.at] = c.status
 		vipsChanged = vipsChanged || c.rt.status == nil || !slices.Equal(c.vips, c.rt.vips)
 	}
 	if len(d.rules) != len(d.view.Rules) {
@@ -282,10 +304,10 @@ func (d *daemon) publish() error {
 	return nil
 }
 
-// compute runs one rule's eligible-set engine and builds what the
-// workers read of it. It changes the rule's runtime (its failover state,
-// removed backends) but publishes nothing.
-func (d *daemon) compute(rv *config.RuleView, now time.Time) (computed, error) {
+// prepare runs one rule's eligible-set engine: the first, serial part
+// of computing a rule. It changes the rule's runtime (its failover
+// state, removed backends) but publishes nothing.
+func (d *daemon) prepare(rv *config.RuleView, now time.Time) (computed, error) {
 	r := rv.Rule
 	slot, err := d.reg.rule(r.Name)
 	if err != nil {
@@ -324,20 +346,73 @@ func (d *daemon) compute(rv *config.RuleView, now time.Time) (computed, error) {
 	if err != nil {
 		return computed{}, err
 	}
-	dr, err := dataplane.BuildRule(dataplane.RuleConfig{
-		Name: r.Name, Match: matchOf(r),
-		Affinity: affinities.of(r.SessionAffinity), Mode: trackingModes.of(r.ConnectionTracking.TrackingMode),
-		Persistence:      persistences.of(r.ConnectionTracking.PersistenceOnUnhealthy),
-		Idle:             r.ConnectionTracking.IdleTimeout,
-		FragmentTracking: r.FragmentTracking,
-		TableSize:        size,
-		ZoneClients:      policyOf(r).Zonal.Clients,
-		SourceRanges:     r.SourceRanges,
-		Tables:           &d.pub.tables,
-	}, st, d.cfg.HashSeed, d.clock)
-	if err != nil {
-		return computed{}, err
+	return computed{rt: rt, rv: rv, st: st, warm: warm, pending: pending, vips: vipsOf(r),
+		build: dataplane.RuleConfig{
+			Name: r.Name, Match: matchOf(r),
+			Affinity: affinities.of(r.SessionAffinity), Mode: trackingModes.of(r.ConnectionTracking.TrackingMode),
+			Persistence:      persistences.of(r.ConnectionTracking.PersistenceOnUnhealthy),
+			Idle:             r.ConnectionTracking.IdleTimeout,
+			FragmentTracking: r.FragmentTracking,
+			TableSize:        size,
+			ZoneClients:      policyOf(r).Zonal.Clients,
+			SourceRanges:     r.SourceRanges,
+			Tables:           &d.pub.tables,
+		}}, nil
+}
+
+// buildAll builds the rules prepare computed (their Maglev tables and
+// table digests), on as many goroutines as there are CPUs when there
+// are several: the second, parallel part of computing rules, which reads
+// nothing but its own rule (hash.Tables is safe for concurrent use), so
+// every rule's result is what a serial build gives
+// (docs/design.md#publication-that-costs-what-it-changes). sameSeed says
+// the previous snapshot had this seed (a rule whose tables did not change
+// keeps its digest then).
+func buildAll(cs []computed, seed uint64, clock dataplane.Clock, sameSeed bool) error {
+	one := func(c *computed) error {
+		dr, err := dataplane.BuildRule(c.build, c.st, seed, clock)
+		if err != nil {
+			return err
+		}
+		c.built = dr
+		// The digest hashes every slot: keep it while the tables and
+		// the seed are the ones it was computed from.
+		if old := c.rt.status; old != nil && sameSeed && old.Built.SameTables(dr) && old.Built.Affinity == dr.Affinity {
+			c.digest = old.Digest
+		} else {
+			c.digest = tableDigest(seed, dr)
+		}
+		return nil
 	}
+	workers := min(runtime.GOMAXPROCS(0), len(cs))
+	if workers <= 1 {
+		for i := range cs {
+			if err := one(&cs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var next atomic.Int64
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(cs); i = int(next.Add(1) - 1) {
+				errs[i] = one(&cs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// finishRule gives a built rule its encapsulation templates and makes
+// its status: the third, serial part of computing a rule.
+func (d *daemon) finishRule(c *computed) {
+	r, st, dr := c.rv.Rule, c.st, c.built
 	for i := range dr.Backends {
 		b := &dr.Backends[i]
 		if !b.Present {
@@ -347,21 +422,8 @@ func (d *daemon) compute(rv *config.RuleView, now time.Time) (computed, error) {
 			b.Template = t
 		}
 	}
-	// The digest hashes every slot: keep it while the tables and the
-	// seed are the ones it was computed from.
-	var digest string
-	if old := rt.status; old != nil && old.Built.SameTables(dr) && old.Built.Affinity == dr.Affinity && d.pub.snap != nil && d.pub.snap.Seed == d.cfg.HashSeed {
-		digest = old.Digest
-	} else {
-		digest = tableDigest(d.cfg.HashSeed, dr)
-	}
-	return computed{
-		rt:   rt,
-		vips: vipsOf(r),
-		status: &ruleStatus{Name: r.Name, VIP: r.VIP, Tier: st.Tier.String(), Reason: st.Reason, State: st, Rule: r, Slot: slot,
-			Eligible: len(st.Eligible), Warm: warm, Pending: pending, Built: dr, Digest: digest, Counts: countBackends(st)},
-		pending: pending,
-	}, nil
+	c.status = &ruleStatus{Name: r.Name, VIP: r.VIP, Tier: st.Tier.String(), Reason: st.Reason, State: st, Rule: r, Slot: c.rt.slot,
+		Eligible: len(st.Eligible), Warm: c.warm, Pending: c.pending, Built: dr, Digest: c.digest, Counts: countBackends(st)}
 }
 
 // tableSize is the Maglev table size of rule r: maglev_table_size when

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/xlbnet/xlb/hash"
 	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/dataplane"
+	"github.com/xlbnet/xlb/pkg/encap"
 	"github.com/xlbnet/xlb/pkg/health"
 	"github.com/xlbnet/xlb/pkg/neigh"
 )
@@ -174,6 +176,64 @@ func TestChangesCostWhatTheyChange(t *testing.T) {
 		if d.pub.snap.Matcher() != snapBefore.Matcher() {
 			t.Errorf("%s: the matcher was built again", s.name)
 		}
+	}
+}
+
+// TestParallelBuildIsSerialBuild: the rules a publication builds on
+// several goroutines are the rules one goroutine builds: the same tables
+// slot for slot (Placement) and digests, in the same order; and the rules
+// that send to one backend the same way share its template.
+func TestParallelBuildIsSerialBuild(t *testing.T) {
+	// 40 rules of 20 backends each from a pool of 60: neighbours share.
+	daemon := func() *daemon {
+		files := map[string]string{}
+		var pool []netip.Addr
+		for k := range 60 {
+			pool = append(pool, netip.AddrFrom4([4]byte{10, 9, 0, byte(1 + k)}))
+		}
+		for i := range 40 {
+			var bs []netip.Addr
+			for j := range 20 {
+				bs = append(bs, pool[(3*i+j)%len(pool)])
+			}
+			files[fmt.Sprintf("rules.d/r%05d.toml", i)] = scaleRuleFile(i, bs)
+		}
+		d, _ := testDaemon(t, files, pool)
+		return d
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	serial := daemon()
+	runtime.GOMAXPROCS(4)
+	parallel := daemon()
+	sst, pst := serial.Status().Rules, parallel.Status().Rules
+	if len(sst) != 40 || len(pst) != 40 {
+		t.Fatalf("%d and %d rules published, want 40", len(sst), len(pst))
+	}
+	shared := 0
+	templates := map[string]*encap.Template{}
+	for i := range sst {
+		a, b := sst[i], pst[i]
+		if a.Name != b.Name || a.Digest != b.Digest || a.Built.Table.Placement() != b.Built.Table.Placement() || a.Built.Table.Len() != 20 {
+			t.Errorf("rule %d: serial %s %s, parallel %s %s", i, a.Name, a.Digest, b.Name, b.Digest)
+		}
+		for _, be := range b.Built.Backends {
+			if !be.Present {
+				continue
+			}
+			if be.Template == nil {
+				t.Fatalf("rule %s: backend %s without a template", b.Name, be.Name)
+			}
+			if tm, ok := templates[be.Name]; ok {
+				if tm != be.Template {
+					t.Errorf("rule %s: backend %s has a template of its own", b.Name, be.Name)
+				}
+				shared++
+			}
+			templates[be.Name] = be.Template
+		}
+	}
+	if shared == 0 {
+		t.Error("no backend is in two rules: the test shows no sharing")
 	}
 }
 
