@@ -28,42 +28,26 @@ func TestVersion(t *testing.T) {
 		if err != nil {
 			t.Skip("skipped: the source is not a git checkout")
 		}
-		top, err := exec.Command(git, "rev-parse", "--show-toplevel").Output()
+		topOut, err := exec.Command(git, "rev-parse", "--show-toplevel").Output()
 		if err != nil {
 			t.Fatal(err)
 		}
 		// The go command stamps VCS information from a checkout whose .git
-		// is a directory (not from a git worktree's .git file), so build
-		// from a clone of HEAD.
+		// is a directory, not from a git worktree's .git file. A clean
+		// clone (CI) is built where it is: every package but main comes
+		// from the cache the tests filled. A worktree is built from a
+		// clone of HEAD with the tree's files copied over it (uncommitted
+		// changes make the build "modified", as the go command says of
+		// the tree itself); there every package of the module compiles
+		// again, for its directory is new.
+		top := strings.TrimSpace(string(topOut))
 		dir := t.TempDir()
-		src := filepath.Join(dir, "src")
-		if out, err := exec.Command(git, "clone", "--quiet", "--no-hardlinks", strings.TrimSpace(string(top)), src).CombinedOutput(); err != nil {
-			t.Fatalf("git clone: %v\n%s", err, out)
+		src := top
+		if fi, err := os.Stat(filepath.Join(top, ".git")); err != nil || !fi.IsDir() {
+			src = filepath.Join(dir, "src")
+			cloneTree(t, git, top, strings.TrimSpace(string(head)), src)
 		}
-		if out, err := exec.Command(git, "-C", src, "checkout", "--quiet", strings.TrimSpace(string(head))).CombinedOutput(); err != nil {
-			t.Fatalf("git checkout: %v\n%s", err, out)
-		}
-		// The tree as it is, uncommitted changes included: they make the
-		// build "modified", as the go command says of the tree itself.
-		files, err := exec.Command(git, "-C", strings.TrimSpace(string(top)), "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range strings.Split(strings.TrimRight(string(files), "\x00"), "\x00") {
-			data, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(top)), f))
-			if err != nil {
-				if os.IsNotExist(err) {
-					os.Remove(filepath.Join(src, f)) // deleted in the tree
-					continue
-				}
-				t.Fatal(err)
-			}
-			os.MkdirAll(filepath.Dir(filepath.Join(src, f)), 0o755)
-			if err := os.WriteFile(filepath.Join(src, f), data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		dirty, err := exec.Command(git, "-C", strings.TrimSpace(string(top)), "status", "--porcelain").Output()
+		dirty, err := exec.Command(git, "-C", top, "status", "--porcelain").Output()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,4 +69,34 @@ func TestVersion(t *testing.T) {
 		}
 		t.Logf("%s", out)
 	})
+}
+
+// cloneTree clones top at head into src and copies the tree's files (its
+// uncommitted changes included, its deletions applied) over the clone.
+func cloneTree(t *testing.T, git, top, head, src string) {
+	t.Helper()
+	if out, err := exec.Command(git, "clone", "--quiet", "--no-hardlinks", top, src).CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(git, "-C", src, "checkout", "--quiet", head).CombinedOutput(); err != nil {
+		t.Fatalf("git checkout: %v\n%s", err, out)
+	}
+	files, err := exec.Command(git, "-C", top, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range strings.Split(strings.TrimRight(string(files), "\x00"), "\x00") {
+		data, err := os.ReadFile(filepath.Join(top, f))
+		if err != nil {
+			if os.IsNotExist(err) {
+				os.Remove(filepath.Join(src, f)) // deleted in the tree
+				continue
+			}
+			t.Fatal(err)
+		}
+		os.MkdirAll(filepath.Dir(filepath.Join(src, f)), 0o755)
+		if err := os.WriteFile(filepath.Join(src, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
