@@ -153,15 +153,23 @@ func openQueues(t testing.TB, v *vethPair) (*xsk.Program, []*ring.Socket) {
 	return p, socks
 }
 
-func TestSocketVeth(t *testing.T) {
+// udpVIPQueues is openQueues with the UDP VIP addr:5000 in the program's
+// set and routed to x0 from the peer.
+func udpVIPQueues(t *testing.T, addr string) (*vethPair, []*ring.Socket, netip.Addr) {
+	t.Helper()
 	testutil.RequireRoot(t)
 	v := newVethPair(t)
 	p, socks := openQueues(t, v)
-	vip := netip.MustParseAddr("203.0.113.10")
+	vip := netip.MustParseAddr(addr)
 	if err := p.AddVIP(xsk.VIP{Addr: vip, Proto: 17, Port: 5000}); err != nil {
 		t.Fatal(err)
 	}
 	v.routeVIP(t, vip.String())
+	return v, socks, vip
+}
+
+func TestSocketVeth(t *testing.T) {
+	v, socks, vip := udpVIPQueues(t, "203.0.113.10")
 
 	// The peer sends UDP to the VIP from several source ports (spread
 	// over both TX queues of p0), and to a non-VIP port.
@@ -688,14 +696,7 @@ func sendDatagrams(network string, dst netip.Addr, prefix string, from, to int) 
 // sockets, checks the kernel took the options, and receives every datagram
 // with BusyPoll as the only wake-up; turning it off clears the options.
 func TestSocketBusyPoll(t *testing.T) {
-	testutil.RequireRoot(t)
-	v := newVethPair(t)
-	p, socks := openQueues(t, v)
-	vip := netip.MustParseAddr("203.0.113.11")
-	if err := p.AddVIP(xsk.VIP{Addr: vip, Proto: 17, Port: 5000}); err != nil {
-		t.Fatal(err)
-	}
-	v.routeVIP(t, vip.String())
+	v, socks, vip := udpVIPQueues(t, "203.0.113.11")
 	// SO_BUSY_POLL_BUDGET cannot be read back (the kernel has no
 	// getsockopt for it); SetBusyPoll fails if setting it fails.
 	want := map[int]int{unix.SO_PREFER_BUSY_POLL: 1, unix.SO_BUSY_POLL: 50}
