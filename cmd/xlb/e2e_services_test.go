@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,9 +22,10 @@ var serviceRules = []string{"udp4", "udp6", "web4", "web6"}
 // writeServiceConfig writes the lab's web4, web6, udp4 and udp6 rules (the
 // UDP ones on the echo port only) as four rules naming one backend service
 // www (services.d/www.toml) whose backends are the lab backends' IPv6
-// tunnel addresses, so the IPv4 VIP reaches them IPv4 inside IPv6, and
-// whose HTTP check probes through the data path. It returns xlb.toml's
-// path.
+// tunnel addresses, so the IPv4 VIP reaches them IPv4 inside IPv6, whose
+// HTTP check probes through the data path, and whose source_ranges admit
+// the client addresses but the last of each family (admitted). It returns
+// xlb.toml's path.
 func writeServiceConfig(t *testing.T, l *lab.Lab, dir string) string {
 	t.Helper()
 	udp := func(name string) lab.Rule {
@@ -46,6 +48,7 @@ func writeServiceConfig(t *testing.T, l *lab.Lab, dir string) string {
 	// The service: web6's tables ([encap], [health_check], [[group]]).
 	service := web6[strings.Index(web6, "\n[")+1:]
 	service = strings.Replace(service, "[health_check]\n", "[health_check]\npath = \"DATA_PATH\"\n", 1)
+	service = sourceRangesTOML(append(admitted(l, 4), admitted(l, 6)...)) + service
 	os.MkdirAll(filepath.Join(dir, "services.d"), 0o755)
 	if err := os.WriteFile(filepath.Join(dir, "services.d", "www.toml"), []byte(service), 0o644); err != nil {
 		t.Fatal(err)
@@ -61,14 +64,43 @@ func writeServiceConfig(t *testing.T, l *lab.Lab, dir string) string {
 	return cfg
 }
 
+// admitted are the client addresses of family that the service's
+// source_ranges admit: all but the last.
+func admitted(l *lab.Lab, family int) []netip.Addr {
+	all := clientsOf(l, family)
+	return all[:len(all)-1]
+}
+
+// tcpOn opens a TCP connection from every admitted client address of
+// family to the VIP's HTTP port and counts the backends that answered, by
+// index; errs counts the connections nobody answered.
+func tcpOn(t *testing.T, l *lab.Lab, family int) (per []int, errs int) {
+	t.Helper()
+	per = make([]int, len(l.Backends))
+	for _, src := range admitted(l, family) {
+		k, err := dialVIP(l, src, vipOf(l, family))
+		if err != nil {
+			errs++
+			continue
+		}
+		if b := k.on(); b >= 0 {
+			per[b]++
+		} else {
+			errs++
+		}
+		k.c.Close()
+	}
+	return per, errs
+}
+
 // udpOn opens a UDP flow (a new socket, so a new connection) from every
-// client address of family to the VIP's echo port and counts the backends
-// that answered, by index; errs counts the flows nobody answered.
+// admitted client address of family to the VIP's echo port and counts the
+// backends that answered, by index; errs counts the flows nobody answered.
 func udpOn(t *testing.T, l *lab.Lab, family int) (per []int, errs int) {
 	t.Helper()
 	per = make([]int, len(l.Backends))
 	dst := netip.AddrPortFrom(vipOf(l, family), l.Opts.UDPPort)
-	for _, src := range clientsOf(l, family) {
+	for _, src := range admitted(l, family) {
 		f := openUDPFlow(t, l, src, dst)
 		if b := f.who(16); b >= 0 {
 			per[b]++
@@ -80,8 +112,8 @@ func udpOn(t *testing.T, l *lab.Lab, family int) (per []int, errs int) {
 	return per, errs
 }
 
-// onlyOnUDP is onlyOn for udpOn's counts.
-func onlyOnUDP(per []int, errs int, idx ...int) bool {
+// onlyOnCounts is onlyOn for tcpOn's and udpOn's counts.
+func onlyOnCounts(per []int, errs int, idx ...int) bool {
 	return onlyOn(lab.DriveResult{PerBackend: per, Errors: errs}, idx...)
 }
 
@@ -91,10 +123,10 @@ func onlyOnUDP(per []int, errs int, idx ...int) bool {
 func serviceGoesTo(t *testing.T, l *lab.Lab, when string, idx ...int) {
 	t.Helper()
 	for _, fam := range []int{4, 6} {
-		if res := driveFor(t, l, 80, fam, 2*time.Second); !onlyOn(res, idx...) {
-			t.Errorf("%s: TCP over IPv%d: %s, want answers from be%v only", when, fam, describe(res), idx)
+		if per, errs := tcpOn(t, l, fam); !onlyOnCounts(per, errs, idx...) {
+			t.Errorf("%s: TCP over IPv%d: %v, %d unanswered, want answers from be%v only", when, fam, per, errs, idx)
 		}
-		if per, errs := udpOn(t, l, fam); !onlyOnUDP(per, errs, idx...) {
+		if per, errs := udpOn(t, l, fam); !onlyOnCounts(per, errs, idx...) {
 			t.Errorf("%s: UDP over IPv%d: %v, %d unanswered, want answers from be%v only", when, fam, per, errs, idx)
 		}
 	}
@@ -111,7 +143,8 @@ func serviceGoesTo(t *testing.T, l *lab.Lab, when string, idx ...int) {
 // name takes the backend out of all four and an undrain through one rule
 // brings it back; a backend failing its check turns UNHEALTHY in all four
 // at once, and the event, the log line, the health detail and the metrics
-// name the service and its rules.
+// name the service and its rules. The service's source_ranges refuse a
+// client of each family on all four rules, counted.
 func TestWireBackendService(t *testing.T) {
 	wireTest(t)
 	l := labWith(t, lab.Options{Backends: 2, ClientAddrs: 40})
@@ -130,6 +163,31 @@ func TestWireBackendService(t *testing.T) {
 	probes0, _ := probes()
 	t0 := time.Now()
 	serviceGoesTo(t, l, "before the drain", 0, 1)
+	// The service's source_ranges hold for its four rules: the last client
+	// address of each family gets nothing, TCP or UDP, and is counted.
+	refusedBefore := x.status(t).Counters.Drops["source-range"]
+	var refusals sync.WaitGroup
+	for _, fam := range []int{4, 6} {
+		src := clientsOf(l, fam)[len(clientsOf(l, fam))-1]
+		refusals.Add(2)
+		go func() {
+			defer refusals.Done()
+			if !refusedTCP(l, src, vipOf(l, fam)) {
+				t.Errorf("TCP from %s, outside the service's source_ranges, was answered", src)
+			}
+		}()
+		go func() {
+			defer refusals.Done()
+			f := openUDPFlow(t, l, src, netip.AddrPortFrom(vipOf(l, fam), l.Opts.UDPPort))
+			if b := f.who(16); b >= 0 {
+				t.Errorf("UDP from %s, outside the service's source_ranges, reached be%d", src, b)
+			}
+		}()
+	}
+	refusals.Wait()
+	if n := x.status(t).Counters.Drops["source-range"] - refusedBefore; n < 4 {
+		t.Errorf("%d source-range drops for a SYN and a datagram of each family, want at least 4", n)
+	}
 
 	st := x.status(t)
 	digest := ruleStatus(t, st, "web4").TableDigest
