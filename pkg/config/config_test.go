@@ -619,7 +619,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 // knownKeys collects every key name the loader asks for, by reading an
 // xlb.toml and a rule with an inline backend table.
 func knownKeys(t *testing.T) []string {
-	f := &srcFile{name: "x", is: &issues{}, lines: keyLines{}, asked: map[string]bool{}}
+	f := &srcFile{name: "x", is: &issues{}, asked: map[string]bool{}}
 	cfg := Default()
 	readMain(newTable(f, "", map[string]any{}), &cfg)
 	readRule(newTable(f, "", map[string]any{

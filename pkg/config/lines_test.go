@@ -98,3 +98,24 @@ func TestParentPath(t *testing.T) {
 		}
 	}
 }
+
+// TestLazyLines: a document's key lines are scanned at the first line a
+// message asks for, not before, and give what the scan gives; the text
+// is dropped then. A nil one knows no line.
+func TestLazyLines(t *testing.T) {
+	doc := "name = \"web\"\n\n[[group]]\nname = \"a\"\nbackends = [\n  \"10.0.0.1\",\n  \"10.0.0.2\",\n]\n"
+	l := newLazyLines(doc)
+	if l.lines != nil {
+		t.Fatal("scanned before any line was asked for")
+	}
+	if got := l.line("group[0].backends[1]"); got != 7 {
+		t.Errorf("group[0].backends[1] on line %d, want 7", got)
+	}
+	if l.text != "" || l.line("name") != 1 {
+		t.Errorf("after the scan: text kept (%d bytes) or name not on line 1", len(l.text))
+	}
+	var none *lazyLines
+	if none.line("name") != 0 {
+		t.Error("a nil lazyLines knows a line")
+	}
+}

@@ -143,7 +143,7 @@ func decodeFile(f *srcFile, data []byte) *table {
 		f.is.errorf(f.name, p.Line, "", "%s", pe.Message)
 		return nil
 	}
-	f.lines = scanKeyLines(text)
+	f.lines = newLazyLines(text)
 	return newTable(f, "", m)
 }
 

@@ -12,7 +12,7 @@ import (
 // shared issue list.
 type srcFile struct {
 	name  string
-	lines keyLines
+	lines *lazyLines
 	is    *issues
 	asked map[string]bool // when not nil, every key name a getter asked for (tests)
 	// placeholders are lines whose out-of-range integer decodeFile

@@ -23,9 +23,9 @@ type State struct {
 	Overrides []Override     // sorted by rule, then backend
 	Appliance ApplianceState // xlb appliance drain (appliance_state.go)
 
-	file  string   // display name of the file it was loaded from, for issues
-	lines keyLines // key lines of that file
-	index []int    // index[i]: position in the loaded file of Overrides[i], -1 if new
+	file  string     // display name of the file it was loaded from, for issues
+	lines *lazyLines // key lines of that file
+	index []int      // index[i]: position in the loaded file of Overrides[i], -1 if new
 }
 
 // Override is everything the CLI changed about one backend of one rule,
