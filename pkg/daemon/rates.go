@@ -29,7 +29,9 @@ type sample struct {
 	// queueDrops are drops (not passes) by queue id.
 	queueDrops map[int]uint64
 	// backend: packets, bytes, new connections by (rule slot, backend
-	// slot); nil: not counted per backend.
+	// slot), only those with a count (at 1000 rules × 100 backends
+	// without traffic, 14 MB less every 2 s); nil: not counted per
+	// backend.
 	backend map[[2]uint32]dataplane.Totals
 }
 
@@ -66,7 +68,9 @@ func (d *daemon) takeSample() *sample {
 				n.Bytes += t.Bytes
 				n.Conns += t.Conns
 			}
-			s.backend[[2]uint32{uint32(ri), uint32(bi)}] = n
+			if n != (dataplane.Totals{}) { // readers take a missing backend as zeros
+				s.backend[[2]uint32{uint32(ri), uint32(bi)}] = n
+			}
 		}
 	}
 	return s

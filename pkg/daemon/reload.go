@@ -35,18 +35,21 @@ func (d *daemon) reload(force bool) (warnings []string, err error) {
 	if d.loader != nil {
 		load = d.loader.Load
 	}
+	t0 := time.Now()
 	cfg, ws, err := load(d.opts.ConfigPath)
 	for _, w := range ws {
 		d.log.Warn("configuration", "warning", w.String())
 		warnings = append(warnings, w.String())
 	}
-	revived, err := d.apply(cfg, err, force)
+	revived, err := d.apply(cfg, err, force, t0)
 	return append(warnings, revived...), err
 }
 
 // apply checks and applies a loaded configuration (err: Load's error). It
 // returns the overrides the new configuration applies again (warnings).
-func (d *daemon) apply(cfg *config.Config, err error, force bool) (revived []string, _ error) {
+// t0 is when the reload began (the "reloaded" line says how long it took
+// in the daemon, the files read and checked included).
+func (d *daemon) apply(cfg *config.Config, err error, force bool, t0 time.Time) (revived []string, _ error) {
 	if err != nil {
 		var cerr *config.Error
 		if errors.As(err, &cerr) {
@@ -137,7 +140,7 @@ func (d *daemon) apply(cfg *config.Config, err error, force bool) (revived []str
 	for _, w := range revived {
 		d.log.Warn("state overlay", "warning", w)
 	}
-	d.log.Info("reloaded", "config", cfg.Path, "rules", len(cfg.Rules), "changed", len(changed))
+	d.log.Info("reloaded", "config", cfg.Path, "rules", len(cfg.Rules), "changed", len(changed), "took", time.Since(t0).Round(10*time.Microsecond).String())
 	return revived, nil
 }
 
