@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -19,6 +20,30 @@ type forwarder struct {
 	stop func() error
 	// ready is the log line that said it was ready.
 	ready string
+	// reloaded is the latest "msg=reloaded" line, and a channel poked when
+	// one comes (the daemon says there how long a reload took).
+	mu       sync.Mutex
+	reloaded string
+	reloads  chan struct{}
+}
+
+// lastReload returns the latest "msg=reloaded" line, waiting up to
+// timeout for one after the line prev.
+func (f *forwarder) lastReload(prev string, timeout time.Duration) string {
+	deadline := time.After(timeout)
+	for {
+		f.mu.Lock()
+		l := f.reloaded
+		f.mu.Unlock()
+		if l != prev {
+			return l
+		}
+		select {
+		case <-f.reloads:
+		case <-deadline:
+			return ""
+		}
+	}
 }
 
 // Stop stops the forwarder; a failure is reported, not returned (the
@@ -123,6 +148,7 @@ func startAndWaitFor(cmd *exec.Cmd, ready string, cleanup func(), timeout time.D
 	var log strings.Builder
 	readyCh := make(chan struct{})
 	var readyLine string
+	f := &forwarder{pid: cmd.Process.Pid, reloads: make(chan struct{}, 1)}
 	exited := make(chan error, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -137,6 +163,15 @@ func startAndWaitFor(cmd *exec.Cmd, ready string, cleanup func(), timeout time.D
 				tail = append(tail, sc.Text())
 				if len(tail) > 256 {
 					tail = tail[1:]
+				}
+			}
+			if strings.Contains(sc.Text(), "msg=reloaded") {
+				f.mu.Lock()
+				f.reloaded = sc.Text()
+				f.mu.Unlock()
+				select {
+				case f.reloads <- struct{}{}:
+				default:
 				}
 			}
 			if !closed && strings.Contains(sc.Text(), ready) {
@@ -167,7 +202,8 @@ func startAndWaitFor(cmd *exec.Cmd, ready string, cleanup func(), timeout time.D
 	}
 	select {
 	case <-readyCh:
-		return &forwarder{pid: cmd.Process.Pid, stop: stop, ready: readyLine}, nil
+		f.stop, f.ready = stop, readyLine
+		return f, nil
 	case err := <-exited:
 		exited <- err
 		if cleanup != nil {

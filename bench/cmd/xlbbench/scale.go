@@ -92,10 +92,15 @@ type ScaleResults struct {
 	StartCPUProfile string   `json:"start_cpu_profile,omitempty"`
 	StartCPUTop     []string `json:"start_cpu_top,omitempty"`
 	// One backend added to one rule file, then `xlb reload`.
-	ReloadSec      float64 `json:"reload_one_backend_sec"`
-	RSSReloadMiB   float64 `json:"rss_after_reload_mib"`
-	ReloadTwiceSec float64 `json:"reload_back_sec"` // the backend removed again
-	RSSReload2MiB  float64 `json:"rss_after_second_reload_mib"`
+	ReloadSec float64 `json:"reload_one_backend_sec"`
+	// ReloadDaemon is the daemon's own time for that reload, from its
+	// "reloaded" line (took=…): without the CLI process and its round
+	// trip.
+	ReloadDaemon      string  `json:"reload_one_backend_daemon,omitempty"`
+	ReloadTwiceDaemon string  `json:"reload_back_daemon,omitempty"`
+	RSSReloadMiB      float64 `json:"rss_after_reload_mib"`
+	ReloadTwiceSec    float64 `json:"reload_back_sec"` // the backend removed again
+	RSSReload2MiB     float64 `json:"rss_after_second_reload_mib"`
 	// CLI changes of one backend of one rule.
 	DrainSec   float64 `json:"backend_drain_sec"`
 	UndrainSec float64 `json:"backend_undrain_sec"`
@@ -520,11 +525,13 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 		return err
 	}
 	res.ReloadSec = d.Seconds()
+	line := fw.lastReload("", 5*time.Second)
+	res.ReloadDaemon = logFields(line, "took")["took"]
 	time.Sleep(time.Second)
 	if res.RSSReloadMiB, _, err = rssMiB(fw.pid); err != nil {
 		return err
 	}
-	progress("reload after adding %s to %s: %.3f s, RSS %.0f MiB", added, rule, res.ReloadSec, res.RSSReloadMiB)
+	progress("reload after adding %s to %s: %.3f s (in the daemon %s), RSS %.0f MiB", added, rule, res.ReloadSec, res.ReloadDaemon, res.RSSReloadMiB)
 	if err := os.WriteFile(file, []byte(ruleFile(o, mid, bs)), 0o644); err != nil {
 		return err
 	}
@@ -532,11 +539,12 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 		return err
 	}
 	res.ReloadTwiceSec = d.Seconds()
+	res.ReloadTwiceDaemon = logFields(fw.lastReload(line, 5*time.Second), "took")["took"]
 	time.Sleep(time.Second)
 	if res.RSSReload2MiB, _, err = rssMiB(fw.pid); err != nil {
 		return err
 	}
-	progress("reload removing it again: %.3f s, RSS %.0f MiB", res.ReloadTwiceSec, res.RSSReload2MiB)
+	progress("reload removing it again: %.3f s (in the daemon %s), RSS %.0f MiB", res.ReloadTwiceSec, res.ReloadTwiceDaemon, res.RSSReload2MiB)
 
 	if d, _, err = timed(o.xlb, "backend", "drain", "-c", cfg, "--rule", rule, bs[0].String()); err != nil {
 		return err
@@ -791,9 +799,9 @@ func printScale(w io.Writer, r *ScaleResults) {
 		}
 		fmt.Fprintf(w, "| its split (MiB) | %s |\n", strings.Join(parts, ", "))
 	}
-	fmt.Fprintf(w, "| `xlb reload` after adding one backend to one rule | %.3f s |\n", r.ReloadSec)
+	fmt.Fprintf(w, "| `xlb reload` after adding one backend to one rule | %.3f s (in the daemon %s) |\n", r.ReloadSec, r.ReloadDaemon)
 	fmt.Fprintf(w, "| RSS after that one reload | %.0f MiB |\n", r.RSSReloadMiB)
-	fmt.Fprintf(w, "| `xlb reload` removing it again | %.3f s, RSS %.0f MiB |\n", r.ReloadTwiceSec, r.RSSReload2MiB)
+	fmt.Fprintf(w, "| `xlb reload` removing it again | %.3f s (in the daemon %s), RSS %.0f MiB |\n", r.ReloadTwiceSec, r.ReloadTwiceDaemon, r.RSSReload2MiB)
 	fmt.Fprintf(w, "| `xlb backend drain` / `undrain` | %.3f s / %.3f s |\n", r.DrainSec, r.UndrainSec)
 	for _, rd := range r.Reads {
 		fmt.Fprintf(w, "| `%s` | %.3f s (%d bytes) |\n", rd.Command, rd.Sec, rd.Bytes)
