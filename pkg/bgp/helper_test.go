@@ -24,10 +24,55 @@ const helperEnv = "XLB_BGP_TEST_SPEAKER"
 // (StartBFD) and starts the speaker, taking them over, only on "start".
 const helperCarriedEnv = "XLB_BGP_TEST_CARRIED"
 
+// hostRange is n host prefixes from addr up.
+func hostRange(addr netip.Addr, n int) []netip.Prefix {
+	out := make([]netip.Prefix, 0, n)
+	for range n {
+		out = append(out, HostPrefix(addr))
+		addr = addr.Next()
+	}
+	return out
+}
+
+// rangeCommand announces or withdraws "ADDR N each|batch".
+func (s *Speaker) rangeCommand(announce bool, arg string) error {
+	var a string
+	var n int
+	var how string
+	if _, err := fmt.Sscan(arg, &a, &n, &how); err != nil {
+		return fmt.Errorf("want ADDR N each|batch: %w", err)
+	}
+	addr, err := netip.ParseAddr(a)
+	if err != nil {
+		return err
+	}
+	ps := hostRange(addr, n)
+	switch {
+	case how == "batch" && announce:
+		return s.Update(ps, nil)
+	case how == "batch":
+		return s.Update(nil, ps)
+	case how != "each":
+		return fmt.Errorf("%q: want each or batch", how)
+	}
+	for _, p := range ps {
+		if announce {
+			err = s.Announce(p)
+		} else {
+			err = s.Withdraw(p)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // runHelper reads Options (JSON) from the environment, starts a speaker
 // (or, as a successor, its BFD sessions) and executes one command per
 // stdin line: "start" (a successor's speaker), "announce PREFIX",
-// "withdraw PREFIX", "peers", "holdbfd on|off", "bfdexport", "close",
+// "withdraw PREFIX", "announce-range" and "withdraw-range" (rangeCommand),
+// "sent" (UpdatesSent), "peers", "holdbfd on|off", "bfdexport", "close",
 // "detach". Each gets
 // one reply line: "ok", JSON, or "error: …".
 func runHelper() int {
@@ -83,6 +128,19 @@ func runHelper() int {
 					err = s.Withdraw(p)
 				}
 			}
+		case "announce-range", "withdraw-range":
+			// "announce-range ADDR N each|batch": N host prefixes from
+			// ADDR, one call per prefix or one Update.
+			err = s.rangeCommand(cmd == "announce-range", arg)
+		case "sent":
+			sent, err := s.UpdatesSent(context.Background())
+			if err != nil {
+				fmt.Println("error:", err)
+				continue
+			}
+			b, _ := json.Marshal(sent)
+			fmt.Println(string(b))
+			continue
 		case "peers":
 			b, _ := json.Marshal(s.Peers())
 			fmt.Println(string(b))

@@ -179,11 +179,9 @@ func Start(ctx context.Context, o Options) (*Speaker, error) {
 		s.stop(false)
 		return nil, fmt.Errorf("watch bgp peers: %w", err)
 	}
-	for _, p := range o.Announce {
-		if err := s.Announce(p); err != nil {
-			s.stop(false)
-			return nil, err
-		}
+	if err := s.Update(o.Announce, nil); err != nil {
+		s.stop(false)
+		return nil, err
 	}
 	err := s.SetPeers(ctx, o.Peers)
 	// Only the peers of the hand-over restart: a peer a reload adds later,
@@ -482,58 +480,112 @@ func (s *Speaker) path(p netip.Prefix) (*apiutil.Path, error) {
 
 // Announce originates prefix (a VIP's host prefix) to every peer of its
 // family. Announcing an announced prefix does nothing.
-func (s *Speaker) Announce(prefix netip.Prefix) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return errors.New("bgp: speaker stopped")
-	}
-	if _, ok := s.announced[prefix]; ok {
-		return nil
-	}
-	return s.addLocked(prefix)
-}
-
-func (s *Speaker) addLocked(prefix netip.Prefix) error {
-	p, err := s.path(prefix)
-	if err != nil {
-		return fmt.Errorf("announce %s: %w", prefix, err)
-	}
-	resp, err := s.srv.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{p}})
-	if err != nil {
-		return fmt.Errorf("announce %s: %w", prefix, err)
-	}
-	s.announced[prefix] = resp[0].UUID
-	return nil
-}
+func (s *Speaker) Announce(prefix netip.Prefix) error { return s.Update([]netip.Prefix{prefix}, nil) }
 
 // Withdraw stops announcing prefix. Withdrawing what is not announced does
 // nothing.
-func (s *Speaker) Withdraw(prefix netip.Prefix) error {
+func (s *Speaker) Withdraw(prefix netip.Prefix) error { return s.Update(nil, []netip.Prefix{prefix}) }
+
+// WithdrawAll withdraws every prefix, in one batch.
+func (s *Speaker) WithdrawAll() error { return s.Update(nil, s.Announced()) }
+
+// Update announces the prefixes of announce that are not announced yet
+// and withdraws those of withdraw that are, as one batch: one call into
+// GoBGP for the announcements and one for the withdrawals, so GoBGP's
+// sender, which packs the paths queued for a peer into as few UPDATEs as
+// 4096 bytes allow, finds them together
+// (docs/design.md#vip-announcements-at-scale). A withdrawal goes by path:
+// by UUID GoBGP walks its whole table for each one. Errors name the
+// prefixes they concern; what succeeded stays done.
+func (s *Speaker) Update(announce, withdraw []netip.Prefix) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id, ok := s.announced[prefix]
-	if !ok || s.stopped {
+	if s.stopped {
+		if len(announce) > 0 {
+			return errors.New("bgp: speaker stopped")
+		}
 		return nil
 	}
-	if err := s.srv.DeletePath(apiutil.DeletePathRequest{UUIDs: []uuid.UUID{id}}); err != nil {
-		return fmt.Errorf("withdraw %s: %w", prefix, err)
+	var add []netip.Prefix
+	for _, p := range announce {
+		if _, ok := s.announced[p]; !ok && !slices.Contains(add, p) {
+			add = append(add, p)
+		}
 	}
-	delete(s.announced, prefix)
-	return nil
+	var del []netip.Prefix
+	for _, p := range withdraw {
+		if _, ok := s.announced[p]; ok && !slices.Contains(del, p) {
+			del = append(del, p)
+		}
+	}
+	return errors.Join(s.deleteLocked(del), s.addLocked(add))
 }
 
-// WithdrawAll withdraws every prefix.
-func (s *Speaker) WithdrawAll() error {
+// addLocked adds the paths of prefixes to GoBGP in one request (an
+// announced prefix is replaced: its attributes changed).
+func (s *Speaker) addLocked(prefixes []netip.Prefix) error {
+	if len(prefixes) == 0 {
+		return nil
+	}
+	paths := make([]*apiutil.Path, 0, len(prefixes))
+	for _, prefix := range prefixes {
+		p, err := s.path(prefix)
+		if err != nil {
+			return fmt.Errorf("announce %s: %w", prefix, err)
+		}
+		paths = append(paths, p)
+	}
+	resp, err := s.srv.AddPath(apiutil.AddPathRequest{Paths: paths})
 	var errs []error
-	for _, p := range s.Announced() {
-		errs = append(errs, s.Withdraw(p))
+	for i, r := range resp {
+		if r.Error != nil {
+			errs = append(errs, fmt.Errorf("announce %s: %w", prefixes[i], r.Error))
+			continue
+		}
+		s.announced[prefixes[i]] = r.UUID
+	}
+	if err != nil && len(errs) == 0 {
+		errs = append(errs, fmt.Errorf("announce %s: %w", describe(prefixes), err))
 	}
 	return errors.Join(errs...)
 }
 
+// deleteLocked withdraws prefixes in one request, by path: a withdrawal
+// by UUID walks GoBGP's whole table for each UUID.
+func (s *Speaker) deleteLocked(prefixes []netip.Prefix) error {
+	if len(prefixes) == 0 {
+		return nil
+	}
+	paths := make([]*apiutil.Path, 0, len(prefixes))
+	for _, prefix := range prefixes {
+		p, err := s.path(prefix)
+		if err != nil {
+			return fmt.Errorf("withdraw %s: %w", prefix, err)
+		}
+		p.Withdrawal = true
+		paths = append(paths, p)
+	}
+	if err := s.srv.DeletePath(apiutil.DeletePathRequest{Paths: paths}); err != nil {
+		return fmt.Errorf("withdraw %s: %w", describe(prefixes), err)
+	}
+	for _, p := range prefixes {
+		delete(s.announced, p)
+	}
+	return nil
+}
+
+// describe names a batch of prefixes in an error: the first, and how
+// many more.
+func describe(prefixes []netip.Prefix) string {
+	if len(prefixes) == 1 {
+		return prefixes[0].String()
+	}
+	return fmt.Sprintf("%s and %d more", prefixes[0], len(prefixes)-1)
+}
+
 // SetAttributes changes the attributes of every announcement; announced
-// prefixes are sent again with them (an implicit withdraw at the routers).
+// prefixes are sent again with them (an implicit withdraw at the routers),
+// in one batch.
 func (s *Speaker) SetAttributes(a Attributes) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -541,11 +593,28 @@ func (s *Speaker) SetAttributes(a Attributes) error {
 		return nil
 	}
 	s.attrs = a
-	var errs []error
+	all := make([]netip.Prefix, 0, len(s.announced))
 	for p := range s.announced {
-		errs = append(errs, s.addLocked(p))
+		all = append(all, p)
 	}
-	return errors.Join(errs...)
+	slices.SortFunc(all, comparePrefix)
+	return s.addLocked(all)
+}
+
+// UpdatesSent returns the UPDATE messages sent to each peer since its
+// session came up, as GoBGP counts them (End-of-RIB included): what a
+// batch of announcements cost on the wire.
+func (s *Speaker) UpdatesSent(ctx context.Context) (map[netip.Addr]uint64, error) {
+	out := map[netip.Addr]uint64{}
+	err := s.srv.ListPeer(ctx, &api.ListPeerRequest{}, func(p *api.Peer) {
+		if p.State == nil || p.State.Messages == nil || p.State.Messages.Sent == nil {
+			return
+		}
+		if a, err := netip.ParseAddr(p.State.NeighborAddress); err == nil {
+			out[a] = p.State.Messages.Sent.Update
+		}
+	})
+	return out, err
 }
 
 // Close ends every session with a NOTIFICATION (Cease), so the routers drop

@@ -189,7 +189,9 @@ func (d *daemon) holdBFD(hold bool) {
 
 // announce makes every VIP's announcement follow the published state and
 // the appliance drain. It runs on the control goroutine after every
-// publication and every appliance drain or undrain.
+// publication and every appliance drain or undrain. Every change goes to
+// the speaker in one batch (bgp.Speaker.Update), so a thousand VIPs that
+// become announceable together leave in a few UPDATEs.
 func (d *daemon) announce() {
 	b := d.bgp.Load()
 	if b == nil {
@@ -200,63 +202,92 @@ func (d *daemon) announce() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.drained = d.state.Appliance.Drained
+	type change struct {
+		vip  netip.Addr
+		w    vipDecision
+		gone bool // no rule has the VIP any more
+	}
+	var changes []change
 	for vip, old := range b.vips {
 		if _, still := want[vip]; !still {
 			if old.announced {
-				d.bgpChange(b, vip, false, "no rule has this VIP any more")
+				changes = append(changes, change{vip: vip, w: vipDecision{reason: "no rule has this VIP any more"}, gone: true})
 			}
 			delete(b.vips, vip)
 		}
 	}
 	for vip, w := range want {
 		old, had := b.vips[vip]
-		if had && old.announced == w.announced {
+		switch {
+		case had && old.announced == w.announced:
 			old.reason = w.reason // the reason may change while the decision stays
 			b.vips[vip] = old
-			continue
+		case !had && !w.announced:
+			w.since = now
+			b.vips[vip] = w
+		default:
+			changes = append(changes, change{vip: vip, w: w})
 		}
-		if (had || w.announced) && !d.bgpChange(b, vip, w.announced, w.reason) {
+	}
+	if len(changes) == 0 {
+		return
+	}
+	slices.SortFunc(changes, func(x, y change) int { return x.vip.Compare(y.vip) })
+	var announce, withdraw []netip.Prefix
+	for _, c := range changes {
+		if c.w.announced {
+			announce = append(announce, bgp.HostPrefix(c.vip))
+		} else {
+			withdraw = append(withdraw, bgp.HostPrefix(c.vip))
+		}
+	}
+	if err := b.speaker.Update(announce, withdraw); err != nil {
+		d.log.Error("bgp announce and withdraw", "announce", len(announce), "withdraw", len(withdraw), "err", err)
+	}
+	announced := map[netip.Prefix]bool{}
+	for _, p := range b.speaker.Announced() {
+		announced[p] = true
+	}
+	for _, c := range changes {
+		p := bgp.HostPrefix(c.vip)
+		if announced[p] != c.w.announced {
 			continue // not applied: try again at the next publication
 		}
-		w.since = now
-		b.vips[vip] = w
+		what := "withdrawn"
+		if c.w.announced {
+			what = "announced"
+			d.log.Info("bgp announce", "vip", c.vip, "prefix", p, "reason", c.w.reason)
+		} else {
+			d.log.Info("bgp withdraw", "vip", c.vip, "prefix", p, "reason", c.w.reason)
+		}
+		d.events.add(control.RuleEvent{Kind: eventBGP, Backend: c.vip.String(), To: what, Reason: c.w.reason})
+		if !c.gone {
+			c.w.since = now
+			b.vips[c.vip] = c.w
+		}
 	}
 }
 
-// vipWants is the announce decision of every VIP of the published rules.
+// vipWants is the announce decision of every VIP of the published rules:
+// one pass groups the rules by VIP, then each VIP is decided on its own
+// rules.
 func (d *daemon) vipWants() map[netip.Addr]vipDecision {
-	rules := d.Status().Rules
-	want := map[netip.Addr]vipDecision{}
-	for _, r := range rules {
+	byVIP := map[netip.Addr][]*ruleStatus{}
+	var order []netip.Addr
+	for _, r := range d.Status().Rules {
 		vip := r.VIP.Unmap()
-		if _, done := want[vip]; done {
-			continue
+		if _, seen := byVIP[vip]; !seen {
+			order = append(order, vip)
 		}
-		ok, why := decideVIP(rules, vip, d.state.Appliance.Drained, d.fleetHold())
+		byVIP[vip] = append(byVIP[vip], r)
+	}
+	drained, held := d.state.Appliance.Drained, d.fleetHold()
+	want := make(map[netip.Addr]vipDecision, len(order))
+	for _, vip := range order {
+		ok, why := decideVIP(byVIP[vip], vip, drained, held)
 		want[vip] = vipDecision{announced: ok, reason: why}
 	}
 	return want
-}
-
-// bgpChange announces or withdraws vip and logs it with its reason.
-func (d *daemon) bgpChange(b *bgpRuntime, vip netip.Addr, announce bool, reason string) bool {
-	p := bgp.HostPrefix(vip)
-	if announce {
-		if err := b.speaker.Announce(p); err != nil {
-			d.log.Error("bgp announce", "vip", vip, "err", err)
-			return false
-		}
-		d.log.Info("bgp announce", "vip", vip, "prefix", p, "reason", reason)
-		d.events.add(control.RuleEvent{Kind: eventBGP, Backend: vip.String(), To: "announced", Reason: reason})
-		return true
-	}
-	if err := b.speaker.Withdraw(p); err != nil {
-		d.log.Error("bgp withdraw", "vip", vip, "err", err)
-		return false
-	}
-	d.log.Info("bgp withdraw", "vip", vip, "prefix", p, "reason", reason)
-	d.events.add(control.RuleEvent{Kind: eventBGP, Backend: vip.String(), To: "withdrawn", Reason: reason})
-	return true
 }
 
 // decideVIP says whether vip may be announced: the appliance is not

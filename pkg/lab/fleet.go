@@ -68,12 +68,17 @@ func (b *birdProcess) logFile() string { return filepath.Join(b.dir, "bird.log")
 // ErrNoBIRD is returned by Up with BGP when the bird binary is missing.
 var ErrNoBIRD = errors.New("BIRD 2 is not installed (the fleet lab's router runs it): apt-get install bird2")
 
-// birdVIPFilter accepts host routes inside the VIPs' /24 and /64.
+// birdVIPFilter accepts host routes inside the VIPs' /24 and /64 (and
+// Options.ExtraVIPs4).
 func (l *Lab) birdVIPFilter(v6 bool) string {
 	if v6 {
 		return fmt.Sprintf("%s{128,128}", netip.PrefixFrom(l.Opts.VIP6, 64).Masked())
 	}
-	return fmt.Sprintf("%s{32,32}", netip.PrefixFrom(l.Opts.VIP4, 24).Masked())
+	f := fmt.Sprintf("%s{32,32}", netip.PrefixFrom(l.Opts.VIP4, 24).Masked())
+	if p := l.Opts.ExtraVIPs4; p.IsValid() && p.Addr().Is4() {
+		f += fmt.Sprintf(", %s{32,32}", p.Masked())
+	}
+	return f
 }
 
 // BIRDConfig is the router's BIRD 2 configuration, as the fleet prototype

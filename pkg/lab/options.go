@@ -97,6 +97,10 @@ type Options struct {
 	FabricMTU, ClientMTU int
 	// VIP4 and VIP6 are the VIPs (defaults 203.0.113.10, fd00:203:113::10).
 	VIP4, VIP6 netip.Addr
+	// ExtraVIPs4 is an IPv4 prefix whose host routes the router's BIRD
+	// accepts beside VIP4's /24 (a test announcing more VIPs than a /24
+	// holds); unset: none.
+	ExtraVIPs4 netip.Prefix
 	// HTTPPort (80), UDPPort (7, echo) and HealthPort (8080) are the
 	// backends' server ports; GUEPort (6080) is where decap listens.
 	HTTPPort, UDPPort, HealthPort, GUEPort uint16
