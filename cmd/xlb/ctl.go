@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -93,40 +94,16 @@ func statusCommand() *cli.Command {
 			"and print their tables (--backend only that backend's row), --all every rule's; --limit and\n" +
 			"--offset page them. --json prints the daemon's answer to the same selection (without a flag:\n" +
 			"every rule; --summary: the summary).",
-		Flags: append(socketFlags(), jsonFlag(),
-			&cli.StringFlag{Name: "rule", Aliases: []string{"r"}, Usage: "the rule (or backend service) `NAME`"},
-			&cli.StringFlag{Name: "vip", Usage: "the rules of the VIP `ADDR`"},
-			&cli.StringFlag{Name: "backend", Usage: "the rules with the backend `ADDR`, and only its row"},
-			&cli.BoolFlag{Name: "all", Usage: "every rule's table"},
-			&cli.BoolFlag{Name: "summary", Usage: "the summary, whatever the number of rules"},
-			&cli.IntFlag{Name: "limit", Value: summaryAbove, Usage: "at most `N` rules (0: no limit; --all: no limit unless given)"},
-			&cli.IntFlag{Name: "offset", Usage: "skip the first `N` selected rules"}),
+		Flags: append(append(socketFlags(), jsonFlag()), selectionFlags("table", "the rule (or backend service) `NAME`")...),
 		Action: func(c *cli.Context) error {
-			if err := noArgs(c); err != nil {
+			q, selected, err := selectionQuery(c)
+			if err != nil {
 				return err
-			}
-			if c.Int("limit") < 0 || c.Int("offset") < 0 {
-				return usageError{"status: --limit and --offset must not be negative"}
-			}
-			if c.Bool("summary") && c.Bool("all") {
-				return usageError{"status: --summary and --all exclude each other"}
-			}
-			q := control.StatusQuery{Rule: c.String("rule"), VIP: c.String("vip"), Backend: c.String("backend"), Offset: c.Int("offset"), Limit: c.Int("limit")}
-			selected := q.Rule != "" || q.VIP != "" || q.Backend != "" || c.Bool("all")
-			if c.Bool("all") && !c.IsSet("limit") {
-				q.Limit = 0
 			}
 			return withClient(c, func(ctx context.Context, cl *control.Client) error {
 				if c.Bool("json") {
-					if !selected && !c.Bool("summary") && !c.IsSet("limit") && !c.IsSet("offset") {
-						q.Limit = 0 // every rule, as before summaries
-					}
 					q.Summary = c.Bool("summary")
-					st, err := cl.Status(ctx, q)
-					if err != nil {
-						return err
-					}
-					return printJSON(c.App.Writer, st)
+					return printStatusJSON(ctx, c.App.Writer, cl, q) // stream.go: as it arrives
 				}
 				if !selected {
 					// The summary first; a small appliance gets its tables.
@@ -150,6 +127,45 @@ func statusCommand() *cli.Command {
 			})
 		},
 	}
+}
+
+// selectionFlags are the flags that select and page rules (status,
+// backend list); what names what a rule shows.
+func selectionFlags(what, rule string) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "rule", Aliases: []string{"r"}, Usage: rule},
+		&cli.StringFlag{Name: "vip", Usage: "the rules of the VIP `ADDR`"},
+		&cli.StringFlag{Name: "backend", Usage: "the rules with the backend `ADDR`, and only its row"},
+		&cli.BoolFlag{Name: "all", Usage: "every rule's " + what},
+		&cli.BoolFlag{Name: "summary", Usage: "the summary, whatever the number of rules"},
+		&cli.IntFlag{Name: "limit", Value: summaryAbove, Usage: "at most `N` rules (0: no limit; --all, --json: no limit unless given)"},
+		&cli.IntFlag{Name: "offset", Usage: "skip the first `N` selected rules"},
+	}
+}
+
+// selectionQuery reads selectionFlags: the query, and whether the flags
+// select rules (else the summary decides). --json without a selection or
+// a page answers every rule, as before summaries.
+func selectionQuery(c *cli.Context) (control.StatusQuery, bool, error) {
+	name := c.Command.FullName()
+	if err := noArgs(c); err != nil {
+		return control.StatusQuery{}, false, err
+	}
+	if c.Int("limit") < 0 || c.Int("offset") < 0 {
+		return control.StatusQuery{}, false, usageError{name + ": --limit and --offset must not be negative"}
+	}
+	if c.Bool("summary") && c.Bool("all") {
+		return control.StatusQuery{}, false, usageError{name + ": --summary and --all exclude each other"}
+	}
+	q := control.StatusQuery{Rule: c.String("rule"), VIP: c.String("vip"), Backend: c.String("backend"), Offset: c.Int("offset"), Limit: c.Int("limit")}
+	selected := q.Rule != "" || q.VIP != "" || q.Backend != "" || c.Bool("all")
+	if c.Bool("all") && !c.IsSet("limit") {
+		q.Limit = 0
+	}
+	if c.Bool("json") && !selected && !c.Bool("summary") && !c.IsSet("limit") && !c.IsSet("offset") {
+		q.Limit = 0 // every rule, as before summaries
+	}
+	return q, selected, nil
 }
 
 // withStatus asks the daemon for its status and prints it as JSON with
@@ -233,28 +249,51 @@ func backendCommand() *cli.Command {
 				Name:      "list",
 				Usage:     "list backends with role, admin state, health, weights, tier, connections and packets/s",
 				ArgsUsage: " ",
-				Flags:     append(socketFlags(), ruleFlag(false), jsonFlag()),
+				Description: fmt.Sprintf("Lists the backends of every rule while the appliance has at most %d rules; beyond, a summary\n", summaryAbove) +
+					"(backends per health, drained, eligible, and the rules that need attention). --rule, --vip and\n" +
+					"--backend select rules and list their backends (--backend only that backend's rows), --all every\n" +
+					"rule's; --limit and --offset page them by rule, as xlb status does. --json prints the daemon's\n" +
+					"answer to the same selection as it arrives (without a flag: every rule's backends).",
+				Flags: append(append(socketFlags(), jsonFlag()), selectionFlags("backends", "the rule (or backend service) `NAME`")...),
 				Action: func(c *cli.Context) error {
-					if err := noArgs(c); err != nil {
+					q, selected, err := selectionQuery(c)
+					if err != nil {
 						return err
 					}
 					return withClient(c, func(ctx context.Context, cl *control.Client) error {
-						bs, err := cl.Backends(ctx, c.String("rule"))
+						if c.Bool("json") {
+							if c.Bool("summary") {
+								return usageError{"backend list: --summary has no JSON form of its own: xlb status --json --summary"}
+							}
+							return printReply(c.App.Writer, func() (io.ReadCloser, error) { return cl.BackendsReply(ctx, q) }) // stream.go
+						}
+						if !selected {
+							// The summary first; a small appliance gets its list.
+							sq := q
+							sq.Summary = true
+							st, err := cl.Status(ctx, sq)
+							if err != nil {
+								return err
+							}
+							if c.Bool("summary") || st.Summary == nil || st.Summary.Rules > summaryAbove {
+								printBackendSummary(c.App.Writer, st)
+								return nil
+							}
+							q.Limit, q.Offset = 0, 0
+						}
+						// One answer gives the rows, the rules' VIPs and the rates.
+						st, err := cl.Status(ctx, q)
 						if err != nil {
 							return err
 						}
-						if c.Bool("json") {
-							return printJSON(c.App.Writer, bs)
-						}
+						var bs []control.Backend
 						vips := map[string]string{}
-						var rates control.RateInterval
-						if st, err := cl.Status(ctx, control.StatusQuery{Rule: c.String("rule")}); err == nil {
-							for _, r := range st.Rules {
-								vips[r.Name] = r.VIP
-							}
-							rates = st.Rates
+						for _, r := range st.Rules {
+							bs = append(bs, r.Backends...)
+							vips[r.Name] = r.VIP
 						}
-						printBackendList(c.App.Writer, bs, vips, rates, time.Now())
+						printBackendList(c.App.Writer, bs, vips, st.Rates, time.Now())
+						printPageHint(c.App.Writer, st, len(st.Rules))
 						return nil
 					})
 				},

@@ -68,6 +68,9 @@ func (f *fakeDaemon) backends() []control.Backend {
 }
 
 func (f *fakeDaemon) Status(_ context.Context, q control.StatusQuery) (*control.Status, error) {
+	if q.Rule != "" && q.Rule != "web" {
+		return nil, control.BadRequest("no rule %q", q.Rule)
+	}
 	if q.Summary { // as the daemon answers: counts, no rule tables
 		return &control.Status{Config: "/etc/xlb/xlb.toml", XDPMode: "native", Queues: []int{0, 1}, RulesSelected: 1,
 			Summary: &control.StatusSummary{Rules: 1, Tiers: map[string]int{"PRIMARY": 1}, Backends: 2, Health: map[string]int{"HEALTHY": 2}}}, nil
@@ -77,11 +80,13 @@ func (f *fakeDaemon) Status(_ context.Context, q control.StatusQuery) (*control.
 		Stale: []string{"state.toml:7: override[1]: rule \"old\" is not in the configuration; override kept, not applied"}}, nil
 }
 
-func (f *fakeDaemon) Backends(_ context.Context, rule string) ([]control.Backend, error) {
-	if rule != "" && rule != "web" {
-		return nil, control.BadRequest("no rule %q", rule)
+func (f *fakeDaemon) Backends(_ context.Context, q control.StatusQuery) (control.RuleStream, error) {
+	if q.Rule != "" && q.Rule != "web" {
+		return nil, control.BadRequest("no rule %q", q.Rule)
 	}
-	return f.backends(), nil
+	return func(emit func(*control.Rule) error) error {
+		return emit(&control.Rule{Name: "web", Backends: f.backends()})
+	}, nil
 }
 
 func (f *fakeDaemon) ChangeBackend(_ context.Context, c control.BackendChange) (*control.BackendChangeResult, error) {
@@ -189,6 +194,8 @@ func TestControlCommands(t *testing.T) {
 		{[]string{"status", "--socket", sock, "--json", "--summary"}, []string{`"summary": {`, `"tiers": {`}},
 		{[]string{"status", "--socket", sock, "--vip", "203.0.113.10"}, []string{"TCP 203.0.113.10 80  rule web", "-> 192.0.2.1"}},
 		{[]string{"backend", "list", "-c", cfg, "--rule", "web"}, []string{"RULE", "VIP", "web   203.0.113.10", "192.0.2.2"}},
+		{[]string{"backend", "list", "-c", cfg, "--json", "--vip", "203.0.113.10"}, []string{"[\n  {\n    \"rule\": \"web\",", `"address": "192.0.2.2"`, `"role_source": "cli"`}},
+		{[]string{"backend", "list", "-c", cfg, "--summary"}, []string{"backends of 1 rules: 2 (HEALTHY 2)", "every rule serves from its PRIMARY tier", "xlb backend list --rule NAME"}},
 		{[]string{"conntrack", "list", "-c", cfg, "--rule", "web", "--backend", "192.0.2.1"}, []string{"TCP 198.51.100.7:40000 → 203.0.113.10:80", "1 of 3 entries shown"}},
 		{[]string{"conntrack", "count", "-c", cfg}, []string{"3"}},
 		{[]string{"conntrack", "flush", "-c", cfg, "--rule", "web"}, []string{"flushed 3 entries"}},

@@ -17,6 +17,8 @@
 //	render.go    every table those commands and simulate print, from the
 //	             control API's answers; golden files in testdata/render
 //	             (go test -run TestRender -update rewrites them)
+//	stream.go    --json of status and backend list: the daemon's streamed
+//	             answer copied to stdout as it arrives, indented
 //	restart.go   xlb restart, upgrade and stop (stop removes a crashed
 //	             daemon's pins itself)
 //	simulate.go  xlb simulate (pkg/daemon.Simulate)

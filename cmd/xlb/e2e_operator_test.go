@@ -140,7 +140,7 @@ func TestStatusRatesAndLatency(t *testing.T) {
 		f    func() error
 	}{
 		{"status", func() error { _, err := cl.Status(ctx, control.StatusQuery{}); return err }},
-		{"backend list", func() error { _, err := cl.Backends(ctx, ""); return err }},
+		{"backend list", func() error { _, err := cl.Backends(ctx, control.StatusQuery{}); return err }},
 		{"conntrack count", func() error {
 			_, err := cl.Conntrack(ctx, control.ConntrackQuery{Op: control.ConntrackCount})
 			return err

@@ -37,19 +37,38 @@ func printStatus(w io.Writer, st *control.Status, now time.Time) {
 		fmt.Fprintln(w)
 		printRuleStatus(w, &r, st.Rates, now)
 	}
-	if n := len(st.Rules); n < st.RulesSelected || st.RulesOffset > 0 {
-		fmt.Fprintln(w)
-		if n == 0 {
-			fmt.Fprintf(w, "no rule from %d of %d selected\n", st.RulesOffset+1, st.RulesSelected)
-		} else {
-			fmt.Fprintf(w, "rules %d-%d of %d selected", st.RulesOffset+1, st.RulesOffset+n, st.RulesSelected)
-			if next := st.RulesOffset + n; next < st.RulesSelected {
-				fmt.Fprintf(w, " (--offset %d for the next)", next)
-			}
-			fmt.Fprintln(w)
-		}
-	}
+	printPageHint(w, st, len(st.Rules))
 	printStatusTail(w, st, now)
+}
+
+// printPageHint says which of the selected rules a page of n shows, when
+// it does not show them all.
+func printPageHint(w io.Writer, st *control.Status, n int) {
+	if n >= st.RulesSelected && st.RulesOffset == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	if n == 0 {
+		fmt.Fprintf(w, "no rule from %d of %d selected\n", st.RulesOffset+1, st.RulesSelected)
+		return
+	}
+	fmt.Fprintf(w, "rules %d-%d of %d selected", st.RulesOffset+1, st.RulesOffset+n, st.RulesSelected)
+	if next := st.RulesOffset + n; next < st.RulesSelected {
+		fmt.Fprintf(w, " (--offset %d for the next)", next)
+	}
+	fmt.Fprintln(w)
+}
+
+// printBackendSummary is backend list beyond summaryAbove rules: the
+// backends counted over every rule and the rules that need attention.
+func printBackendSummary(w io.Writer, st *control.Status) {
+	sum := st.Summary
+	if sum == nil {
+		return
+	}
+	fmt.Fprintf(w, "backends of %d rules: %d (%s), %d drained or removed, %d eligible\n", sum.Rules, sum.Backends, countsLine(sum.Health), sum.Drained, sum.Eligible)
+	printAttention(w, st)
+	fmt.Fprintln(w, "\nbackends per rule: xlb backend list --rule NAME | --vip ADDR | --backend ADDR | --all [--limit N --offset N]")
 }
 
 // printStatusSummary is status without the rule tables: the appliance,
@@ -64,29 +83,38 @@ func printStatusSummary(w io.Writer, st *control.Status, now time.Time) {
 		}
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "backends of rules: %d (%s), %d drained or removed, %d eligible\n", sum.Backends, countsLine(sum.Health), sum.Drained, sum.Eligible)
-		if sum.AttentionTotal == 0 {
-			fmt.Fprintln(w, "every rule serves from its PRIMARY tier with every backend healthy")
-		} else if n := len(sum.Attention); n == 0 {
-			fmt.Fprintf(w, "%d rules need attention; none from %d\n", sum.AttentionTotal, st.RulesOffset+1)
-		} else {
-			fmt.Fprintf(w, "\nrules that need attention (%d-%d of %d):\n", st.RulesOffset+1, st.RulesOffset+n, sum.AttentionTotal)
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "RULE\tVIP\tTIER\tBACKENDS\tELIGIBLE\tNOT HEALTHY\tREASON")
-			for _, r := range sum.Attention {
-				reason := r.Reason
-				if !r.Warm {
-					reason = "first health checks under way; " + reason
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", r.Name, r.VIP, r.Tier, r.Backends, r.Eligible, r.Unhealthy, reason)
-			}
-			tw.Flush()
-			if next := st.RulesOffset + n; next < sum.AttentionTotal {
-				fmt.Fprintf(w, "(--offset %d for the next)\n", next)
-			}
-		}
+		printAttention(w, st)
 		fmt.Fprintln(w, "\nper rule and backend: xlb status --rule NAME | --vip ADDR | --backend ADDR | --all [--limit N --offset N]")
 	}
 	printStatusTail(w, st, now)
+}
+
+// printAttention lists the summary's rules that need attention.
+func printAttention(w io.Writer, st *control.Status) {
+	sum := st.Summary
+	if sum.AttentionTotal == 0 {
+		fmt.Fprintln(w, "every rule serves from its PRIMARY tier with every backend healthy")
+		return
+	}
+	n := len(sum.Attention)
+	if n == 0 {
+		fmt.Fprintf(w, "%d rules need attention; none from %d\n", sum.AttentionTotal, st.RulesOffset+1)
+		return
+	}
+	fmt.Fprintf(w, "\nrules that need attention (%d-%d of %d):\n", st.RulesOffset+1, st.RulesOffset+n, sum.AttentionTotal)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RULE\tVIP\tTIER\tBACKENDS\tELIGIBLE\tNOT HEALTHY\tREASON")
+	for _, r := range sum.Attention {
+		reason := r.Reason
+		if !r.Warm {
+			reason = "first health checks under way; " + reason
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", r.Name, r.VIP, r.Tier, r.Backends, r.Eligible, r.Unhealthy, reason)
+	}
+	tw.Flush()
+	if next := st.RulesOffset + n; next < sum.AttentionTotal {
+		fmt.Fprintf(w, "(--offset %d for the next)\n", next)
+	}
 }
 
 // countsLine is "A 3, B 1": a count per name, largest first.

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -158,6 +160,18 @@ func TestRender(t *testing.T) {
 			// dns's VIP is unknown (the status request failed for it).
 			printBackendList(w, renderBackends(), map[string]string{"web": "203.0.113.10"}, control.RateInterval{Seconds: 2.004, WindowSeconds: 2}, renderNow)
 		}},
+		{"backend-summary", func(w *bytes.Buffer) {
+			// backend list beyond 20 rules: the status summary's counts, then an
+			// appliance where no rule needs attention.
+			st := quiet
+			st.Summary = &control.StatusSummary{Rules: 1000, Tiers: map[string]int{"PRIMARY": 999, "EMPTY": 1}, Backends: 100000,
+				Health: map[string]int{"HEALTHY": 99950, "UNHEALTHY": 50}, Drained: 12, Eligible: 99900, AttentionTotal: 1,
+				Attention: []control.RuleLine{{Name: "dns", VIP: "2001:db8::53", Tier: "EMPTY", Reason: "no usable backend", Backends: 50, Unhealthy: 50, Warm: true}}}
+			printBackendSummary(w, &st)
+			fmt.Fprintln(w, "---")
+			st.Summary = &control.StatusSummary{Rules: 1000, Tiers: map[string]int{"PRIMARY": 1000}, Backends: 100000, Health: map[string]int{"HEALTHY": 100000}, Eligible: 100000}
+			printBackendSummary(w, &st)
+		}},
 		{"backend-change", func(w *bytes.Buffer) {
 			printBackendChange(w, &control.BackendChangeResult{Changed: true, Message: "192.0.2.2 of rule web drained: no new connections; tracked ones are honoured for 1m30s", Backend: renderBackends()[1]}, renderNow)
 			printBackendChange(w, &control.BackendChangeResult{Message: "192.0.2.9 of rule web had no override"}, renderNow)
@@ -240,5 +254,25 @@ func TestRender(t *testing.T) {
 				t.Errorf("%s differs from %s (go test -run TestRender -update rewrites it after a deliberate change):\n--- got\n%s--- want\n%s", tc.name, path, got.Bytes(), want)
 			}
 		})
+	}
+}
+
+// TestCopyIndented: the streamed --json answer printed as it arrives is
+// byte for byte what printJSON prints of the decoded answer; a cut answer
+// is an error.
+func TestCopyIndented(t *testing.T) {
+	for i, v := range []any{renderStatus(), renderBackends(), []control.Backend{}, map[string]any{"a": []int{}, "b": map[string]int{}, "c": "x \\\" {[,:]} <&>"}} {
+		compact, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want, got bytes.Buffer
+		printJSON(&want, v)
+		if err := copyIndented(&got, bytes.NewReader(append(compact, '\n'))); err != nil || !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Errorf("value %d: copyIndented (%v):\n%s\nprintJSON:\n%s", i, err, got.Bytes(), want.Bytes())
+		}
+		if err := copyIndented(io.Discard, bytes.NewReader(compact[:len(compact)/2])); err == nil {
+			t.Errorf("value %d: an answer cut in half printed without an error", i)
+		}
 	}
 }

@@ -13,7 +13,9 @@ import (
 // sees; any other error is a 500 with the error's text.
 type API interface {
 	Status(ctx context.Context, q StatusQuery) (*Status, error)
-	Backends(ctx context.Context, rule string) ([]Backend, error)
+	// Backends answers the selection and page q selects (as Status does;
+	// Summary is ignored) with the backends of the selected rules.
+	Backends(ctx context.Context, q StatusQuery) (RuleStream, error)
 	ChangeBackend(ctx context.Context, c BackendChange) (*BackendChangeResult, error)
 	Reload(ctx context.Context, r ReloadRequest) (*ReloadResult, error)
 	Conntrack(ctx context.Context, q ConntrackQuery) (*ConntrackResult, error)
@@ -95,6 +97,28 @@ type Status struct {
 	ShmemTHP string `json:"shmem_thp,omitempty"`
 
 	Build // stats.go: version, start, uptime
+
+	// Stream, when set, yields the selected rules in place of Rules: the
+	// handler writes each one as it comes (stream.go), so the answer is
+	// never whole in the daemon's memory.
+	Stream RuleStream `json:"-"`
+}
+
+// RuleStream calls emit with each rule of an answer, in order, and stops
+// at the first error emit returns.
+type RuleStream func(emit func(*Rule) error) error
+
+// Collect drains Stream into Rules (for callers in the daemon's process).
+func (st *Status) Collect() error {
+	if st.Stream == nil {
+		return nil
+	}
+	err := st.Stream(func(r *Rule) error {
+		st.Rules = append(st.Rules, *r)
+		return nil
+	})
+	st.Stream = nil
+	return err
 }
 
 // StatusSummary counts every rule and backend of the appliance, whatever

@@ -43,12 +43,46 @@ func (c *Client) Status(ctx context.Context, q StatusQuery) (*Status, error) {
 	return &s, c.call(ctx, http.MethodGet, "/v1/status", q.values(), nil, &s)
 }
 
-// Backends lists the backends of one rule, or of every rule when rule is "".
-func (c *Client) Backends(ctx context.Context, rule string) ([]Backend, error) {
+// Backends lists the backends of the rules q selects (every rule's
+// without a selection), paged by rule as Status pages.
+func (c *Client) Backends(ctx context.Context, q StatusQuery) ([]Backend, error) {
 	var bs []Backend
-	q := url.Values{}
-	set(q, "rule", rule)
-	return bs, c.call(ctx, http.MethodGet, "/v1/backends", q, nil, &bs)
+	q.Summary = false
+	return bs, c.call(ctx, http.MethodGet, "/v1/backends", q.values(), nil, &bs)
+}
+
+// StatusReply and BackendsReply return the daemon's JSON answer as it
+// arrives, for a caller that copies it on without holding it whole (the
+// command line's --json); the caller closes it.
+func (c *Client) StatusReply(ctx context.Context, q StatusQuery) (io.ReadCloser, error) {
+	return c.open(ctx, "/v1/status", q.values())
+}
+
+// BackendsReply: see StatusReply.
+func (c *Client) BackendsReply(ctx context.Context, q StatusQuery) (io.ReadCloser, error) {
+	q.Summary = false
+	return c.open(ctx, "/v1/backends", q.values())
+}
+
+// open does one GET and returns the body of a 200 reply.
+func (c *Client) open(ctx context.Context, path string, q url.Values) (io.ReadCloser, error) {
+	u := "http://xlb" + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("control request: %w", err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, c.dialError(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, replyError(resp)
+	}
+	return resp.Body, nil
 }
 
 // ChangeBackend marks, drains, undrains, re-weights or resets a backend;
@@ -115,12 +149,9 @@ func (c *Client) call(ctx context.Context, method, path string, q url.Values, bo
 	if resp.StatusCode != http.StatusOK {
 		return replyError(resp)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
+	// Decoded as it arrives: a reply of every rule is streamed.
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("control socket %s: read reply: %w", c.path, err)
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("control socket %s: decode reply: %w", c.path, err)
 	}
 	return nil
 }

@@ -18,12 +18,13 @@ import (
 
 // fakeAPI records what it was asked and answers from its fields.
 type fakeAPI struct {
-	mu      sync.Mutex
-	changes []BackendChange
-	lookups []LookupQuery
-	ct      []ConntrackQuery
-	status  []StatusQuery
-	reject  bool
+	mu       sync.Mutex
+	changes  []BackendChange
+	lookups  []LookupQuery
+	ct       []ConntrackQuery
+	status   []StatusQuery
+	backends []StatusQuery
+	reject   bool
 
 	applianceActions []ApplianceAction
 }
@@ -35,14 +36,19 @@ func (f *fakeAPI) Status(ctx context.Context, q StatusQuery) (*Status, error) {
 	return &Status{Config: "/etc/xlb/xlb.toml", Queues: []int{0, 1}, Rules: []Rule{{Name: "web", VIP: "203.0.113.10"}}}, nil
 }
 
-func (f *fakeAPI) Backends(ctx context.Context, rule string) ([]Backend, error) {
-	if rule == "nope" {
-		return nil, BadRequest("no rule %q", rule)
+func (f *fakeAPI) Backends(ctx context.Context, q StatusQuery) (RuleStream, error) {
+	f.mu.Lock()
+	f.backends = append(f.backends, q)
+	f.mu.Unlock()
+	if q.Rule == "nope" {
+		return nil, BadRequest("no rule %q", q.Rule)
 	}
-	if rule == "panic" {
+	if q.Rule == "panic" {
 		panic("boom")
 	}
-	return []Backend{{Rule: "web", Address: "192.0.2.1"}, {Rule: "web", Address: "192.0.2.2"}}, nil
+	return func(emit func(*Rule) error) error {
+		return emit(&Rule{Name: "web", Backends: []Backend{{Rule: "web", Address: "192.0.2.1"}, {Rule: "web", Address: "192.0.2.2"}}})
+	}, nil
 }
 
 func (f *fakeAPI) ChangeBackend(ctx context.Context, c BackendChange) (*BackendChangeResult, error) {
@@ -228,9 +234,10 @@ func TestClientRoundTrip(t *testing.T) {
 	if _, err := c.Status(ctx, q); err != nil || len(api.status) != 2 || api.status[0] != (StatusQuery{}) || api.status[1] != q {
 		t.Fatalf("status queries: %+v, %v", api.status, err)
 	}
-	bs, err := c.Backends(ctx, "web")
-	if err != nil || len(bs) != 2 || bs[1].Address != "192.0.2.2" {
-		t.Fatalf("backends: %+v, %v", bs, err)
+	bq := StatusQuery{Rule: "web", VIP: "203.0.113.10", Backend: "192.0.2.1", Offset: 1, Limit: 2}
+	bs, err := c.Backends(ctx, bq)
+	if err != nil || len(bs) != 2 || bs[1].Address != "192.0.2.2" || len(api.backends) != 1 || api.backends[0] != bq {
+		t.Fatalf("backends: %+v, %v (API asked %+v)", bs, err, api.backends)
 	}
 	w := 250
 	res, err := c.ChangeBackend(ctx, BackendChange{Action: ActionWeight, Rule: "web", Backend: "192.0.2.1", Weight: &w})

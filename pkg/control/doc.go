@@ -40,7 +40,9 @@
 //	                                       → Status (appliance, counters, the selected rules with their
 //	                                         backends, or with summary the counts and the rules that need
 //	                                         attention; events)
-//	GET  /v1/backends[?rule=R]             → [Backend]
+//	GET  /v1/backends?rule=&vip=&backend=&offset=&limit=
+//	                                       → [Backend] of the selected rules (stream.go: written
+//	                                         as produced, as the rules of a status are)
 //	POST /v1/backend/mark     {rule, backend, role: "primary"|"failover"}  → BackendChangeResult
 //	POST /v1/backend/drain    {rule, backend}                              → BackendChangeResult
 //	POST /v1/backend/undrain  {rule, backend}                              → BackendChangeResult

@@ -32,19 +32,22 @@ func NewHandler(api API) http.Handler {
 			writeError(w, err)
 			return
 		}
-		reply(w)(api.Status(r.Context(), q))
+		st, err := api.Status(r.Context(), q)
+		writeStatus(w, st, err) // stream.go
 	})
 	mux.HandleFunc("GET /v1/backends", func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		if err := noParams(q, "rule"); err != nil {
+		v := r.URL.Query()
+		if v.Has("summary") {
+			writeError(w, BadRequest("unknown query parameter %q", "summary"))
+			return
+		}
+		q, err := statusQuery(v)
+		if err != nil {
 			writeError(w, err)
 			return
 		}
-		bs, err := api.Backends(r.Context(), q.Get("rule"))
-		if bs == nil {
-			bs = []Backend{}
-		}
-		reply(w)(bs, err)
+		rules, err := api.Backends(r.Context(), q)
+		writeBackends(w, rules, err) // stream.go
 	})
 	mux.HandleFunc("POST /v1/backend/{action}", func(w http.ResponseWriter, r *http.Request) {
 		var c BackendChange

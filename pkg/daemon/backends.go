@@ -14,18 +14,51 @@ import (
 	"github.com/xlbnet/xlb/pkg/health"
 )
 
-// Backends implements control.API.
-func (o *ops) Backends(ctx context.Context, rule string) ([]control.Backend, error) {
-	rules, _, err := o.rows(ctx, rule)
+// Backends implements control.API: the backends of the rules q selects
+// and pages, as Status selects them, streamed (streamRules).
+func (o *ops) Backends(ctx context.Context, q control.StatusQuery) (control.RuleStream, error) {
+	selected, err := selectRules(o.d.Status().Rules, q)
 	if err != nil {
 		return nil, err
 	}
-	in := o.d.statsInputs(ctx)
-	var out []control.Backend
-	for _, rr := range rules {
-		out = append(out, o.ruleInfo(rr, in).Backends...)
+	return o.streamRules(ctx, page(selected, q.Offset, q.Limit), q.Backend, o.d.statsInputs(ctx)), nil
+}
+
+// streamChunk is how many rules a streamed answer copies per visit to
+// the control goroutine.
+const streamChunk = 64
+
+// streamRules yields the status rows of rules. Their state is copied on
+// the control goroutine streamChunk rules at a time, so a long answer
+// holds the control goroutine (a reload, a drain, a health verdict wait
+// for it) for one chunk at most, and holds one chunk's rows in memory; a
+// change published between two chunks shows in the rules after it. A
+// rule gone meanwhile is left out.
+func (o *ops) streamRules(ctx context.Context, rules []*ruleStatus, backend string, in statsInputs) control.RuleStream {
+	return func(emit func(*control.Rule) error) error {
+		for len(rules) > 0 {
+			chunk := rules[:min(len(rules), streamChunk)]
+			rules = rules[len(chunk):]
+			only := make(map[string]bool, len(chunk))
+			for _, rs := range chunk {
+				only[rs.Name] = true
+			}
+			rows, _, err := o.rowsOf(ctx, func(r *config.Rule) bool { return only[r.Name] })
+			if err != nil {
+				return err
+			}
+			if backend != "" {
+				keepBackend(rows, backend)
+			}
+			for _, rr := range rows {
+				info := o.ruleInfo(rr, in)
+				if err := emit(&info); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	}
-	return out, nil
 }
 
 // statsInputs is what a rule's status row is computed from, read once per
@@ -244,11 +277,14 @@ func (o *ops) ChangeBackend(ctx context.Context, c control.BackendChange) (*cont
 	if cerr != nil {
 		return nil, cerr
 	}
-	bs, err := o.Backends(ctx, c.Rule)
+	rules, _, err := o.rows(ctx, c.Rule)
 	if err == nil {
-		for _, b := range bs {
-			if b.Address == addr.String() {
-				res.Backend = b
+		in := o.d.statsInputs(ctx)
+		for _, rr := range rules {
+			for _, b := range o.ruleInfo(rr, in).Backends {
+				if b.Address == addr.String() {
+					res.Backend = b
+				}
 			}
 		}
 	}

@@ -448,6 +448,9 @@ func TestStatusSelects(t *testing.T) {
 		{"past the end", control.StatusQuery{Offset: 40, Limit: 10}, nil, 30},
 	} {
 		st, err := o.Status(ctx, tc.q)
+		if err == nil {
+			err = st.Collect()
+		}
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -501,7 +504,11 @@ func BenchmarkStatus(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := o.Status(context.Background(), tc.q); err != nil {
+				st, err := o.Status(context.Background(), tc.q)
+				if err == nil && st.Stream != nil {
+					err = st.Stream(func(*control.Rule) error { return nil }) // as the handler streams it
+				}
+				if err != nil {
 					b.Fatal(err)
 				}
 			}

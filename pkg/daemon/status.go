@@ -9,7 +9,6 @@ import (
 
 	"github.com/xlbnet/xlb/failover"
 	"github.com/xlbnet/xlb/pkg/buildinfo"
-	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/dataplane"
 	"github.com/xlbnet/xlb/pkg/engine"
@@ -27,28 +26,19 @@ func (o *ops) Status(ctx context.Context, q control.StatusQuery) (*control.Statu
 		Queues: st.Queues, Rules: []control.Rule{}, RulesSelected: len(selected), RulesOffset: q.Offset,
 		Build: control.Build{Version: buildinfo.Read().Short(), Started: o.d.started, UptimeSeconds: time.Since(o.d.started).Seconds()},
 	}
-	// The rule tables: only those of the page, copied on the control
-	// goroutine; a summary reads the published status alone.
-	var rules []ruleRows
+	// The rule tables: only those of the page, streamed (streamRules:
+	// copied on the control goroutine a chunk at a time as the reply is
+	// written); a summary reads the published status alone.
 	var in statsInputs
 	if q.Summary {
 		out.Summary = summarize(st.Rules, selected, q)
 		in.rates = o.d.rates.latest()
-		if out.Stale, err = o.stale(ctx); err != nil {
-			return nil, err
-		}
 	} else {
-		only := map[string]bool{}
-		for _, rs := range page(selected, q.Offset, q.Limit) {
-			only[rs.Name] = true
-		}
-		if rules, out.Stale, err = o.rowsOf(ctx, func(r *config.Rule) bool { return only[r.Name] }); err != nil {
-			return nil, err
-		}
-		if q.Backend != "" {
-			keepBackend(rules, q.Backend)
-		}
 		in = o.d.statsInputs(ctx)
+		out.Stream = o.streamRules(ctx, page(selected, q.Offset, q.Limit), q.Backend, in)
+	}
+	if out.Stale, err = o.stale(ctx); err != nil {
+		return nil, err
 	}
 	rates := in.rates
 	out.Rates = control.RateInterval{Seconds: rates.seconds(), WindowSeconds: rates.nominal.Seconds()}
@@ -83,9 +73,6 @@ func (o *ops) Status(ctx context.Context, q control.StatusQuery) (*control.Statu
 		if ap.Err != nil {
 			out.Warnings = append(out.Warnings, ap.Err.Error())
 		}
-	}
-	for _, rr := range rules {
-		out.Rules = append(out.Rules, o.ruleInfo(rr, in))
 	}
 	// The selected rules' tier switches, from the published states.
 	var tiers []control.RuleEvent
