@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/netns"
 )
 
@@ -106,6 +107,13 @@ type ScaleResults struct {
 	UndrainSec float64 `json:"backend_undrain_sec"`
 	RSSHWMMiB  float64 `json:"rss_peak_mib"`
 	Reads      []Read  `json:"reads"`
+	// The daemon's peak RSS (VmHWM) before and after the read commands:
+	// what answering them added to its peak.
+	ReadsHWMBeforeMiB float64 `json:"reads_rss_peak_before_mib"`
+	ReadsHWMAfterMiB  float64 `json:"reads_rss_peak_after_mib"`
+	// LookupSocketSec is one lookup asked over the control socket by this
+	// harness (no CLI process), the median of 20: the daemon's answer.
+	LookupSocketSec float64 `json:"lookup_socket_sec"`
 	// With health TCP: the daemon's CPU (all threads, of one CPU) over
 	// ProbeWindowSec once every backend had its first verdict, and the
 	// probes the listener accepted per second meanwhile.
@@ -123,6 +131,9 @@ type Read struct {
 	Sec     float64   `json:"median_sec"`
 	All     []float64 `json:"all_sec"`
 	Bytes   int       `json:"bytes"`
+	// CLIMaxRSSMiB is the largest resident set of the command's process
+	// (getrusage): a streamed answer keeps it flat whatever the bytes.
+	CLIMaxRSSMiB float64 `json:"cli_max_rss_mib"`
 }
 
 func scaleMain(args []string) int {
@@ -349,16 +360,26 @@ func probeListener(gw string) (n *atomic.Uint64, closeFn func(), err error) {
 
 // timed runs the xlb binary with args and returns its wall time and output.
 func timed(xlb string, args ...string) (time.Duration, []byte, error) {
+	d, out, _, err := timedRSS(xlb, args...)
+	return d, out, err
+}
+
+// timedRSS is timed with the process's peak resident set in MiB.
+func timedRSS(xlb string, args ...string) (time.Duration, []byte, float64, error) {
 	var out, errOut bytes.Buffer
 	cmd := exec.Command(xlb, args...)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	t0 := time.Now()
 	err := cmd.Run()
 	d := time.Since(t0)
-	if err != nil {
-		return d, nil, fmt.Errorf("xlb %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errOut.String()))
+	var rss float64
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		rss = float64(ru.Maxrss) / 1024 // KiB on Linux
 	}
-	return d, out.Bytes(), nil
+	if err != nil {
+		return d, nil, rss, fmt.Errorf("xlb %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errOut.String()))
+	}
+	return d, out.Bytes(), rss, nil
 }
 
 // rssMiB returns the process's VmRSS and VmHWM in MiB.
@@ -488,11 +509,20 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 
 	mid := o.rules / 2
 	rule := ruleName(mid)
+	midVIP, _ := scaleVIP(mid)
 	reads := [][]string{
+		{"--version"}, // the reference: a CLI process that asks nothing
 		{"status"},
 		{"status", "--json"},
 		{"backend", "list", "--json"},
+		{"status", "--rule", rule},
+		{"backend", "list", "--rule", rule, "--json"},
+		{"backend", "list", "--vip", midVIP.String(), "--backend", ruleBackends(o, mid)[0].String()},
+		{"backend", "list"},
 		{"lookup", "--rule", rule, "--src", scaleClient},
+	}
+	if _, res.ReadsHWMBeforeMiB, err = rssMiB(fw.pid); err != nil {
+		return err
 	}
 	if !o.jsonReads {
 		reads = slices.DeleteFunc(reads, func(a []string) bool { return slices.Contains(a, "--json") })
@@ -503,16 +533,27 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			d, out, err := timed(o.xlb, append(args, "-c", cfg)...)
+			run := args
+			if args[0] != "--version" {
+				run = append(slices.Clone(args), "-c", cfg)
+			}
+			d, out, rss, err := timedRSS(o.xlb, run...)
 			if err != nil {
 				return err
 			}
-			r.All, r.Bytes = append(r.All, d.Seconds()), len(out)
+			r.All, r.Bytes, r.CLIMaxRSSMiB = append(r.All, d.Seconds()), len(out), max(r.CLIMaxRSSMiB, rss)
 		}
 		r.Sec = median(r.All)
 		res.Reads = append(res.Reads, r)
-		progress("%s: %.3f s (%d bytes)", r.Command, r.Sec, r.Bytes)
+		progress("%s: %.3f s (%d bytes, CLI peak RSS %.0f MiB)", r.Command, r.Sec, r.Bytes, r.CLIMaxRSSMiB)
 	}
+	if _, res.ReadsHWMAfterMiB, err = rssMiB(fw.pid); err != nil {
+		return err
+	}
+	if res.LookupSocketSec, err = lookupOverSocket(ctx, filepath.Join(dir, "xlb.sock"), rule); err != nil {
+		return err
+	}
+	progress("daemon peak RSS %.0f → %.0f MiB over the reads; lookup over the socket %.2f ms", res.ReadsHWMBeforeMiB, res.ReadsHWMAfterMiB, 1000*res.LookupSocketSec)
 
 	// One change: one more backend in one rule, through its file.
 	bs := ruleBackends(o, mid)
@@ -804,8 +845,10 @@ func printScale(w io.Writer, r *ScaleResults) {
 	fmt.Fprintf(w, "| `xlb reload` removing it again | %.3f s (in the daemon %s), RSS %.0f MiB |\n", r.ReloadTwiceSec, r.ReloadTwiceDaemon, r.RSSReload2MiB)
 	fmt.Fprintf(w, "| `xlb backend drain` / `undrain` | %.3f s / %.3f s |\n", r.DrainSec, r.UndrainSec)
 	for _, rd := range r.Reads {
-		fmt.Fprintf(w, "| `%s` | %.3f s (%d bytes) |\n", rd.Command, rd.Sec, rd.Bytes)
+		fmt.Fprintf(w, "| `%s` | %.3f s (%d bytes, CLI peak RSS %.0f MiB) |\n", rd.Command, rd.Sec, rd.Bytes, rd.CLIMaxRSSMiB)
 	}
+	fmt.Fprintf(w, "| lookup over the control socket (no CLI) | %.2f ms |\n", 1000*r.LookupSocketSec)
+	fmt.Fprintf(w, "| daemon RSS peak before → after the reads | %.0f → %.0f MiB |\n", r.ReadsHWMBeforeMiB, r.ReadsHWMAfterMiB)
 	fmt.Fprintf(w, "| daemon RSS peak (VmHWM) | %.0f MiB |\n", r.RSSHWMMiB)
 	if r.Health == "TCP" {
 		fmt.Fprintf(w, "| health TCP: daemon CPU, probes/s | %.1f %% of one CPU, %.0f/s |\n", 100*r.DaemonCPU, r.ProbesPerSec)
@@ -819,4 +862,21 @@ func printScale(w io.Writer, r *ScaleResults) {
 	if len(r.HeapTop) > 0 {
 		fmt.Fprintf(w, "\nheap (in use) %s:\n%s\n", r.HeapProfile, strings.Join(r.HeapTop, "\n"))
 	}
+}
+
+// lookupOverSocket asks the daemon for one flow of rule 20 times over its
+// control socket and returns the median: the daemon's answer without a
+// CLI process's start.
+func lookupOverSocket(ctx context.Context, sock, rule string) (float64, error) {
+	cl := control.NewClient(sock)
+	defer cl.Close()
+	var all []float64
+	for range 20 {
+		t0 := time.Now()
+		if _, err := cl.Lookup(ctx, control.LookupQuery{Rule: rule, Src: scaleClient}); err != nil {
+			return 0, fmt.Errorf("lookup over %s: %w", sock, err)
+		}
+		all = append(all, time.Since(t0).Seconds())
+	}
+	return median(all), nil
 }
