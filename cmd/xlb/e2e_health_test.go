@@ -18,16 +18,20 @@ const (
 	h2CheckPort   = 8443
 	h2cCheckPort  = 8081
 	udpCheckPort  = 9053
+	sslCheckPort  = 9465
+	tcpCheckPort  = 9466
+	httpCheckPort = 9467
 )
 
 // checkServers are one backend's servers of each kind.
 type checkServers struct {
-	grpc, h2, h2c, udp *healthtest.Server
+	grpc, h2, h2c, udp, ssl, tcp, http *healthtest.Server
 }
 
 // startCheckServers starts a gRPC health server, an HTTP/2 server over TLS,
-// an h2c server expecting PROXY v1 lines and a UDP answerer inside b's
-// namespace, stopped when the test ends.
+// an h2c server expecting PROXY v1 lines, a UDP answerer, a request/answer
+// server inside TLS (SSL), a banner server (TCP) and an HTTP/1.1 server
+// inside b's namespace, stopped when the test ends.
 func startCheckServers(t *testing.T, b *lab.Backend) checkServers {
 	t.Helper()
 	cert, err := healthtest.Cert()
@@ -56,20 +60,25 @@ func startCheckServers(t *testing.T, b *lab.Backend) checkServers {
 		h2:   healthtest.HTTP2(listen(b.Tunnel6, h2CheckPort), cert, false),
 		h2c:  healthtest.HTTP2(listen(b.Tunnel6, h2cCheckPort), nil, true),
 		udp:  healthtest.UDP(pc),
+		ssl:  healthtest.Stream(listen(b.Tunnel4, sslCheckPort), cert, false, false),
+		tcp:  healthtest.Stream(listen(b.Tunnel6, tcpCheckPort), nil, false, true),
+		http: healthtest.HTTP(listen(b.Tunnel4, httpCheckPort), nil, false),
 	}
 	t.Cleanup(func() {
-		for _, srv := range []*healthtest.Server{s.grpc, s.h2, s.h2c, s.udp} {
+		for _, srv := range []*healthtest.Server{s.grpc, s.h2, s.h2c, s.udp, s.ssl, s.tcp, s.http} {
 			srv.Close()
 		}
 	})
 	return s
 }
 
-// TestEndToEndHealthCheckKinds: the daemon marks backends by GRPC, UDP and
-// HTTP2 (TLS, and h2c with PROXY_V1) checks against real servers in the
-// backends' namespaces, over the lab's links, and traffic follows: each
-// rule's backend whose server answers wrong or not at all turns UNHEALTHY
-// and gets no new connections, and HEALTHY again once it answers right.
+// TestEndToEndHealthCheckKinds: the daemon marks backends by GRPC, UDP,
+// HTTP2 (TLS, and h2c with PROXY_V1), SSL, TCP (a banner matched) and HTTP
+// (its body matched) checks against real servers in the backends'
+// namespaces, over the lab's links, and traffic follows: in each rule one
+// backend's server answers wrong and another's stays silent, both turn
+// UNHEALTHY and get no new connections, and HEALTHY again once they
+// answer right.
 func TestEndToEndHealthCheckKinds(t *testing.T) {
 	l := labWith(t, lab.Options{Backends: 3})
 	servers := make([]checkServers, len(l.Backends))
@@ -82,6 +91,14 @@ func TestEndToEndHealthCheckKinds(t *testing.T) {
 	rules[1].Health = fmt.Sprintf("type = \"HTTP2\"\nport = %d\nresponse = %q\n%s", h2CheckPort, healthtest.BodyText, every)
 	rules[2].Health = fmt.Sprintf("type = \"UDP\"\nport = %d\nrequest = %q\nresponse = %q\n%s", udpCheckPort, healthtest.Request, healthtest.Answer, every)
 	rules[3].Health = fmt.Sprintf("type = \"HTTP2\"\ntls = false\nport = %d\nproxy_header = \"PROXY_V1\"\n%s", h2cCheckPort, every)
+	// Rules for the other kinds on ports of their own, checked only.
+	rules = append(rules,
+		lab.Rule{Name: "ssl4", VIP: l.Opts.VIP4, Protocol: "TCP", Ports: `["9443"]`, Encap: "IPIP",
+			Health: fmt.Sprintf("type = \"SSL\"\nport = %d\nrequest = %q\nresponse = %q\n%s", sslCheckPort, healthtest.Request, healthtest.Answer, every)},
+		lab.Rule{Name: "tcp6", VIP: l.Opts.VIP6, Protocol: "TCP", Ports: `["9444"]`, Encap: "IPIP",
+			Health: fmt.Sprintf("type = \"TCP\"\nport = %d\nresponse = %q\n%s", tcpCheckPort, healthtest.Answer, every)},
+		lab.Rule{Name: "http4", VIP: l.Opts.VIP4, Protocol: "TCP", Ports: `["9445"]`, Encap: "IPIP",
+			Health: fmt.Sprintf("type = \"HTTP\"\nport = %d\nrequest_path = \"/\"\nresponse = %q\n%s", httpCheckPort, healthtest.BodyText, every)})
 	x := xlbIn(t, l, rules)
 
 	all := []int{0, 1, 2}
@@ -89,28 +106,27 @@ func TestEndToEndHealthCheckKinds(t *testing.T) {
 		waitHealth(t, l, x, r.Name, "HEALTHY", all...)
 	}
 
-	// One backend of each rule answers wrong or stays silent.
-	servers[0].grpc.Set(healthtest.Wrong) // web4: NOT_SERVING
-	servers[2].h2.Set(healthtest.Silent)  // web6: no answer
-	servers[1].udp.Set(healthtest.Wrong)  // udp4: another datagram
-	servers[0].h2c.Set(healthtest.Wrong)  // udp6: status 503
-	down := map[string]int{"web4": 0, "web6": 2, "udp4": 1, "udp6": 0}
-	for rule, i := range down {
-		waitHealth(t, l, x, rule, "UNHEALTHY", i)
-		var up []int
-		for _, j := range all {
-			if j != i {
-				up = append(up, j)
-			}
-		}
-		waitHealth(t, l, x, rule, "HEALTHY", up...)
+	// In each rule one backend answers wrong and another stays silent; the
+	// third answers right.
+	kindOf := func(s checkServers, rule string) *healthtest.Server {
+		return map[string]*healthtest.Server{"web4": s.grpc, "web6": s.h2, "udp4": s.udp, "udp6": s.h2c, "ssl4": s.ssl, "tcp6": s.tcp, "http4": s.http}[rule]
+	}
+	type downs struct{ wrong, silent, up int }
+	down := map[string]downs{"web4": {0, 1, 2}, "web6": {0, 2, 1}, "udp4": {1, 2, 0}, "udp6": {0, 1, 2},
+		"ssl4": {1, 0, 2}, "tcp6": {2, 1, 0}, "http4": {2, 0, 1}}
+	for rule, d := range down {
+		kindOf(servers[d.wrong], rule).Set(healthtest.Wrong)
+		kindOf(servers[d.silent], rule).Set(healthtest.Silent)
+	}
+	for rule, d := range down {
+		waitHealth(t, l, x, rule, "UNHEALTHY", d.wrong, d.silent)
+		waitHealth(t, l, x, rule, "HEALTHY", d.up)
 	}
 
 	// New connections avoid them, on real packets through the appliance.
-	for fam, idx := range map[int]int{4: 0, 6: 2} {
-		res := drive(t, l, 150, fam)
-		if !res.OK() || res.PerBackend[idx] != 0 {
-			t.Errorf("IPv%d with be%d unhealthy: %s", fam, idx, describe(res))
+	for fam, rule := range map[int]string{4: "web4", 6: "web6"} {
+		if res := drive(t, l, 150, fam); !onlyOn(res, down[rule].up) {
+			t.Errorf("IPv%d with be%d answering wrong and be%d silent: %s", fam, down[rule].wrong, down[rule].silent, describe(res))
 		}
 	}
 	dst := netip.AddrPortFrom(vipOf(l, 4), l.Opts.UDPPort)
@@ -118,8 +134,8 @@ func TestEndToEndHealthCheckKinds(t *testing.T) {
 	for _, src := range clientsOf(l, 4)[:60] {
 		seen[openUDPFlow(t, l, src, dst).who(16)]++
 	}
-	if seen[1] != 0 || seen[-1] != 0 || seen[0] == 0 || seen[2] == 0 {
-		t.Errorf("UDP flows from 60 sources with be1 unhealthy: %v (backend → flows, -1 unanswered)", seen)
+	if seen[down["udp4"].up] != 60 {
+		t.Errorf("UDP flows from 60 sources with be1 answering wrong and be2 silent: %v (backend → flows, -1 unanswered), want all on be0", seen)
 	}
 
 	// Every h2c probe carried a PROXY v1 line naming its own connection.
@@ -136,15 +152,14 @@ func TestEndToEndHealthCheckKinds(t *testing.T) {
 	}
 
 	// Fixed, they come back.
-	servers[0].grpc.Set(healthtest.Right)
-	servers[2].h2.Set(healthtest.Right)
-	servers[1].udp.Set(healthtest.Right)
-	servers[0].h2c.Set(healthtest.Right)
+	for rule, d := range down {
+		kindOf(servers[d.wrong], rule).Set(healthtest.Right)
+		kindOf(servers[d.silent], rule).Set(healthtest.Right)
+	}
 	for _, r := range rules {
 		waitHealth(t, l, x, r.Name, "HEALTHY", all...)
 	}
-	res := drive(t, l, 150, 4)
-	if !res.OK() || res.PerBackend[0] == 0 {
-		t.Errorf("IPv4 with be0 healthy again: %s", describe(res))
+	if res := drive(t, l, 150, 4); !onlyOn(res, all...) {
+		t.Errorf("IPv4 with be0 and be1 healthy again: %s", describe(res))
 	}
 }
