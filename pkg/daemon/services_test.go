@@ -133,6 +133,13 @@ func TestServiceProberMoves(t *testing.T) {
 	if fb.Health != failover.HealthHealthy {
 		t.Errorf("after the prober moved, %s is %s, want the last verdict HEALTHY", b, fb.Health)
 	}
+	// The new prober's verdicts name the service and its rules now.
+	if f, ok := d.probers.followers(probeKey{"a-www6x", b}); !ok || f.service != "www" || strings.Join(f.rules, ",") != "a-www4,a-www6x,c-www6u" {
+		t.Errorf("the new prober a-www6x of %s names %+v (%v), want service www with rules a-www4, a-www6x, c-www6u", b, f, ok)
+	}
+	if f, ok := d.probers.followers(probeKey{"b-www6", b}); ok {
+		t.Errorf("the removed prober b-www6 still names %+v", f)
+	}
 }
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/*.golden from the code's output")

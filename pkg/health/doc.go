@@ -62,6 +62,16 @@
 // data-path rules to the VIP through the rule's encapsulation
 // (pkg/probepath), and their answers, from the VIP to the appliance, pass
 // the XDP program (it redirects packets addressed to a VIP) to the kernel.
+// How, in short: a probe's socket is an ordinary kernel socket, bound and
+// marked so that a policy rule routes its packets into the daemon's TUN;
+// the daemon encapsulates each with the template the workers use for that
+// backend and sends it on the interface, so the appliance needs no tunnel
+// module and the workers do nothing for probes, not even a branch. What it
+// costs is the appliance's CPU per probe, a few more system calls than a
+// direct probe's (the TUN's read, the packet socket's write): measured
+// against direct probes by BenchmarkProbes, figures in bench/README.md.
+// Every check kind works either way, since only the dialer differs
+// (docs/design.md#data-path-probes).
 //
 // # Weight header
 //
