@@ -360,15 +360,20 @@ func probeListener(gw string) (n *atomic.Uint64, closeFn func(), err error) {
 
 // timed runs the xlb binary with args and returns its wall time and output.
 func timed(xlb string, args ...string) (time.Duration, []byte, error) {
-	d, out, _, err := timedRSS(xlb, args...)
+	d, out, _, _, err := timedRSS(xlb, args...)
 	return d, out, err
 }
 
-// timedRSS is timed with the process's peak resident set in MiB.
-func timedRSS(xlb string, args ...string) (time.Duration, []byte, float64, error) {
-	var out, errOut bytes.Buffer
+// timedRSS is timed with the process's peak resident set in MiB. The
+// harness keeps the first 64 KiB of the output and counts the rest: the
+// child's peak RSS from wait4 includes what the harness had resident when
+// it started the child (Go starts it with vfork), so the harness must not
+// hold the last command's tens of megabytes.
+func timedRSS(xlb string, args ...string) (time.Duration, []byte, int, float64, error) {
+	var errOut bytes.Buffer
+	out := &headCounter{max: 64 << 10}
 	cmd := exec.Command(xlb, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cmd.Stdout, cmd.Stderr = out, &errOut
 	t0 := time.Now()
 	err := cmd.Run()
 	d := time.Since(t0)
@@ -377,9 +382,24 @@ func timedRSS(xlb string, args ...string) (time.Duration, []byte, float64, error
 		rss = float64(ru.Maxrss) / 1024 // KiB on Linux
 	}
 	if err != nil {
-		return d, nil, rss, fmt.Errorf("xlb %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errOut.String()))
+		return d, nil, out.n, rss, fmt.Errorf("xlb %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errOut.String()))
 	}
-	return d, out.Bytes(), rss, nil
+	return d, out.head, out.n, rss, nil
+}
+
+// headCounter keeps the first max bytes written and counts them all.
+type headCounter struct {
+	head []byte
+	n    int
+	max  int
+}
+
+func (h *headCounter) Write(p []byte) (int, error) {
+	h.n += len(p)
+	if room := h.max - len(h.head); room > 0 {
+		h.head = append(h.head, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
 }
 
 // rssMiB returns the process's VmRSS and VmHWM in MiB.
@@ -537,11 +557,11 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 			if args[0] != "--version" {
 				run = append(slices.Clone(args), "-c", cfg)
 			}
-			d, out, rss, err := timedRSS(o.xlb, run...)
+			d, _, n, rss, err := timedRSS(o.xlb, run...)
 			if err != nil {
 				return err
 			}
-			r.All, r.Bytes, r.CLIMaxRSSMiB = append(r.All, d.Seconds()), len(out), max(r.CLIMaxRSSMiB, rss)
+			r.All, r.Bytes, r.CLIMaxRSSMiB = append(r.All, d.Seconds()), n, max(r.CLIMaxRSSMiB, rss)
 		}
 		r.Sec = median(r.All)
 		res.Reads = append(res.Reads, r)
