@@ -98,7 +98,7 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 	if snap := o.d.engine.Snapshot(); snap != nil && int(rr.slot) < len(snap.Rules) && snap.Rules[rr.slot].Present {
 		table = snap.Rules[rr.slot].Table
 		info.TableSize = table.Size()
-		info.TableDigest = rr.digest                       // digest.go, computed when the rule was
+		info.TableDigest = rr.digest                       // digest.go, computed when first asked for
 		if sr := snap.Rules[rr.slot]; sharedSessions(sr) { // sessions.go
 			info.SessionActiveSeconds = sessionActiveWindow(sr.Idle).Duration().Seconds()
 		}

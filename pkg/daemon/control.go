@@ -122,7 +122,7 @@ func (o *ops) rowsOf(ctx context.Context, only func(*config.Rule) bool) ([]ruleR
 			if rt := d.rules[rv.Rule.Name]; rt != nil {
 				rr.slot, rr.state, rr.warm = rt.slot, rt.prev, rt.warm.warm
 				if rt.status != nil {
-					rr.digest = rt.status.Digest
+					rr.digest = rt.status.Digest()
 				}
 				// Backends removed by a reload, still draining.
 				gone := slices.SortedFunc(maps.Keys(rt.removed), netip.Addr.Compare)

@@ -43,10 +43,10 @@ type ruleStatus struct {
 	// (warmup.go); Pending lists the backends without a verdict yet.
 	Warm    bool
 	Pending []netip.Addr
-	// Built is the rule as the workers read it, Digest its table_digest
+	// Built is the rule as the workers read it, digest its table_digest
 	// (digest.go), both as published.
 	Built  *dataplane.Rule
-	Digest string
+	digest *lazyDigest
 	// Counts is the rule's line of the status summary.
 	Counts ruleCounts
 }
@@ -197,7 +197,27 @@ type computed struct {
 	warm   bool
 	build  dataplane.RuleConfig
 	built  *dataplane.Rule
-	digest string
+	digest *lazyDigest
+}
+
+// lazyDigest is a rule's table_digest, computed when a reader first asks
+// for it (a hash over every slot: a tenth of a start's CPU at 1000
+// rules, for a figure only status shows). Safe for concurrent use.
+type lazyDigest struct {
+	once sync.Once
+	seed uint64
+	rule *dataplane.Rule
+	v    string
+}
+
+// Digest returns the rule's table_digest.
+func (s *ruleStatus) Digest() string {
+	l := s.digest
+	l.once.Do(func() {
+		l.v = tableDigest(l.seed, l.rule)
+		l.rule = nil
+	})
+	return l.v
 }
 
 // publish computes the touched and due rules, publishes a new snapshot
@@ -360,8 +380,7 @@ func (d *daemon) prepare(rv *config.RuleView, now time.Time) (computed, error) {
 		}}, nil
 }
 
-// buildAll builds the rules prepare computed (their Maglev tables and
-// table digests), on as many goroutines as there are CPUs when there
+// buildAll builds the rules prepare computed (their Maglev tables), on as many goroutines as there are CPUs when there
 // are several: the second, parallel part of computing rules, which reads
 // nothing but its own rule (hash.Tables is safe for concurrent use), so
 // every rule's result is what a serial build gives
@@ -376,11 +395,11 @@ func buildAll(cs []computed, seed uint64, clock dataplane.Clock, sameSeed bool) 
 		}
 		c.built = dr
 		// The digest hashes every slot: keep it while the tables and
-		// the seed are the ones it was computed from.
+		// the seed are the ones it was (or will be) computed from.
 		if old := c.rt.status; old != nil && sameSeed && old.Built.SameTables(dr) && old.Built.Affinity == dr.Affinity {
-			c.digest = old.Digest
+			c.digest = old.digest
 		} else {
-			c.digest = tableDigest(seed, dr)
+			c.digest = &lazyDigest{seed: seed, rule: dr}
 		}
 		return nil
 	}
@@ -423,7 +442,7 @@ func (d *daemon) finishRule(c *computed) {
 		}
 	}
 	c.status = &ruleStatus{Name: r.Name, VIP: r.VIP, Tier: st.Tier.String(), Reason: st.Reason, State: st, Rule: r, Slot: c.rt.slot,
-		Eligible: len(st.Eligible), Warm: c.warm, Pending: c.pending, Built: dr, Digest: c.digest, Counts: countBackends(st)}
+		Eligible: len(st.Eligible), Warm: c.warm, Pending: c.pending, Built: dr, digest: c.digest, Counts: countBackends(st)}
 }
 
 // tableSize is the Maglev table size of rule r: maglev_table_size when

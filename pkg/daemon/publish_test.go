@@ -213,8 +213,8 @@ func TestParallelBuildIsSerialBuild(t *testing.T) {
 	templates := map[string]*encap.Template{}
 	for i := range sst {
 		a, b := sst[i], pst[i]
-		if a.Name != b.Name || a.Digest != b.Digest || a.Built.Table.Placement() != b.Built.Table.Placement() || a.Built.Table.Len() != 20 {
-			t.Errorf("rule %d: serial %s %s, parallel %s %s", i, a.Name, a.Digest, b.Name, b.Digest)
+		if a.Name != b.Name || a.Digest() != b.Digest() || a.Built.Table.Placement() != b.Built.Table.Placement() || a.Built.Table.Len() != 20 {
+			t.Errorf("rule %d: serial %s %s, parallel %s %s", i, a.Name, a.Digest(), b.Name, b.Digest())
 		}
 		for _, be := range b.Built.Backends {
 			if !be.Present {
