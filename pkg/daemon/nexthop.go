@@ -122,12 +122,16 @@ func (d *daemon) resolvePass(ctx context.Context, want map[nhKey]bool, changed m
 	}
 	close(keys)
 	wg.Wait()
-	behind := map[netip.Addr][]nhKey{} // by neighbour: the gateway, or the on-link backend
+	type neighbour struct { // the gateway, or the on-link backend
+		ifindex int
+		addr    netip.Addr
+	}
+	behind := map[neighbour][]nhKey{}
 	for k, r := range routed {
 		if r.err == nil {
-			n := r.nh.Gateway
-			if !n.IsValid() {
-				n = r.nh.Backend
+			n := neighbour{r.nh.Ifindex, r.nh.Gateway}
+			if !n.addr.IsValid() {
+				n.addr = r.nh.Backend
 			}
 			behind[n] = append(behind[n], k)
 		}

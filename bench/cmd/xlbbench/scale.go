@@ -78,6 +78,9 @@ type ScaleResults struct {
 	Health           string  `json:"health"`
 	ValidateSec      float64 `json:"validate_sec"`
 	StartSec         float64 `json:"start_to_serving_sec"`
+	// StartCPUSec is the daemon's CPU time (all threads) when it said it
+	// serves: what the start costs whatever the machine's load.
+	StartCPUSec float64 `json:"start_cpu_sec"`
 	// StartPhases are the phases of the start as the daemon logs them
 	// with "serving" (config, engine, health, nexthops, publish).
 	StartPhases map[string]string `json:"start_phases,omitempty"`
@@ -506,12 +509,15 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 	}
 	defer fw.Stop("xlb")
 	res.StartSec = time.Since(t0).Seconds()
+	if cpu, err := procCPU(fw.pid); err == nil {
+		res.StartCPUSec = cpu.Seconds()
+	}
 	res.StartPhases = logFields(fw.ready, "config", "engine", "health", "nexthops", "publish")
 	time.Sleep(time.Second)
 	if res.RSSStartMiB, _, err = rssMiB(fw.pid); err != nil {
 		return err
 	}
-	progress("serving after %.2f s (%v), RSS %.0f MiB", res.StartSec, res.StartPhases, res.RSSStartMiB)
+	progress("serving after %.2f s (%v; %.2f s of CPU), RSS %.0f MiB", res.StartSec, res.StartPhases, res.StartCPUSec, res.RSSStartMiB)
 	if o.heap {
 		if res.MemStart, err = memorySplit(fw.pid, app); err != nil {
 			return err
@@ -850,7 +856,7 @@ func printScale(w io.Writer, r *ScaleResults) {
 		r.Rules, r.Backends, r.DistinctBackends, r.Queues, r.Health, r.Revision, r.LoadAvg, r.LoadAvgAfter)
 	fmt.Fprintf(w, "| what | measured |\n|---|---|\n")
 	fmt.Fprintf(w, "| `xlb validate` | %.2f s |\n", r.ValidateSec)
-	fmt.Fprintf(w, "| start → serving | %.2f s %v |\n", r.StartSec, r.StartPhases)
+	fmt.Fprintf(w, "| start → serving | %.2f s %v, %.2f s of CPU |\n", r.StartSec, r.StartPhases, r.StartCPUSec)
 	fmt.Fprintf(w, "| daemon RSS after start | %.0f MiB |\n", r.RSSStartMiB)
 	if len(r.MemStart) > 0 {
 		keys := slices.Sorted(maps.Keys(r.MemStart))
