@@ -16,7 +16,8 @@ import (
 // TestFleetBFD: both appliances' BFD sessions come Up (status, metrics,
 // `xlb status`); three times, appliance 1 is SIGSTOPped under 200
 // long-lived connections: its next hop must be gone within 1 s, come back
-// after SIGCONT, and no connection may break.
+// after SIGCONT, and no connection may break. The lab keeps 100 ms × 3
+// on a loaded machine: docs/design.md#bfd says why.
 func TestFleetBFD(t *testing.T) {
 	f := startFleetWith(t, lab.Options{Appliances: 2, Backends: 3, ClientAddrs: 250, BFD: true})
 	l := f.l
