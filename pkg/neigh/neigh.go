@@ -111,7 +111,7 @@ type memo[T any] struct {
 func (r *Resolver) NewPass() *Pass {
 	p := &Pass{r: r, h: r.h, links: map[int]*memo[linkAttrs]{}, macs: map[hop]*memo[net.HardwareAddr]{}}
 	if r.own {
-		if h, err := netlink.NewHandle(); err == nil {
+		if h, err := netlink.NewHandle(unix.NETLINK_ROUTE); err == nil {
 			p.h = h
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -143,5 +144,32 @@ func TestPassSharesNeighbours(t *testing.T) {
 	}
 	if len(p.macs) != 2 {
 		t.Errorf("%d neighbours after an IPv6 one, want 2", len(p.macs))
+	}
+}
+
+// TestPassOwnSockets: a Resolver over the caller's namespace (New(nil))
+// resolves through the sockets its pass opens there, and closes them.
+func TestPassOwnSockets(t *testing.T) {
+	a, _, bMAC := twoHosts(t)
+	if err := a.Do(func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		p := New(nil).NewPass()
+		defer p.Close()
+		if p.h == p.r.h {
+			return errors.New("the pass uses a socket per request")
+		}
+		for _, addr := range []string{"192.0.2.10", "192.0.2.11"} {
+			nh, err := p.Resolve(ctx, netip.MustParseAddr(addr))
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(nh.DstMAC, bMAC) {
+				return fmt.Errorf("%s: DstMAC %v, want %v", addr, nh.DstMAC, bMAC)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
