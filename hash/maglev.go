@@ -126,18 +126,24 @@ func build(bs []Backend, m uint32, seed uint64) *MaglevTable {
 	}
 	ids := grow(sc.order, int(m)) // the turn order is spent
 	for s, o := range owner {
-		id := bs[o].ID
-		ids[s] = id
-		at := s<<t.shift + pad
-		switch t.shift {
-		case 0:
-			t.slots[at] = byte(id)
-		case 1:
-			binary.NativeEndian.PutUint16(t.slots[at:], uint16(id))
-		default:
-			binary.NativeEndian.PutUint32(t.slots[at:], id)
-		}
+		ids[s] = bs[o].ID
 		t.counts[o]++
+	}
+	// One loop per width, not a switch per slot.
+	switch slots := t.slots[pad:]; t.shift {
+	case 0:
+		slots = slots[:len(ids)]
+		for s, id := range ids {
+			slots[s] = byte(id)
+		}
+	case 1:
+		for s, id := range ids {
+			binary.NativeEndian.PutUint16(slots[s<<1:], uint16(id))
+		}
+	default:
+		for s, id := range ids {
+			binary.NativeEndian.PutUint32(slots[s<<2:], id)
+		}
 	}
 	t.digest = placement(ids)
 	return t
