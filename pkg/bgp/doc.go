@@ -44,6 +44,10 @@
 //     paths have no neighbour and pass — a plain default REJECT would
 //     reject our own paths too, since GoBGP runs AddPath through the global
 //     import policy).
+//   - Announcements and withdrawals go to GoBGP in batches (Update: one
+//     AddPath, one DeletePath by path), so its sender can pack them into
+//     few UPDATEs; UpdatesSent counts them per peer
+//     (docs/design.md#vip-announcements-at-scale).
 //   - TCP port 179 is listened on only when a peer is passive (ListenPort
 //     0); otherwise the speaker connects out and never listens, so it
 //     cannot clash with another BGP daemon on the appliance.

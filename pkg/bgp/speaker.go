@@ -527,13 +527,9 @@ func (s *Speaker) addLocked(prefixes []netip.Prefix) error {
 	if len(prefixes) == 0 {
 		return nil
 	}
-	paths := make([]*apiutil.Path, 0, len(prefixes))
-	for _, prefix := range prefixes {
-		p, err := s.path(prefix)
-		if err != nil {
-			return fmt.Errorf("announce %s: %w", prefix, err)
-		}
-		paths = append(paths, p)
+	paths, err := s.paths(prefixes, false)
+	if err != nil {
+		return err
 	}
 	resp, err := s.srv.AddPath(apiutil.AddPathRequest{Paths: paths})
 	var errs []error
@@ -556,14 +552,9 @@ func (s *Speaker) deleteLocked(prefixes []netip.Prefix) error {
 	if len(prefixes) == 0 {
 		return nil
 	}
-	paths := make([]*apiutil.Path, 0, len(prefixes))
-	for _, prefix := range prefixes {
-		p, err := s.path(prefix)
-		if err != nil {
-			return fmt.Errorf("withdraw %s: %w", prefix, err)
-		}
-		p.Withdrawal = true
-		paths = append(paths, p)
+	paths, err := s.paths(prefixes, true)
+	if err != nil {
+		return err
 	}
 	if err := s.srv.DeletePath(apiutil.DeletePathRequest{Paths: paths}); err != nil {
 		return fmt.Errorf("withdraw %s: %w", describe(prefixes), err)
@@ -572,6 +563,21 @@ func (s *Speaker) deleteLocked(prefixes []netip.Prefix) error {
 		delete(s.announced, p)
 	}
 	return nil
+}
+
+// paths are the announcements (or withdrawals) of prefixes.
+func (s *Speaker) paths(prefixes []netip.Prefix, withdraw bool) ([]*apiutil.Path, error) {
+	what := map[bool]string{false: "announce", true: "withdraw"}[withdraw]
+	out := make([]*apiutil.Path, 0, len(prefixes))
+	for _, prefix := range prefixes {
+		p, err := s.path(prefix)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", what, prefix, err)
+		}
+		p.Withdrawal = withdraw
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // describe names a batch of prefixes in an error: the first, and how
