@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // Rule is one forwarding rule of a lab configuration for xlb.
@@ -150,6 +151,19 @@ refresh = "5s"
 `, a.Addr4, strings.Join(peers, ", "), keyFile)
 }
 
+// BGPHoldTime is the BGP hold time of the lab's router and appliances:
+// 3 s, so a silent appliance leaves ECMP within the tests' patience; 9 s
+// with Options.BFD, where BFD detects a silent appliance in 0.3 s and the
+// hold timer is only its backstop: at 3 s a 2-CPU machine under heavy load
+// starved BIRD or the speaker past it while BFD stayed Up
+// (docs/design.md#bfd).
+func (l *Lab) BGPHoldTime() time.Duration {
+	if l.Opts.BFD {
+		return 9 * time.Second
+	}
+	return 3 * time.Second
+}
+
 // BGPConfig is the [bgp] table of every appliance of a BGP lab: AS
 // ApplianceAS, eBGP to the router's IPv4 and IPv6 addresses, the router's
 // hold time, no withdraw delay beyond a short one (tests stop appliances
@@ -166,7 +180,7 @@ func (l *Lab) BGPConfig() string {
 	}
 	return fmt.Sprintf(`[bgp]
 local_as = %d
-hold_time = "3s"
+hold_time = %q
 withdraw_delay = "1s"
 %s[[bgp.peer]]
 address = %q
@@ -174,7 +188,7 @@ peer_as = %d
 %s[[bgp.peer]]
 address = %q
 peer_as = %d
-%s`, ApplianceAS, gr, l.Gateway4, RouterAS, bfd, l.Gateway6, RouterAS, bfd)
+%s`, ApplianceAS, l.BGPHoldTime().String(), gr, l.Gateway4, RouterAS, bfd, l.Gateway6, RouterAS, bfd)
 }
 
 func (l *Lab) ruleText(r Rule) (string, error) {

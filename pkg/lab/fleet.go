@@ -84,10 +84,11 @@ func (l *Lab) birdVIPFilter(v6 bool) string {
 // BIRDConfig is the router's BIRD 2 configuration, as the fleet prototype
 // found it: one kernel route per VIP with every appliance's path as a next hop
 // ("merge paths on" in the kernel protocols is the only switch needed),
-// eBGP with hold 3 s / keepalive 1 s and fast (re)connects, VIP host routes
-// imported, nothing exported; with Options.BFD a protocol bfd and `bfd on`
-// for every appliance.
+// eBGP with hold 3 s / keepalive 1 s (BGPHoldTime) and fast (re)connects,
+// VIP host routes imported, nothing exported; with Options.BFD a protocol
+// bfd and `bfd on` for every appliance.
 func (l *Lab) BIRDConfig(logFile string) string {
+	hold := int(l.BGPHoldTime() / time.Second)
 	var b strings.Builder
 	fmt.Fprintf(&b, `# BIRD 2 on the router of lab %q (written by pkg/lab)
 log %q all;
@@ -111,18 +112,18 @@ protocol kernel kvip6 {
 # returning appliance out for a minute after a hold-timer expiry.
 template bgp appliance4 {
   local %s as %d;
-  hold time 3; keepalive time 1;
+  hold time %d; keepalive time %d;
   connect delay time 1; connect retry time 2; error wait time 1, 5;
   ipv4 { import filter { if net ~ [ %s ] then accept; reject; }; export none; };
 }
 template bgp appliance6 {
   local %s as %d;
-  hold time 3; keepalive time 1;
+  hold time %d; keepalive time %d;
   connect delay time 1; connect retry time 2; error wait time 1, 5;
   ipv6 { import filter { if net ~ [ %s ] then accept; reject; }; export none; };
 }
 `, l.Opts.Prefix, logFile, l.Gateway4, l.birdVIPFilter(false), l.birdVIPFilter(true),
-		l.Gateway4, RouterAS, l.birdVIPFilter(false), l.Gateway6, RouterAS, l.birdVIPFilter(true))
+		l.Gateway4, RouterAS, hold, hold/3, l.birdVIPFilter(false), l.Gateway6, RouterAS, hold, hold/3, l.birdVIPFilter(true))
 	bfd := ""
 	if l.Opts.BFD {
 		// The fleet prototype's timers: 100 ms × 3.
