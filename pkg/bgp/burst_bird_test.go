@@ -29,8 +29,8 @@ const maxStartUpdates = 3
 // maxBatchUpdates bounds the UPDATEs of burstVIPs announced or withdrawn
 // in one Update on an established session. GoBGP queues one message per
 // path for the peer and its sender packs whatever is queued when it
-// looks, without waiting for more: 6-33 UPDATEs were measured, the more
-// the busier the machine (docs/design.md#vip-announcements-at-scale).
+// looks, without waiting for more: 4-33 UPDATEs were measured, as the
+// scheduling fell (docs/design.md#vip-announcements-at-scale).
 // The bound is a tenth of one UPDATE per VIP.
 const maxBatchUpdates = burstVIPs / 10
 
