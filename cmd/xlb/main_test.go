@@ -62,7 +62,7 @@ func TestUnknownCommandAndFlag(t *testing.T) {
 		{[]string{"lab", "bogus"}, 3, `unknown command "bogus" for "xlb lab" (see 'xlb lab --help')`},
 		{[]string{"appliance", "bogus"}, 3, `unknown command "bogus" for "xlb appliance" (see 'xlb appliance --help')`},
 		{[]string{"validate", "--bogus"}, 2, "flag provided but not defined: -bogus"},
-		{[]string{"backend", "list", "--limit", "3"}, 2, "flag provided but not defined: -limit"},
+		{[]string{"backend", "list", "--bogus", "3"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"status", "extra"}, 2, `status takes no arguments, got "extra"`},
 	} {
 		_, _, err := runXLB(t, tc.args...)
