@@ -315,11 +315,24 @@ func TestCheckerReload(t *testing.T) {
 	if err := c.Set([]Target{tb, td}); err != nil {
 		t.Fatal(err)
 	}
-	aRequests, aEvents := a.requests.Load(), len(rec.all())
+	aEvents := len(rec.all())
+	// Set waits for a probe in flight to end, but a request it wrote
+	// before may reach a's handler after Set returned (later still on a
+	// loaded machine): count from when a's count has held still for
+	// 100 ms. A prober still running (every 10 ms) never lets it.
+	aRequests := a.requests.Load()
+	for still, deadline := time.Now(), time.Now().Add(3*time.Second); time.Since(still) < 100*time.Millisecond; time.Sleep(10 * time.Millisecond) {
+		if n := a.requests.Load(); n != aRequests {
+			aRequests, still = n, time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("removed target still probed: a's requests did not stop within 3 s of Set (%d)", aRequests)
+		}
+	}
 	rec.waitFor(t, td.Key, healthIs(failover.HealthHealthy))
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
 	if n := a.requests.Load(); n != aRequests {
-		t.Errorf("removed target still probed: %d requests after Set returned", n-aRequests)
+		t.Errorf("removed target still probed: %d requests after its count had stopped", n-aRequests)
 	}
 	for _, s := range rec.all()[aEvents:] {
 		if s.Key == ta.Key {
