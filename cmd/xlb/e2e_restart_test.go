@@ -745,25 +745,7 @@ func testRestartBGP(t *testing.T, withBFD bool) {
 	ws := openWatched(t, l, l.ClientAddrs4[:50], 15*time.Second)
 	stopWatch := watchAll(ws)
 	// Watch the router's route every 20 ms through the hand-over.
-	var gone atomic.Int64
-	var lastBad atomic.Value
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			if nh, err := l.RouteNexthops(l.Opts.VIP4); err != nil || len(nh) != 1 || nh[0] != a0 {
-				gone.Add(1)
-				lastBad.Store(fmt.Sprintf("%v %v", nh, err))
-			}
-		}
-	}()
+	watch := l.WatchRoute(l.Opts.VIP4, a0, 20*time.Millisecond)
 	res, err := restartXLB(t, x, "restart")
 	if err != nil {
 		t.Fatalf("xlb restart: %v\n%s", err, x.log)
@@ -778,11 +760,10 @@ func testRestartBGP(t *testing.T, withBFD bool) {
 		return n >= 2 && strings.Contains(out, a0.String()) && !strings.Contains(out, "stale"), fmt.Sprintf("%d sessions up; %q", n, out)
 	})
 	time.Sleep(time.Second)
-	close(done)
-	wg.Wait()
+	n, _, lastBad := watch.Stop()
 	stopWatch()
-	if n := gone.Load(); n > 0 {
-		t.Errorf("the router's route to the VIP lost the appliance %d times during the hand-over (last: %v)\n%s", n, lastBad.Load(), l.BIRDLog())
+	if n > 0 {
+		t.Errorf("the router's route to the VIP lost the appliance %d times during the hand-over (last: %v)\n%s", n, lastBad, l.BIRDLog())
 	}
 	broken, moved, asks, detail := tally(ws)
 	t.Logf("after the hand-over: %d broken, %d moved of %d (%d requests)%s", broken, moved, len(ws), asks, detail)

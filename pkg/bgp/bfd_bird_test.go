@@ -6,8 +6,6 @@ import (
 	"net/netip"
 	"os/exec"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -178,26 +176,7 @@ func TestBIRDHandOver(t *testing.T) {
 		return len(ps) == 2 && ps[0].BFD == "up" && ps[1].BFD == "up" && sessionUp(out, a0.Addr4) && sessionUp(out, a0.Addr6)
 	})
 
-	var lost atomic.Int64
-	var firstLost atomic.Value
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			if nh, err := l.RouteNexthops(l.Opts.VIP4); err != nil || len(nh) != 1 || nh[0] != a0.Addr4 {
-				if lost.Add(1) == 1 {
-					firstLost.Store(time.Now().Format("15:04:05.000"))
-				}
-			}
-		}
-	}()
+	watch := l.WatchRoute(l.Opts.VIP4, a0.Addr4, 5*time.Millisecond)
 	carried := s0.do("bfdexport")
 	s0.do("holdbfd on")
 	o1 := o
@@ -214,12 +193,11 @@ func TestBIRDHandOver(t *testing.T) {
 	})
 	t.Logf("successor's session established and the route fresh %v after the detach", time.Since(detachAt).Round(time.Millisecond))
 	time.Sleep(500 * time.Millisecond)
-	close(done)
-	wg.Wait()
+	n, firstLost, _ := watch.Stop()
 	birdLog := l.BIRDLog()
-	if n := lost.Load(); n > 0 {
+	if n > 0 {
 		t.Errorf("the router's route lost the appliance in %d polls (first at %v; detach at %s)\nsuccessor:\n%s\nbird log:\n%s",
-			n, firstLost.Load(), detachAt.Format("15:04:05.000"), s1.stderr, logTail(birdLog, 80))
+			n, firstLost, detachAt.Format("15:04:05.000"), s1.stderr, logTail(birdLog, 80))
 	}
 	if strings.Contains(birdLog, "changed state from Up") {
 		t.Errorf("BIRD's BFD sessions left Up during the hand-over:\n%s", logTail(birdLog, 80))

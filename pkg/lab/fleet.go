@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -321,6 +323,50 @@ func (l *Lab) WaitNexthops(ctx context.Context, vip netip.Addr, want []netip.Add
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// RouteWatch polls the router's route to a VIP until Stop and counts the
+// polls in which it did not lead to exactly one appliance: what a
+// hand-over test asserts never happens.
+type RouteWatch struct {
+	misses      atomic.Int64
+	first, last atomic.Value // the first miss's time, the last miss's next hops
+	done        chan struct{}
+	wg          sync.WaitGroup
+}
+
+// WatchRoute starts a RouteWatch of vip, whose only next hop must be want,
+// polled every interval.
+func (l *Lab) WatchRoute(vip, want netip.Addr, every time.Duration) *RouteWatch {
+	w := &RouteWatch{done: make(chan struct{})}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		for {
+			select {
+			case <-w.done:
+				return
+			case <-time.After(every):
+			}
+			if nh, err := l.RouteNexthops(vip); err != nil || len(nh) != 1 || nh[0] != want {
+				if w.misses.Add(1) == 1 {
+					w.first.Store(time.Now().Format("15:04:05.000"))
+				}
+				w.last.Store(fmt.Sprintf("%v %v", nh, err))
+			}
+		}
+	}()
+	return w
+}
+
+// Stop ends the watch and returns the polls that missed, when the first
+// did and what the last saw ("" when none missed).
+func (w *RouteWatch) Stop() (misses int64, first, last string) {
+	close(w.done)
+	w.wg.Wait()
+	first, _ = w.first.Load().(string)
+	last, _ = w.last.Load().(string)
+	return w.misses.Load(), first, last
 }
 
 // ApplianceAddrs returns the appliances' fabric addresses of a family.
