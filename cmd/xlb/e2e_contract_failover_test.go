@@ -11,6 +11,7 @@ import (
 
 	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/lab"
+	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
 // tierSwitch returns the time of the last tier switch of rule to tier to.
@@ -55,7 +56,7 @@ func TestWireDrainingOnFailover(t *testing.T) {
 		l.Backends[3].SetHealthy(false)
 		x := xlbIn(t, l, []lab.Rule{rule(l, "web4", fmt.Sprintf("[failover]\nfailover_drain_timeout = %q\nfailback_delay = %q\n", drainTimeout, failback), groups()...)})
 		start(t, l, x, 2, 3)
-		waitFor(t, 30*time.Second, "primaries serve", func() (bool, string) {
+		testutil.WaitFor(t, 30*time.Second, "primaries serve", func() (bool, string) {
 			res := driveFor(t, l, 40, 4, 3*time.Second)
 			return onlyOn(res, 0, 1), describe(res)
 		})
@@ -67,7 +68,7 @@ func TestWireDrainingOnFailover(t *testing.T) {
 		// switch, well inside the drain.
 		var switched time.Time
 		var until *time.Time
-		waitFor(t, 30*time.Second, "switch to FAILOVER", func() (bool, string) {
+		testutil.WaitFor(t, 30*time.Second, "switch to FAILOVER", func() (bool, string) {
 			st := x.status(t)
 			var ok bool
 			switched, ok = tierSwitch(st, "web4", "FAILOVER")
@@ -81,7 +82,7 @@ func TestWireDrainingOnFailover(t *testing.T) {
 		if a, b := k0.on(), k1.on(); (a != 0 || b != 1) && asked.Before(until.Add(-time.Second)) {
 			t.Errorf("open connections %v after the switch went to %d and %d; want 0 and 1 (drained on failover)", asked.Sub(switched), a, b)
 		}
-		waitFor(t, 30*time.Second, "new connections on the failover backends", func() (bool, string) {
+		testutil.WaitFor(t, 30*time.Second, "new connections on the failover backends", func() (bool, string) {
 			res := driveFor(t, l, 40, 4, 3*time.Second)
 			return onlyOn(res, 2, 3), describe(res)
 		})
@@ -104,7 +105,7 @@ func TestWireDrainingOnFailover(t *testing.T) {
 		if before == "FAILOVER" && after == "FAILOVER" && !noneOn(res, 0, 1) {
 			t.Errorf("while failback is pending: %s; want nothing on the primaries", describe(res))
 		}
-		waitFor(t, 30*time.Second, "failback to the primaries", func() (bool, string) {
+		testutil.WaitFor(t, 30*time.Second, "failback to the primaries", func() (bool, string) {
 			res := driveFor(t, l, 40, 4, 3*time.Second)
 			return onlyOn(res, 0, 1), describe(res)
 		})
@@ -121,14 +122,14 @@ func TestWireDrainingOnFailover(t *testing.T) {
 		l.Backends[3].SetHealthy(false)
 		x := xlbIn(t, l, []lab.Rule{rule(l, "web4", "[failover]\nconnection_drain_on_failover = false\n", groups()...)})
 		start(t, l, x, 2, 3)
-		waitFor(t, 30*time.Second, "primaries serve", func() (bool, string) {
+		testutil.WaitFor(t, 30*time.Second, "primaries serve", func() (bool, string) {
 			res := driveFor(t, l, 40, 4, 3*time.Second)
 			return onlyOn(res, 0, 1), describe(res)
 		})
 		k0 := connOn(t, l, 4, 0, 0)
 		l.Backends[0].SetHealthy(false)
 		l.Backends[1].SetHealthy(false)
-		waitFor(t, 30*time.Second, "new connections on the failover backends", func() (bool, string) {
+		testutil.WaitFor(t, 30*time.Second, "new connections on the failover backends", func() (bool, string) {
 			res := driveFor(t, l, 40, 4, 3*time.Second)
 			return onlyOn(res, 2, 3), describe(res)
 		})
@@ -139,7 +140,7 @@ func TestWireDrainingOnFailover(t *testing.T) {
 		// every primary.
 		l.Backends[2].SetHealthy(false)
 		l.Backends[3].SetHealthy(false)
-		waitFor(t, 30*time.Second, "nothing healthy: new connections on the primaries", func() (bool, string) {
+		testutil.WaitFor(t, 30*time.Second, "nothing healthy: new connections on the primaries", func() (bool, string) {
 			res := driveFor(t, l, 40, 4, 3*time.Second)
 			return onlyOn(res, 0, 1), describe(res)
 		})
@@ -163,7 +164,7 @@ func TestWireEligibleBackendsFailover(t *testing.T) {
 	waitHealth(t, l, x, "web4", "HEALTHY", 4)
 	serves := func(what string, idx ...int) {
 		t.Helper()
-		waitFor(t, 30*time.Second, what, func() (bool, string) {
+		testutil.WaitFor(t, 30*time.Second, what, func() (bool, string) {
 			res := driveFor(t, l, 60, 4, 3*time.Second)
 			return onlyOn(res, idx...), describe(res)
 		})
@@ -184,7 +185,7 @@ func TestWireEligibleBackendsFailover(t *testing.T) {
 
 	l.Backends[2].SetHealthy(false)
 	l.Backends[3].SetHealthy(false)
-	waitFor(t, 30*time.Second, "nothing usable, drop_traffic_if_unhealthy: new connections dropped", func() (bool, string) {
+	testutil.WaitFor(t, 30*time.Second, "nothing usable, drop_traffic_if_unhealthy: new connections dropped", func() (bool, string) {
 		res := driveFor(t, l, 8, 4, 2*time.Second)
 		return res.Errors == 8, describe(res)
 	})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/xlbnet/xlb/pkg/lab"
+	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
 // shareIn reports whether backend i served between lo and hi of res.
@@ -50,7 +51,7 @@ func TestWireWeightShares(t *testing.T) {
 	l.Backends[1].SetWeightText("abc")
 	l.Backends[2].SetWeight(5)
 	addr := func(i int) string { return l.Backends[i].Tunnel4.String() }
-	waitFor(t, 30*time.Second, "weight states", func() (bool, string) {
+	testutil.WaitFor(t, 30*time.Second, "weight states", func() (bool, string) {
 		st := x.status(t)
 		b0, b1, b2 := backendOf(st, "web4", addr(0)), backendOf(st, "web4", addr(1)), backendOf(st, "web4", addr(2))
 		ok := b0.WeightState == "MISSING_WEIGHT" && b1.WeightState == "INVALID_WEIGHT" && b2.WeightState == "OK" &&
@@ -68,13 +69,13 @@ func TestWireWeightShares(t *testing.T) {
 	for _, b := range l.Backends {
 		b.SetWeight(1)
 	}
-	waitFor(t, 30*time.Second, "weights 1:1:1", func() (bool, string) {
+	testutil.WaitFor(t, 30*time.Second, "weights 1:1:1", func() (bool, string) {
 		res := driveFor(t, l, 60, 4, 3*time.Second)
 		return onlyOn(res, 0, 1, 2), describe(res)
 	})
 	k := connOn(t, l, 4, 2, 0)
 	l.Backends[2].SetWeight(0)
-	waitFor(t, 30*time.Second, "be2 at weight 0 takes no new connection", func() (bool, string) {
+	testutil.WaitFor(t, 30*time.Second, "be2 at weight 0 takes no new connection", func() (bool, string) {
 		res := driveFor(t, l, 60, 4, 3*time.Second)
 		return onlyOn(res, 0, 1), describe(res)
 	})
@@ -185,7 +186,7 @@ func TestWireBeyondTheSeeds(t *testing.T) {
 
 		l.Backends[0].SetHealthy(false)
 		l.Backends[1].SetHealthy(false)
-		waitFor(t, 30*time.Second, "preferred group unusable: the rest", func() (bool, string) {
+		testutil.WaitFor(t, 30*time.Second, "preferred group unusable: the rest", func() (bool, string) {
 			res := driveFor(t, l, 40, 6, 3*time.Second)
 			return onlyOn(res, 2), describe(res)
 		})
@@ -196,7 +197,7 @@ func TestWireBeyondTheSeeds(t *testing.T) {
 		for i := range 4 {
 			l.Backends[i].SetHealthy(false)
 		}
-		waitFor(t, 30*time.Second, "g1 at 1 of 5 healthy is drained: its healthy be4 takes nothing", func() (bool, string) {
+		testutil.WaitFor(t, 30*time.Second, "g1 at 1 of 5 healthy is drained: its healthy be4 takes nothing", func() (bool, string) {
 			res := driveFor(t, l, 60, 4, 3*time.Second)
 			return onlyOn(res, 5, 6), describe(res)
 		})
@@ -207,7 +208,7 @@ func TestWireBeyondTheSeeds(t *testing.T) {
 			t.Errorf("g1 back at 40 %% healthy, before the 60 s hold: %s; want still drained", describe(res))
 		}
 		var drained, undrained time.Time
-		waitFor(t, 90*time.Second, "g1 undrained after the hold", func() (bool, string) {
+		testutil.WaitFor(t, 90*time.Second, "g1 undrained after the hold", func() (bool, string) {
 			time.Sleep(time.Second)
 			for _, e := range x.status(t).Events {
 				switch {

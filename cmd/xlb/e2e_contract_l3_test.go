@@ -15,6 +15,7 @@ import (
 
 	"github.com/xlbnet/xlb/pkg/lab"
 	"github.com/xlbnet/xlb/pkg/packet"
+	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
 // l3Seen records which backend received which client's packets of an IP
@@ -186,7 +187,7 @@ func TestWireL3DefaultAndICMP(t *testing.T) {
 	}
 	var perProto [2]map[int]int
 	differ := 0
-	waitFor(t, 10*time.Second, "every ESP and GRE packet at a backend", func() (bool, string) {
+	testutil.WaitFor(t, 10*time.Second, "every ESP and GRE packet at a backend", func() (bool, string) {
 		perProto = [2]map[int]int{{}, {}}
 		differ = 0
 		for _, src := range clients {
@@ -227,7 +228,7 @@ func TestWireL3DefaultAndICMP(t *testing.T) {
 			t.Errorf("ping %s from %s: %v", l.Opts.VIP4, src, err)
 		}
 	}
-	waitFor(t, 10*time.Second, "every echo request seen at a backend", func() (bool, string) {
+	testutil.WaitFor(t, 10*time.Second, "every echo request seen at a backend", func() (bool, string) {
 		for _, src := range pingers {
 			if len(seen.where(packet.ProtoICMP, src)) == 0 {
 				return false, src.String()

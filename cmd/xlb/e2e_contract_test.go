@@ -280,7 +280,7 @@ func health(l *lab.Lab, st control.Status, rule string) []string {
 // does not use yet) has want for the given backends.
 func waitHealth(t *testing.T, l *lab.Lab, x *labXLB, rule, want string, idx ...int) {
 	t.Helper()
-	waitFor(t, 30*time.Second, fmt.Sprintf("%s: be%v %s", rule, idx, want), func() (bool, string) {
+	testutil.WaitFor(t, 30*time.Second, fmt.Sprintf("%s: be%v %s", rule, idx, want), func() (bool, string) {
 		st := x.status(t)
 		if !ruleStatus(t, st, rule).FirstChecksDone {
 			return false, "first health checks not published yet"

@@ -16,6 +16,7 @@ import (
 	"github.com/xlbnet/xlb/pkg/control"
 	xfleet "github.com/xlbnet/xlb/pkg/fleet"
 	"github.com/xlbnet/xlb/pkg/lab"
+	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
 // shareFleet is a fleet lab whose appliances start when a step says so.
@@ -96,7 +97,7 @@ func (f *shareFleet) setBackends(backends []int) {
 		}
 	}
 	for _, i := range f.running() {
-		waitFor(f.t, 20*time.Second, fmt.Sprintf("appliance %d serves %d backends", i, len(backends)), func() (bool, string) {
+		testutil.WaitFor(f.t, 20*time.Second, fmt.Sprintf("appliance %d serves %d backends", i, len(backends)), func() (bool, string) {
 			st := f.status(i)
 			for _, r := range st.Rules {
 				if r.Name == "web4" {
@@ -114,7 +115,7 @@ func (f *shareFleet) setBackends(backends []int) {
 func (f *shareFleet) waitShared(what string) []int {
 	f.t.Helper()
 	owned := make([]int, len(f.xs))
-	waitFor(f.t, 30*time.Second, what+": every exception at every peer", func() (bool, string) {
+	testutil.WaitFor(f.t, 30*time.Second, what+": every exception at every peer", func() (bool, string) {
 		sts := map[int]*control.Fleet{}
 		for _, i := range f.running() {
 			st := f.status(i).Appliance.Fleet
@@ -225,7 +226,7 @@ func TestFleetShare(t *testing.T) {
 		sick.SetHealthy(false)
 		defer sick.SetHealthy(true)
 		for _, i := range f.running() {
-			waitFor(t, 20*time.Second, fmt.Sprintf("appliance %d takes backend 2 out", i), func() (bool, string) {
+			testutil.WaitFor(t, 20*time.Second, fmt.Sprintf("appliance %d takes backend 2 out", i), func() (bool, string) {
 				for _, r := range f.status(i).Rules {
 					if r.Name == "web4" {
 						return r.Eligible == 4, fmt.Sprintf("eligible %d", r.Eligible)
@@ -296,7 +297,7 @@ func TestFleetShare(t *testing.T) {
 		send(xfleet.TestDatagram(labKey, xfleet.TypeRecords, from, to.Addr(), 77, 2)[:60])
 		send(xfleet.TestDatagram(labKey, xfleet.TypeRecords, from, to.Addr(), 77, 3))
 		want := map[string]uint64{"auth": 1, "truncated": 1, "unverified": 1}
-		waitFor(t, 10*time.Second, "hostile datagrams counted", func() (bool, string) {
+		testutil.WaitFor(t, 10*time.Second, "hostile datagrams counted", func() (bool, string) {
 			st := f.status(2).Appliance.Fleet
 			var got map[string]uint64
 			for i, p := range st.Peers {
@@ -330,7 +331,7 @@ func TestFleetShare(t *testing.T) {
 		if st == nil || !st.Joined || st.JoinTimedOut || st.Stored == 0 || st.Capacity != before.Capacity {
 			t.Fatalf("the successor's fleet right after the hand-over: %+v", st)
 		}
-		waitFor(t, 20*time.Second, "the successor's peers synced", func() (bool, string) {
+		testutil.WaitFor(t, 20*time.Second, "the successor's peers synced", func() (bool, string) {
 			st := f.status(2).Appliance.Fleet
 			for _, p := range st.Peers {
 				if p.State != "synced" || p.Held < int(p.Owned) {

@@ -23,6 +23,7 @@ import (
 	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/lab"
 	"github.com/xlbnet/xlb/pkg/packettest"
+	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
 // backgroundTraffic drives HTTP requests over IPv4 until the test ends.
@@ -356,7 +357,7 @@ func TestEndToEndStatistics(t *testing.T) {
 		keep = append(keep, k)
 	}
 	var st control.Status
-	waitFor(t, 20*time.Second, "the drops counted", func() (bool, string) {
+	testutil.WaitFor(t, 20*time.Second, "the drops counted", func() (bool, string) {
 		st = statusJSON(t, sock)
 		d := st.Counters.Drops
 		return d["ipv4-bad-checksum"]-before.Counters.Drops["ipv4-bad-checksum"] == 7 && d["bad-tcp-flags"]-before.Counters.Drops["bad-tcp-flags"] == 5, fmt.Sprint(d)
@@ -443,7 +444,7 @@ func TestEndToEndStatistics(t *testing.T) {
 	for _, k := range keep {
 		k.c.Close()
 	}
-	waitFor(t, 20*time.Second, "active connections fall to 0", func() (bool, string) {
+	testutil.WaitFor(t, 20*time.Second, "active connections fall to 0", func() (bool, string) {
 		r := rule(statusJSON(t, sock))
 		return r.ActiveConnections == 0 && r.InactiveConnections > 0, fmt.Sprintf("active %d, inactive %d", r.ActiveConnections, r.InactiveConnections)
 	})
@@ -551,7 +552,7 @@ func TestEndToEndTop(t *testing.T) {
 		return -1
 	}
 	var first string
-	waitFor(t, 30*time.Second, "xlb top shows the rule and its backends", func() (bool, string) {
+	testutil.WaitFor(t, 30*time.Second, "xlb top shows the rule and its backends", func() (bool, string) {
 		first = screen()
 		ok := strings.Contains(first, "web4 TCP "+l.Opts.VIP4.String()) && strings.Contains(first, "RULE / BACKEND") && packets(first) > 0
 		for _, b := range l.Backends {
@@ -559,7 +560,7 @@ func TestEndToEndTop(t *testing.T) {
 		}
 		return ok, first
 	})
-	waitFor(t, 30*time.Second, "its counters move", func() (bool, string) {
+	testutil.WaitFor(t, 30*time.Second, "its counters move", func() (bool, string) {
 		s := screen()
 		return packets(s) > packets(first), fmt.Sprintf("packets %d → %d", packets(first), packets(s))
 	})
@@ -572,14 +573,14 @@ func TestEndToEndTop(t *testing.T) {
 	if out, err := tmux("send-keys", "-t", "top", "n"); err != nil {
 		t.Fatalf("send-keys: %v %s", err, out)
 	}
-	waitFor(t, 10*time.Second, "n sorts by name", func() (bool, string) {
+	testutil.WaitFor(t, 10*time.Second, "n sorts by name", func() (bool, string) {
 		s := screen()
 		return strings.Contains(s, "n name ↑"), s
 	})
 	if out, err := tmux("send-keys", "-t", "top", "q"); err != nil {
 		t.Fatalf("send-keys: %v %s", err, out)
 	}
-	waitFor(t, 10*time.Second, "q quits", func() (bool, string) {
+	testutil.WaitFor(t, 10*time.Second, "q quits", func() (bool, string) {
 		_, err := tmux("has-session", "-t", "top")
 		return err != nil, "session still there"
 	})

@@ -96,7 +96,7 @@ func TestStatusRatesAndLatency(t *testing.T) {
 
 	// Traffic for a few windows; a status during it sees a rate.
 	stop := driveInBackground(ctx, l, 100)
-	waitFor(t, 20*time.Second, "a packet rate during traffic", func() (bool, string) {
+	testutil.WaitFor(t, 20*time.Second, "a packet rate during traffic", func() (bool, string) {
 		st, err := cl.Status(ctx, control.StatusQuery{})
 		if err != nil {
 			return false, err.Error()
@@ -182,7 +182,7 @@ func TestLabQueues(t *testing.T) {
 			defer cancel()
 			defer driveInBackground(ctx, l, 200)()
 			var st *control.Status
-			waitFor(t, 20*time.Second, "a full window under load", func() (bool, string) {
+			testutil.WaitFor(t, 20*time.Second, "a full window under load", func() (bool, string) {
 				var err error
 				if st, err = cl.Status(ctx, control.StatusQuery{}); err != nil {
 					return false, err.Error()
@@ -233,7 +233,7 @@ func TestStartupHerd(t *testing.T) {
 	x, sock := startOps(t, l, t.TempDir(), rules)
 
 	// be0 passes within a second or two; the rule is not warm.
-	waitFor(t, 10*time.Second, "be0's first verdict", func() (bool, string) {
+	testutil.WaitFor(t, 10*time.Second, "be0's first verdict", func() (bool, string) {
 		b := backendOf(statusJSON(t, sock), "web4", "198.18.1.100")
 		return b.Health == "HEALTHY", b.Health + " " + b.HealthDetail
 	})
@@ -253,7 +253,7 @@ func TestStartupHerd(t *testing.T) {
 	// The last verdicts arrive: one switch to PRIMARY with all three.
 	l.Backends[1].SetHealthy(true)
 	l.Backends[2].SetHealthy(true)
-	waitFor(t, 15*time.Second, "the rule warm", func() (bool, string) {
+	testutil.WaitFor(t, 15*time.Second, "the rule warm", func() (bool, string) {
 		r := statusJSON(t, sock).Rules[0]
 		return r.FirstChecksDone && r.Tier == "PRIMARY" && r.Eligible == 3, fmt.Sprintf("%v %s %d %s", r.FirstChecksDone, r.Tier, r.Eligible, r.Reason)
 	})
@@ -274,7 +274,7 @@ func TestStartupHerd(t *testing.T) {
 	}
 	// The first answer of the successor (a request racing the cut-over
 	// may meet the predecessor's closing server).
-	waitFor(t, 10*time.Second, "the successor's status", func() (bool, string) {
+	testutil.WaitFor(t, 10*time.Second, "the successor's status", func() (bool, string) {
 		out, errOut, err := xlbCtl(t, sock, 1, "status", "--json")
 		if err != nil {
 			return false, err.Error() + errOut
@@ -381,7 +381,7 @@ func TestLookupFindsRule(t *testing.T) {
 		return nil
 	})
 	var after control.Counters
-	waitFor(t, 5*time.Second, "5 SYNs to port 8081 counted as no-rule", func() (bool, string) {
+	testutil.WaitFor(t, 5*time.Second, "5 SYNs to port 8081 counted as no-rule", func() (bool, string) {
 		after = statusJSON(t, sock).Counters
 		return after.Drops["no-rule"] >= before.Drops["no-rule"]+5, fmt.Sprintf("no-rule drops %d → %d", before.Drops["no-rule"], after.Drops["no-rule"])
 	})
@@ -683,7 +683,7 @@ func TestSecondDaemon(t *testing.T) {
 		served <- control.Serve(sctx, filepath.Join(pdir, "xlb.sock"), control.NewHandler(newFakeDaemon()))
 	}()
 	defer func() { stop(); <-served }()
-	waitFor(t, 5*time.Second, "the other socket", func() (bool, string) {
+	testutil.WaitFor(t, 5*time.Second, "the other socket", func() (bool, string) {
 		c, err := net.Dial("unix", filepath.Join(pdir, "xlb.sock"))
 		if err == nil {
 			c.Close()
@@ -844,7 +844,7 @@ func TestWeightStates(t *testing.T) {
 	l.Backends[1].SetWeight(2) // be0 sends no weight header
 	_, sock := startOps(t, l, t.TempDir(), rules)
 	v4, _ := l.BackendAddrs(false)
-	waitFor(t, 20*time.Second, "be1 weighted in", func() (bool, string) {
+	testutil.WaitFor(t, 20*time.Second, "be1 weighted in", func() (bool, string) {
 		b := backendOf(statusJSON(t, sock), "web4", v4[1].String())
 		return b.WeightState == "OK" && b.Share > 0.99, fmt.Sprintf("%+v", b)
 	})

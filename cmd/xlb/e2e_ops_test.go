@@ -156,7 +156,7 @@ func TestEndToEndOperations(t *testing.T) {
 	dir := t.TempDir()
 	x, sock := startOps(t, l, dir, rules)
 
-	waitFor(t, 20*time.Second, "all three backends serving", func() (bool, string) {
+	testutil.WaitFor(t, 20*time.Second, "all three backends serving", func() (bool, string) {
 		res := drive(t, l, 150, 4)
 		return res.OK() && res.PerBackend[0] > 0 && res.PerBackend[1] > 0 && res.PerBackend[2] > 0, fmt.Sprint(res.PerBackend, res.Errors)
 	})
@@ -224,7 +224,7 @@ func TestEndToEndOperations(t *testing.T) {
 	if b := backendOf(statusJSON(t, sock), "web4", B); b.Role != "failover" || b.RoleSource != "cli" {
 		t.Errorf("after restart: %+v", b)
 	}
-	waitFor(t, 20*time.Second, "after restart, new connections still avoid be1", func() (bool, string) {
+	testutil.WaitFor(t, 20*time.Second, "after restart, new connections still avoid be1", func() (bool, string) {
 		res := drive(t, l, 150, 4)
 		return res.OK() && res.PerBackend[1] == 0 && res.PerBackend[0] > 0, fmt.Sprint(res.PerBackend, res.Errors)
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/xlbnet/xlb/conntrack"
 	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/lab"
+	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
 // TestEndToEndArenaPages: with shmem THP at advise (as the unit sets
@@ -109,7 +110,7 @@ func TestEndToEndSessionActivity(t *testing.T) {
 	if got := sumMetric(metricValues(scrapeBody(t, l)), "xlb_backend_connections_active", `rule="web4"`); got != clients {
 		t.Errorf("xlb_backend_connections_active %v, want %d", got, clients)
 	}
-	waitFor(t, 15*time.Second, "the quiet sessions turn inactive", func() (bool, string) {
+	testutil.WaitFor(t, 15*time.Second, "the quiet sessions turn inactive", func() (bool, string) {
 		rs = ruleStatus(t, statusJSON(t, sock), "web4")
 		n, a, i := sessions(rs)
 		return n == clients && a == 0 && i == clients, fmt.Sprintf("%d sessions, %d active, %d inactive", n, a, i)
@@ -124,7 +125,7 @@ func TestEndToEndSessionActivity(t *testing.T) {
 	if want := fmt.Sprintf("sessions 0 active (a packet in the last 8s), %d inactive", clients); !strings.Contains(out, want) {
 		t.Errorf("text status lacks %q:\n%s", want, out)
 	}
-	waitFor(t, 20*time.Second, "the sessions expire", func() (bool, string) {
+	testutil.WaitFor(t, 20*time.Second, "the sessions expire", func() (bool, string) {
 		n, a, i := sessions(ruleStatus(t, statusJSON(t, sock), "web4"))
 		return n == 0 && a == 0 && i == 0, fmt.Sprintf("%d sessions, %d active, %d inactive", n, a, i)
 	})

@@ -20,6 +20,7 @@ import (
 
 	"github.com/xlbnet/xlb/pkg/lab"
 	"github.com/xlbnet/xlb/pkg/packet"
+	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
 // UDP echo through a UDP all-ports rule with CLIENT_IP + PER_SESSION:
@@ -36,7 +37,7 @@ func TestEndToEndUDPFragments(t *testing.T) {
 	seen := map[int]int{}
 	// Sessions stick (that is the point of PER_SESSION), so wait with
 	// other clients until every backend passed its health check.
-	waitFor(t, 20*time.Second, "all backends healthy", func() (bool, string) {
+	testutil.WaitFor(t, 20*time.Second, "all backends healthy", func() (bool, string) {
 		hit := map[int]bool{}
 		for _, src := range l.ClientAddrs4[100:140] {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -105,7 +106,7 @@ func TestEndToEndMTU(t *testing.T) {
 	l := labWith(t, lab.Options{Backends: 2, FabricMTU: 1500})
 	xlbIn(t, l, l.DefaultRules("IPIP"))
 	src := l.ClientAddrs4[5]
-	waitFor(t, 20*time.Second, "backends healthy", func() (bool, string) {
+	testutil.WaitFor(t, 20*time.Second, "backends healthy", func() (bool, string) {
 		res := drive(t, l, 20, 4)
 		return res.OK(), fmt.Sprint(res.Errors, res.FirstError)
 	})
@@ -191,7 +192,7 @@ func TestEndToEndICMPErrorReachesFlowBackend(t *testing.T) {
 	client := l.ClientAddrs4[9]
 	dst := netip.AddrPortFrom(l.Opts.VIP4, l.Opts.UDPPort)
 	var rep lab.Reply
-	waitFor(t, 20*time.Second, "UDP flow placed", func() (bool, string) {
+	testutil.WaitFor(t, 20*time.Second, "UDP flow placed", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		var err error
@@ -213,7 +214,7 @@ func TestEndToEndICMPErrorReachesFlowBackend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "backend caches MTU 1400 towards the client", func() (bool, string) {
+	testutil.WaitFor(t, 5*time.Second, "backend caches MTU 1400 towards the client", func() (bool, string) {
 		got := map[string]int{}
 		for _, b := range l.Backends {
 			got[b.Name] = routeMTU(t, b.NS, client.String(), "from", l.Opts.VIP4.String())
@@ -270,7 +271,7 @@ func TestEndToEndLongLivedConnection(t *testing.T) {
 	rules := l.DefaultRules("IPIP")[:1]
 	rules[0].Health = healthNone
 	xlbIn(t, l, rules)
-	waitFor(t, 20*time.Second, "backends healthy", func() (bool, string) {
+	testutil.WaitFor(t, 20*time.Second, "backends healthy", func() (bool, string) {
 		res := drive(t, l, 30, 4)
 		return res.OK() && res.PerBackend[0]*res.PerBackend[1]*res.PerBackend[2] > 0, fmt.Sprint(res.PerBackend)
 	})

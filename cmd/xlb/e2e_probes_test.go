@@ -14,6 +14,7 @@ import (
 	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/lab"
 	"github.com/xlbnet/xlb/pkg/probepath"
+	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
 // dataPathCheck is a [health_check] body probing through the data path
@@ -40,7 +41,7 @@ func healthOf(l *lab.Lab, st control.Status, rule string) (h, detail []string) {
 // health want (and the others do not), with a detail containing why.
 func waitRules(t *testing.T, l *lab.Lab, x *labXLB, rules []string, want string, why string, idx ...int) {
 	t.Helper()
-	waitFor(t, 45*time.Second, fmt.Sprintf("%v: be%v %s", rules, idx, want), func() (bool, string) {
+	testutil.WaitFor(t, 45*time.Second, fmt.Sprintf("%v: be%v %s", rules, idx, want), func() (bool, string) {
 		st := x.status(t)
 		var seen []string
 		ok := true
@@ -135,7 +136,7 @@ func onEachRule(t *testing.T, l *lab.Lab, idx, from int) (on, unanswered map[str
 // and nothing goes unanswered.
 func waitServes(t *testing.T, l *lab.Lab, idx, from int, rules ...string) {
 	t.Helper()
-	waitFor(t, 20*time.Second, fmt.Sprintf("be%d serves %v again", idx, rules), func() (bool, string) {
+	testutil.WaitFor(t, 20*time.Second, fmt.Sprintf("be%d serves %v again", idx, rules), func() (bool, string) {
 		on, unanswered := onEachRule(t, l, idx, from)
 		ok := true
 		for r, n := range unanswered {
@@ -213,7 +214,7 @@ func TestEndToEndDataPathProbes(t *testing.T) {
 		t.Errorf("the log names the rules probing directly by default as other than direct4:\n%s", x.log)
 	}
 	waitRules(t, l, x, all, "HEALTHY", "", 0, 1, 2)
-	waitFor(t, 30*time.Second, "ghost's health detail names its missing next hop", func() (bool, string) {
+	testutil.WaitFor(t, 30*time.Second, "ghost's health detail names its missing next hop", func() (bool, string) {
 		b := backendOf(x.status(t), "ghost", "198.18.0.250")
 		return b.Health != "HEALTHY" && strings.Contains(b.HealthDetail, "no next hop"), b.Health + ": " + b.HealthDetail
 	})
@@ -264,7 +265,7 @@ func TestEndToEndDataPathProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("successor pid %d", res.PID)
-	waitFor(t, 20*time.Second, "the predecessor's probe path gone, the successor's in place", func() (bool, string) {
+	testutil.WaitFor(t, 20*time.Second, "the predecessor's probe path gone, the successor's in place", func() (bool, string) {
 		m, tu := probeHost(t, l)
 		return len(m) == 2 && len(tu) == 1 && m[0] != marks[0] && tu[0] != tuns[0], fmt.Sprint(m, tu)
 	})
@@ -280,7 +281,7 @@ func TestEndToEndDataPathProbes(t *testing.T) {
 	if err := syscall.Kill(res.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the crashed daemon's TUN gone, its rules left", func() (bool, string) {
+	testutil.WaitFor(t, 20*time.Second, "the crashed daemon's TUN gone, its rules left", func() (bool, string) {
 		m, tu := probeHost(t, l)
 		return len(m) == 2 && len(tu) == 0, fmt.Sprint(m, tu)
 	})

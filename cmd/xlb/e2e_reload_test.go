@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/xlbnet/xlb/pkg/lab"
+	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
 // keepAlive is an HTTP/1.1 connection kept open through the VIP.
@@ -62,7 +63,7 @@ func (k *keepAlive) ask() (lab.Reply, error) {
 // waitLog waits until the daemon logged a line containing s.
 func waitLog(t *testing.T, x *labXLB, s string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "xlb logs "+s, func() (bool, string) {
+	testutil.WaitFor(t, 10*time.Second, "xlb logs "+s, func() (bool, string) {
 		return strings.Contains(x.log.String(), s), ""
 	})
 }
@@ -79,7 +80,7 @@ func reloadWith(t *testing.T, l *lab.Lab, x *labXLB, rules []lab.Rule) {
 	if err := x.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "xlb logs msg=reloaded", func() (bool, string) {
+	testutil.WaitFor(t, 10*time.Second, "xlb logs msg=reloaded", func() (bool, string) {
 		return strings.Count(x.log.String(), "msg=reloaded") > before, ""
 	})
 }

@@ -481,7 +481,7 @@ func TestEndToEndRestart(t *testing.T) {
 	}
 	defer func() { stopDaemon(t, l, x) }()
 	sock := filepath.Join(dir, "xlb.sock")
-	waitFor(t, 20*time.Second, "control socket", func() (bool, string) {
+	testutil.WaitFor(t, 20*time.Second, "control socket", func() (bool, string) {
 		_, _, err := xlbCtl(t, sock, 1, "status", "--json")
 		return err == nil, fmt.Sprint(err)
 	})
@@ -730,7 +730,7 @@ func testRestartBGP(t *testing.T, withBFD bool) {
 	// With BFD, the router's sessions (state and since) before the hand-over.
 	var bfdBefore map[string]string
 	if withBFD {
-		waitFor(t, 30*time.Second, "the router's BFD sessions Up", func() (bool, string) {
+		testutil.WaitFor(t, 30*time.Second, "the router's BFD sessions Up", func() (bool, string) {
 			out, _ := l.Birdc("show bfd sessions")
 			bfdBefore = routerBFDSessions(out)
 			up := 0
@@ -754,7 +754,7 @@ func testRestartBGP(t *testing.T, withBFD bool) {
 	// The successor's own IPv4 session (the second "established" for the
 	// router's address in the log) and BIRD's route no longer stale.
 	v4up := "established\" component=bgp peer=" + l.Gateway4.String() + " "
-	waitFor(t, 30*time.Second, "the successor's sessions established and the route fresh", func() (bool, string) {
+	testutil.WaitFor(t, 30*time.Second, "the successor's sessions established and the route fresh", func() (bool, string) {
 		out, _ := l.Birdc("show route", l.Opts.VIP4.String()+"/32", "all")
 		n := strings.Count(x.log.String(), v4up)
 		return n >= 2 && strings.Contains(out, a0.String()) && !strings.Contains(out, "stale"), fmt.Sprintf("%d sessions up; %q", n, out)

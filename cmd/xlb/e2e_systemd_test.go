@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xlbnet/xlb/pkg/lab"
+	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
 // fakeSystemd plays the parts of systemd the daemon talks to: the
@@ -167,7 +168,7 @@ func (s *fakeSystemd) start(t *testing.T, l *lab.Lab, dir string, rules []lab.Ru
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "READY=1 from the daemon", func() (bool, string) {
+	testutil.WaitFor(t, 10*time.Second, "READY=1 from the daemon", func() (bool, string) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return s.ready[x.cmd.Process.Pid], strings.Join(s.log, "; ")
@@ -230,7 +231,7 @@ func TestEndToEndSystemd(t *testing.T) {
 	x = sd.start(t, l, dir, rules)
 	t.Logf("systemctl restart: %v from SIGTERM to READY of the new process", time.Since(begin).Round(time.Millisecond))
 	waitLog(t, x, "sockets, rings and tables taken over")
-	waitFor(t, 5*time.Second, "sockets out of the store again", func() (bool, string) {
+	testutil.WaitFor(t, 5*time.Second, "sockets out of the store again", func() (bool, string) {
 		got := sd.names()
 		return slices.Equal(got, []string{"ct-fragments", "ct-q0", "ct-q1", "ct-sessions", "state"}), fmt.Sprint(got)
 	})
@@ -249,7 +250,7 @@ func TestEndToEndSystemd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("xlb restart: %v", err)
 	}
-	waitFor(t, 5*time.Second, "MAINPID of the successor", func() (bool, string) {
+	testutil.WaitFor(t, 5*time.Second, "MAINPID of the successor", func() (bool, string) {
 		sd.mu.Lock()
 		defer sd.mu.Unlock()
 		return sd.mainPID == res.PID && sd.ready[res.PID], fmt.Sprintf("main pid %d", sd.mainPID)
@@ -258,7 +259,7 @@ func TestEndToEndSystemd(t *testing.T) {
 	stopWatch()
 
 	stopDaemon(t, l, x)
-	waitFor(t, 5*time.Second, "store emptied by xlb stop", func() (bool, string) {
+	testutil.WaitFor(t, 5*time.Second, "store emptied by xlb stop", func() (bool, string) {
 		got := sd.names()
 		return len(got) == 0, fmt.Sprint(got)
 	})

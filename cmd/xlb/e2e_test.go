@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/xlbnet/xlb/pkg/lab"
+	"github.com/xlbnet/xlb/pkg/lab/labtest"
 	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
@@ -25,23 +26,7 @@ func TestMain(m *testing.M) {
 // labWith builds a lab with a unique prefix, torn down when the test ends.
 func labWith(t *testing.T, o lab.Options) *lab.Lab {
 	t.Helper()
-	testutil.RequireRoot(t)
-	o.Prefix = testutil.Unique("x") + "-"
-	if o.Logf == nil {
-		o.Logf = func(string, ...any) {}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	l, err := lab.Up(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("lab teardown: %v", err)
-		}
-	})
-	return l
+	return labtest.Up(t, "x", o)
 }
 
 // xlbIn starts xlb in the lab with rules and stops it when the test ends.
@@ -122,23 +107,6 @@ func TestEndToEndEncapsulations(t *testing.T) {
 	}
 }
 
-// waitFor polls cond every 200 ms until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, msg := cond()
-		t.Logf("%s: %v %s", what, ok, msg)
-		if ok {
-			return
-		}
-		last = msg
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %v (last: %s)", what, d, last)
-}
-
 func drive(t *testing.T, l *lab.Lab, n, family int) lab.DriveResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -154,17 +122,17 @@ func TestEndToEndHealthChecks(t *testing.T) {
 	l := labWith(t, lab.Options{Backends: 3})
 	rules := l.DefaultRules("IPIP")[:1]
 	xlbIn(t, l, rules)
-	waitFor(t, 20*time.Second, "all three backends serving", func() (bool, string) {
+	testutil.WaitFor(t, 20*time.Second, "all three backends serving", func() (bool, string) {
 		res := drive(t, l, 150, 4)
 		return res.OK() && res.PerBackend[0] > 0 && res.PerBackend[1] > 0 && res.PerBackend[2] > 0, fmt.Sprint(res.PerBackend, res.Errors)
 	})
 	l.Backends[0].SetHealthy(false)
-	waitFor(t, 20*time.Second, "be0 out after failing its health check", func() (bool, string) {
+	testutil.WaitFor(t, 20*time.Second, "be0 out after failing its health check", func() (bool, string) {
 		res := drive(t, l, 150, 4)
 		return res.OK() && res.PerBackend[0] == 0, fmt.Sprint(res.PerBackend, res.Errors)
 	})
 	l.Backends[0].SetHealthy(true)
-	waitFor(t, 20*time.Second, "be0 back after passing again", func() (bool, string) {
+	testutil.WaitFor(t, 20*time.Second, "be0 back after passing again", func() (bool, string) {
 		res := drive(t, l, 150, 4)
 		return res.OK() && res.PerBackend[0] > 0, fmt.Sprint(res.PerBackend, res.Errors)
 	})
@@ -178,7 +146,7 @@ func TestEndToEndWeights(t *testing.T) {
 		l.Backends[i].SetWeight(w)
 	}
 	xlbIn(t, l, rules)
-	waitFor(t, 20*time.Second, "weights 0:1:3 give 0/25/75 %", func() (bool, string) {
+	testutil.WaitFor(t, 20*time.Second, "weights 0:1:3 give 0/25/75 %", func() (bool, string) {
 		res := drive(t, l, 400, 4)
 		share := float64(res.PerBackend[2]) / 400
 		return res.OK() && res.PerBackend[0] == 0 && share > 0.65 && share < 0.85, fmt.Sprint(res.PerBackend, res.Errors)

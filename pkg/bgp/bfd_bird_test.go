@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/xlbnet/xlb/pkg/lab"
+	"github.com/xlbnet/xlb/pkg/lab/labtest"
 	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
@@ -24,11 +25,7 @@ func TestBIRDBFD(t *testing.T) {
 	testutil.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	l, err := lab.Up(ctx, lab.Options{Prefix: testutil.Unique("bf") + "-", Appliances: 2, Backends: 1, ClientAddrs: 2, NoDecap: true, BFD: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := labtest.Up(t, "bf", lab.Options{Appliances: 2, Backends: 1, ClientAddrs: 2, NoDecap: true, BFD: true})
 	bfd := BFD{MinTx: 100 * time.Millisecond, MinRx: 100 * time.Millisecond, Multiplier: 3}
 	opts := func(a *lab.Appliance) Options {
 		return Options{LocalAS: lab.ApplianceAS, RouterID: a.Addr4, HoldTime: 3 * time.Second,
@@ -152,11 +149,7 @@ func TestBIRDHandOver(t *testing.T) {
 	testutil.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	l, err := lab.Up(ctx, lab.Options{Prefix: testutil.Unique("bh") + "-", Appliances: 1, Backends: 1, ClientAddrs: 2, NoDecap: true, BFD: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := labtest.Up(t, "bh", lab.Options{Appliances: 1, Backends: 1, ClientAddrs: 2, NoDecap: true, BFD: true})
 	a0 := l.Appliances[0]
 	vip4 := HostPrefix(l.Opts.VIP4)
 	bfdTimers := BFD{MinTx: 300 * time.Millisecond, MinRx: 300 * time.Millisecond, Multiplier: 3}
@@ -165,7 +158,7 @@ func TestBIRDHandOver(t *testing.T) {
 	s0 := startHelper(t, a0.NS.Name, o)
 	s0.do("announce " + vip4.String())
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = l.WaitNexthops(wctx, l.Opts.VIP4, []netip.Addr{a0.Addr4})
+	_, err := l.WaitNexthops(wctx, l.Opts.VIP4, []netip.Addr{a0.Addr4})
 	wcancel()
 	if err != nil {
 		t.Fatalf("route: %v\n%s", err, l.BIRDLog())

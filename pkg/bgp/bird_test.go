@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/xlbnet/xlb/pkg/lab"
+	"github.com/xlbnet/xlb/pkg/lab/labtest"
 	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
@@ -103,11 +104,7 @@ func TestBIRD(t *testing.T) {
 	testutil.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	l, err := lab.Up(ctx, lab.Options{Prefix: testutil.Unique("b") + "-", Appliances: 2, Backends: 1, ClientAddrs: 2, NoDecap: true})
-	if err != nil {
-		t.Fatal(err) // as root a missing bird fails here (lab.ErrNoBIRD): CI installs bird2
-	}
-	defer l.Close()
+	l := labtest.Up(t, "b", lab.Options{Appliances: 2, Backends: 1, ClientAddrs: 2, NoDecap: true})
 	vip4, vip6 := HostPrefix(l.Opts.VIP4), HostPrefix(l.Opts.VIP6)
 	opts := func(a *lab.Appliance, gr time.Duration) Options {
 		return Options{LocalAS: lab.ApplianceAS, RouterID: a.Addr4, HoldTime: 3 * time.Second, GracefulRestart: gr,

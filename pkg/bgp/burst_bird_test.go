@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xlbnet/xlb/pkg/lab"
+	"github.com/xlbnet/xlb/pkg/lab/labtest"
 	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
@@ -46,11 +47,7 @@ func TestBIRDBurst(t *testing.T) {
 	testutil.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	l, err := lab.Up(ctx, lab.Options{Prefix: testutil.Unique("bu") + "-", Appliances: 1, Backends: 1, ClientAddrs: 2, NoDecap: true, BGP: true, ExtraVIPs4: burstNet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := labtest.Up(t, "bu", lab.Options{Appliances: 1, Backends: 1, ClientAddrs: 2, NoDecap: true, BGP: true, ExtraVIPs4: burstNet})
 	a := l.Appliances[0]
 	first := burstNet.Addr().Next()
 	o := Options{LocalAS: lab.ApplianceAS, RouterID: a.Addr4, HoldTime: 3 * time.Second,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/xlbnet/xlb/pkg/ethtool"
 	"github.com/xlbnet/xlb/pkg/lab"
+	"github.com/xlbnet/xlb/pkg/lab/labtest"
 	"github.com/xlbnet/xlb/pkg/netns"
 	"github.com/xlbnet/xlb/pkg/testutil"
 )
@@ -22,26 +23,7 @@ import (
 // test ends, checking that nothing is left behind.
 func up(t *testing.T, o lab.Options) *lab.Lab {
 	t.Helper()
-	testutil.RequireRoot(t)
-	o.Prefix = testutil.Unique("lt") + "-"
-	if testing.Verbose() {
-		o.Logf = t.Logf
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	l, err := lab.Up(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("close lab: %v", err)
-		}
-		if left := lab.Namespaces(o.Prefix); len(left) != 0 {
-			t.Errorf("namespaces left after Close: %v", left)
-		}
-	})
-	return l
+	return labtest.Up(t, "lt", o)
 }
 
 func TestLabHTTPThroughVIPWithKernelStandIn(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/xlbnet/xlb/pkg/netns"
 )
@@ -46,4 +47,22 @@ func NewNetNS(tb testing.TB, prefix string) *netns.NS {
 		}
 	})
 	return ns
+}
+
+// WaitFor polls cond every 200 ms until it holds, then logs what it says;
+// it fails the test with cond's last word when d passes first.
+func WaitFor(tb testing.TB, d time.Duration, what string, cond func() (bool, string)) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, msg := cond()
+		if ok {
+			tb.Logf("%s: %s", what, msg)
+			return
+		}
+		last = msg
+		time.Sleep(200 * time.Millisecond)
+	}
+	tb.Fatalf("%s: not within %v (last: %s)", what, d, last)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/xlbnet/xlb/pkg/k8s"
 	"github.com/xlbnet/xlb/pkg/k8s/k8stest"
 	"github.com/xlbnet/xlb/pkg/lab"
+	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
 // TestK8sControlPlane: the controller, as the RBAC manifest's
@@ -70,7 +71,7 @@ func TestK8sControlPlane(t *testing.T) {
 		if _, err := k.c.CoreV1().Services(k.ns).Update(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, time.Minute, "an InvalidService Event on web", func() (bool, string) {
+		testutil.WaitFor(t, time.Minute, "an InvalidService Event on web", func() (bool, string) {
 			ev := k.events(t, "web", "InvalidService")
 			return len(ev) > 0 && strings.Contains(ev[0].Message, `"nearby"`), fmt.Sprint(len(ev), " events")
 		})
@@ -119,7 +120,7 @@ func TestK8sControlPlane(t *testing.T) {
 		if err := k.c.CoreV1().Services(k.ns).Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, time.Minute, "the rule gone from the daemon and rules_dir", func() (bool, string) {
+		testutil.WaitFor(t, time.Minute, "the rule gone from the daemon and rules_dir", func() (bool, string) {
 			if a.rule(t, rule) != nil {
 				return false, "still in the daemon"
 			}
@@ -209,7 +210,7 @@ func TestK8sLocal(t *testing.T) {
 		k.setEndpoints("web", pods)
 		k.waitProxied(t, vip, pods...)
 		want := []string{k.l.Backends[0].Link4.String() + "=3/HEALTHY", k.l.Backends[1].Link4.String() + "=1/HEALTHY"}
-		waitFor(t, time.Minute, "weights 3 and 1 in the daemon", func() (bool, string) {
+		testutil.WaitFor(t, time.Minute, "weights 3 and 1 in the daemon", func() (bool, string) {
 			r := a.rule(t, tcpRule)
 			if r == nil {
 				return false, "no rule"

@@ -398,7 +398,7 @@ func (k *kubeLab) service(name string) *corev1.Service {
 func (k *kubeLab) vipOf(name string) netip.Addr {
 	k.t.Helper()
 	var vip netip.Addr
-	waitFor(k.t, time.Minute, name+"'s VIP in its status", func() (bool, string) {
+	testutil.WaitFor(k.t, time.Minute, name+"'s VIP in its status", func() (bool, string) {
 		svc, err := k.c.CoreV1().Services(k.ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -451,7 +451,7 @@ func (k *kubeLab) linkAddrs(nodes ...int) []netip.Addr {
 func (k *kubeLab) waitProxied(t *testing.T, vip netip.Addr, pods ...*pod) {
 	t.Helper()
 	for _, p := range k.proxies {
-		waitFor(t, time.Minute, fmt.Sprintf("kube-proxy of %s programs %s", p.Node, vip), func() (bool, string) {
+		testutil.WaitFor(t, time.Minute, fmt.Sprintf("kube-proxy of %s programs %s", p.Node, vip), func() (bool, string) {
 			out, err := p.NS.Output("nft", "list", "ruleset")
 			if err != nil {
 				return false, err.Error()
@@ -597,7 +597,7 @@ func (a *appliance) waitBackends(t *testing.T, rule string, all, healthy []netip
 		return out
 	}
 	wantAll, wantHealthy := strs(all), strs(healthy)
-	waitFor(t, time.Minute, fmt.Sprintf("%s: rule %s: backends %v, healthy %v", a.identity, rule, wantAll, wantHealthy), func() (bool, string) {
+	testutil.WaitFor(t, time.Minute, fmt.Sprintf("%s: rule %s: backends %v, healthy %v", a.identity, rule, wantAll, wantHealthy), func() (bool, string) {
 		r := a.rule(t, rule)
 		if r == nil {
 			return false, "no rule " + rule
@@ -632,7 +632,7 @@ func (a *appliance) reloads(t *testing.T) int {
 func (a *appliance) settled(t *testing.T) {
 	t.Helper()
 	started := a.ctl.log.count(`msg="pass start"`)
-	waitFor(t, time.Minute, a.identity+": the controller's passes done", func() (bool, string) {
+	testutil.WaitFor(t, time.Minute, a.identity+": the controller's passes done", func() (bool, string) {
 		done := a.ctl.log.count(`msg="pass done"`)
 		return done >= started, fmt.Sprintf("%d of %d", done, started)
 	})
@@ -641,7 +641,7 @@ func (a *appliance) settled(t *testing.T) {
 // ledPass waits until the controller has finished a pass as the leader.
 func (a *appliance) ledPass(t *testing.T) {
 	t.Helper()
-	waitFor(t, time.Minute, a.identity+": a pass as the leader", func() (bool, string) {
+	testutil.WaitFor(t, time.Minute, a.identity+": a pass as the leader", func() (bool, string) {
 		return a.ctl.log.count("leading=true") > 0, ""
 	})
 }

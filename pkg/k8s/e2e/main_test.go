@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -17,7 +16,7 @@ import (
 
 	"github.com/xlbnet/xlb/pkg/k8s/k8stest"
 	"github.com/xlbnet/xlb/pkg/lab"
-	"github.com/xlbnet/xlb/pkg/testutil"
+	"github.com/xlbnet/xlb/pkg/lab/labtest"
 )
 
 func TestMain(m *testing.M) {
@@ -66,40 +65,7 @@ func xlbBinary(t *testing.T) string {
 // labWith builds a lab with a unique prefix, torn down when the test ends.
 func labWith(t *testing.T, o lab.Options) *lab.Lab {
 	t.Helper()
-	testutil.RequireRoot(t)
-	o.Prefix = testutil.Unique("k") + "-"
-	if o.Logf == nil {
-		o.Logf = func(string, ...any) {}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	l, err := lab.Up(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("lab teardown: %v", err)
-		}
-	})
-	return l
-}
-
-// waitFor polls cond every 200 ms until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, msg := cond()
-		if ok {
-			t.Logf("%s: %s", what, msg)
-			return
-		}
-		last = msg
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %v (last: %s)", what, d, last)
+	return labtest.Up(t, "k", o)
 }
 
 // lineBuffer keeps a process's lines (a test's processes log hundreds):
