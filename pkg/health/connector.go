@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -15,13 +16,15 @@ import (
 // connector runs the connect-only TCP probes of a Checker that uses the
 // default dialer and the real clock, on the scheduler's goroutine: each
 // round of due probes opens non-blocking sockets and starts to connect
-// them, then takes from one epoll instance the connections that are done
-// (most, on a local network: a connect takes a round trip) and ends them;
-// those still in flight are taken at the scheduler's next round, at most
-// schedulerTick later, or time out. A probe costs five system calls
-// (socket, connect, epoll_ctl, getsockopt TCP_INFO for its round trip
-// time, close) and a share of one epoll_pwait; no goroutine, no context,
-// no wake-up of its own (doc.go, "Decisions").
+// them, then reads each one's TCP_INFO: a connection that is done (most,
+// on a local network: a connect takes a round trip) ends there, with the
+// round trip the kernel measured; one still connecting joins an epoll
+// instance, which the scheduler's next rounds (at most schedulerTick
+// apart) take it from, or it times out. A probe that connects within its
+// round costs six system calls (socket, two setsockopt, connect,
+// getsockopt TCP_INFO, close); one that takes longer adds an epoll_ctl
+// and a share of the epoll_pwait of the rounds it waits; no goroutine,
+// no context, no wake-up of its own (doc.go, "Decisions").
 type connector struct {
 	c    *Checker
 	epfd int // -1: no epoll instance, every probe fails saying so
@@ -32,6 +35,14 @@ type connector struct {
 	byTarget  map[*target]*connecting
 	deadlines timeHeap[*connecting]
 	events    []unix.EpollEvent
+	fresh     []started // connects of this round, looked at by its harvest
+}
+
+// started is a connect begun in this round, not yet looked at.
+type started struct {
+	t     *target
+	fd    int
+	began time.Time
 }
 
 // connecting is one probe's connection in flight.
@@ -88,20 +99,66 @@ func (k *connector) start(t *target, now time.Time) {
 		return
 	}
 	k.mu.Lock()
-	cn := &connecting{id: k.next, t: t, fd: fd, began: now, deadline: now.Add(t.p.timeout)}
+	k.fresh = append(k.fresh, started{t: t, fd: fd, began: now})
+	k.mu.Unlock()
+}
+
+// look ends the connects of this round that are done, and hands those
+// still connecting to epoll. k.mu is held.
+func (k *connector) look(done []ended) []ended {
+	for i, s := range k.fresh {
+		k.fresh[i] = started{}
+		info, err := rawTCPInfo(s.fd)
+		switch {
+		case err != nil:
+			rawClose(s.fd)
+			done = append(done, ended{s.t, s.t.p.fail(fmt.Errorf("connect: %w", os.NewSyscallError("getsockopt TCP_INFO", err)))})
+		case info.State == tcpSynSent || info.State == tcpSynRecv:
+			if err := k.watch(s); err != nil {
+				rawClose(s.fd)
+				done = append(done, ended{s.t, s.t.p.fail(fmt.Errorf("connect: %w", os.NewSyscallError("epoll_ctl", err)))})
+			}
+		case info.State == tcpClose:
+			r := s.t.p.fail(fmt.Errorf("connect: %w", os.NewSyscallError("connect", soError(s.fd))))
+			r.Latency = time.Since(s.began)
+			rawClose(s.fd)
+			done = append(done, ended{s.t, r})
+		default: // connected (the peer may have closed its end already)
+			r := unweightedPass
+			r.Latency = latency(info, s.began)
+			rawClose(s.fd)
+			done = append(done, ended{s.t, r})
+		}
+	}
+	k.fresh = k.fresh[:0]
+	return done
+}
+
+// watch hands a connect still in flight to epoll. k.mu is held.
+func (k *connector) watch(s started) error {
+	cn := &connecting{id: k.next, t: s.t, fd: s.fd, began: s.began, deadline: s.began.Add(s.t.p.timeout)}
 	k.next++
 	ev := unix.EpollEvent{Events: unix.EPOLLOUT}
 	ev.Fd, ev.Pad = int32(cn.id), int32(cn.id>>32)
-	if err := unix.EpollCtl(k.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-		k.mu.Unlock()
-		rawClose(fd)
-		k.c.finish(t, t.p.fail(fmt.Errorf("connect: %w", os.NewSyscallError("epoll_ctl", err))))
-		return
+	if err := unix.EpollCtl(k.epfd, unix.EPOLL_CTL_ADD, s.fd, &ev); err != nil {
+		return err
 	}
 	k.inflight[cn.id] = cn
-	k.byTarget[t] = cn
+	k.byTarget[s.t] = cn
 	heap.Push(&k.deadlines, cn)
-	k.mu.Unlock()
+	return nil
+}
+
+// soError is the error a failed connect left on fd.
+func soError(fd int) error {
+	soErr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+	if err != nil {
+		return err
+	}
+	if soErr == 0 {
+		return unix.ECONNRESET // a hang-up without an error code
+	}
+	return unix.Errno(soErr)
 }
 
 // connectNonblocking opens a non-blocking TCP socket and starts to
@@ -115,14 +172,43 @@ func connectNonblocking(addr netip.AddrPort) (int, error) {
 	if err != nil {
 		return -1, err
 	}
+	if err := rawSetsockopt(fd, unix.SOL_SOCKET, unix.SO_LINGER, unsafe.Pointer(&abortiveLinger), unsafe.Sizeof(abortiveLinger)); err != nil {
+		rawClose(fd)
+		return -1, os.NewSyscallError("setsockopt SO_LINGER", err)
+	}
+	if err := rawSetsockopt(fd, unix.IPPROTO_TCP, unix.TCP_QUICKACK, unsafe.Pointer(&delayedACK), unsafe.Sizeof(delayedACK)); err != nil {
+		rawClose(fd)
+		return -1, os.NewSyscallError("setsockopt TCP_QUICKACK", err)
+	}
 	return fd, rawConnect(fd, addr)
 }
+
+// A connect-only probe ends SYN, SYN-ACK, RST: the handshake's last ACK
+// is delayed (TCP_QUICKACK off before connect), and close with a zero
+// linger sends a reset at once instead of it, so the backend's kernel
+// drops the half-open connection and its application never sees it, and
+// neither end walks the FIN exchange or keeps a TIME_WAIT socket (doc.go,
+// "Decisions").
+var (
+	abortiveLinger = unix.Linger{Onoff: 1, Linger: 0}
+	delayedACK     = int32(0)
+)
 
 // rtt is the connection's round-trip time as the kernel measured it in
 // the handshake: the probe's latency (since began, when unknown).
 func rtt(fd int, began time.Time) time.Duration {
-	if us, ok := rawTCPRTT(fd); ok && us > 0 {
-		return time.Duration(us) * time.Microsecond
+	info, err := rawTCPInfo(fd)
+	if err != nil {
+		return time.Since(began)
+	}
+	return latency(info, began)
+}
+
+// latency is the round trip of info, or the time since began when the
+// kernel has none.
+func latency(info unix.TCPInfo, began time.Time) time.Duration {
+	if info.Rtt > 0 {
+		return time.Duration(info.Rtt) * time.Microsecond
 	}
 	return time.Since(began)
 }
@@ -161,6 +247,7 @@ func (k *connector) expire(t *target) {
 func (k *connector) harvest(now time.Time, done []ended) []ended {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	done = k.look(done)
 	if len(k.inflight) == 0 {
 		return done
 	}
@@ -193,14 +280,7 @@ func (k *connector) ready(events []unix.EpollEvent, now time.Time, done []ended)
 		if ev.Events&(unix.EPOLLERR|unix.EPOLLHUP) == 0 {
 			r.Latency = rtt(cn.fd, cn.began)
 		} else {
-			soErr, err := unix.GetsockoptInt(cn.fd, unix.SOL_SOCKET, unix.SO_ERROR)
-			if err == nil {
-				err = unix.Errno(soErr)
-			}
-			if err == unix.Errno(0) {
-				err = unix.ECONNRESET // a hang-up without an error code
-			}
-			r = cn.t.p.fail(fmt.Errorf("connect: %w", os.NewSyscallError("connect", err)))
+			r = cn.t.p.fail(fmt.Errorf("connect: %w", os.NewSyscallError("connect", soError(cn.fd))))
 			r.Latency = now.Sub(cn.began)
 		}
 		rawClose(cn.fd)

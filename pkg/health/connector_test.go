@@ -2,8 +2,10 @@ package health
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -133,4 +135,84 @@ func (c *Checker) inflight(k Key) bool {
 	conns.mu.Lock()
 	defer conns.mu.Unlock()
 	return conns.byTarget[t] != nil
+}
+
+// TestConnectorLeavesNoSocket: a connect-only probe ends SYN, SYN-ACK,
+// RST, so the backend's application accepts nothing and neither end keeps
+// a socket (no TIME_WAIT on the prober, no half-closed connection on the
+// backend). A probe that closed with FIN, or completed the handshake,
+// leaves both.
+func TestConnectorLeavesNoSocket(t *testing.T) {
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := netip.MustParseAddrPort(ln.Addr().String())
+	c := New(Options{Seed: 4})
+	defer c.Stop()
+	tg := Target{Key: Key{Rule: "linger", Backend: addr.Addr()}, Check: Check{
+		Kind: TCP, Port: addr.Port(), Interval: 20 * time.Millisecond, Timeout: time.Second, HealthyThreshold: 1, UnhealthyThreshold: 1,
+	}}
+	if err := c.Add(tg); err != nil {
+		t.Fatal(err)
+	}
+	const probes = 10
+	for deadline := time.Now().Add(10 * time.Second); c.Probes() < probes+1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d probes in 10 s", c.Probes())
+		}
+	}
+	c.Stop()
+	if st := c.Status(); len(st) != 1 || st[0].Health != failover.HealthHealthy {
+		t.Fatalf("status %v, want the listener healthy", st)
+	}
+
+	// The reset is handled as it is sent (loopback); a second is headroom.
+	var left []string
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if left = tcpSockets(t, addr.Port()); len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("%d probes left %d sockets to or from port %d: %v", probes, len(left), addr.Port(), left)
+	}
+	accepted := 0
+	ln.SetDeadline(time.Now().Add(50 * time.Millisecond))
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			break
+		}
+		conn.Close()
+		accepted++
+	}
+	// A round later than the delayed ACK's 200 ms lets the handshake
+	// complete before the reset; half the probes is far beyond that.
+	if accepted > probes/2 {
+		t.Errorf("the backend accepted %d of %d probes' connections, want none", accepted, probes)
+	}
+}
+
+// tcpSockets lists the IPv4 TCP sockets other than listeners whose local
+// or remote port is port, as "state local remote" from /proc/net/tcp.
+func tcpSockets(tb testing.TB, port uint16) []string {
+	tb.Helper()
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	want := fmt.Sprintf(":%04X", port)
+	var found []string
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[3] == "0A" { // 0A: LISTEN
+			continue
+		}
+		if strings.HasSuffix(f[1], want) || strings.HasSuffix(f[2], want) {
+			found = append(found, f[3]+" "+f[1]+" "+f[2])
+		}
+	}
+	return found
 }

@@ -189,19 +189,35 @@
 //   - Scale: one goroutine for the schedule and none per target, so 10 000
 //     targets cost a heap and their probers (1–2 KiB each), not
 //     10 000 goroutines and timers. Connect-only TCP checks, the common
-//     case at scale, take the connector: socket, connect, epoll_ctl,
-//     getsockopt TCP_INFO (the round trip the kernel measured, reported
-//     as the probe's latency) and close per probe, made as raw system
-//     calls (they never block; the runtime's bookkeeping of a system call
-//     would wake its monitor thread after every idle spell), and one
-//     epoll_pwait per round. Every other kind, and every probe with a
-//     custom dialer or a fake Clock, runs on a goroutine through the
-//     DialFunc (net.Dialer's dozen system calls, a context and a timer).
-//     A connect-only probe closes its connection with FIN, as before: the
-//     appliance keeps one TIME_WAIT socket per probe for 60 s (120 000 at
-//     2000 probes/s, a few tens of MiB of kernel memory).
-//     BenchmarkCheckerScale measures the whole at 10 000 backends beside
-//     a raw connect and a net.Dialer connect (bench/README.md).
+//     case at scale, take the connector: socket, two setsockopt, connect,
+//     getsockopt TCP_INFO and close per probe, made as raw system calls
+//     (they never block; the runtime's bookkeeping of a system call would
+//     wake its monitor thread after every idle spell). TCP_INFO, read at
+//     the end of the round that started the connect, says whether it is
+//     done (most are, on a local network) and the round trip the kernel
+//     measured, reported as the probe's latency; only a connect still in
+//     flight then joins the epoll instance (epoll_ctl, and a share of one
+//     epoll_pwait per round until it ends or times out). Every other
+//     kind, and every probe with a custom dialer or a fake Clock, runs on
+//     a goroutine through the DialFunc (net.Dialer's dozen system calls,
+//     a context and a timer). BenchmarkCheckerScale measures the whole at
+//     10 000 backends beside a raw connect and a net.Dialer connect
+//     (bench/README.md).
+//   - A connect-only probe ends SYN, SYN-ACK, RST: its socket delays the
+//     handshake's last ACK (TCP_QUICKACK off before connect; the kernel
+//     holds it up to 200 ms) and closes with a zero linger, which sends a
+//     reset instead. The backend's kernel drops the half-open connection,
+//     so its application never accepts a probe (no log line, no worker
+//     woken), neither end walks the FIN exchange, and the appliance keeps
+//     no TIME_WAIT socket (a FIN close kept one per probe for 60 s:
+//     120 000 at 2000 probes/s). What the probe proves is unchanged: the
+//     backend's kernel completes a handshake on the port, which it stops
+//     doing when the listener is gone or its accept queue is full. HAProxy's
+//     plain TCP check does the same (delayed ACK, then a reset); Envoy's
+//     TCP check instead keeps its connection between checks by default,
+//     which stops testing connection set-up; Google Cloud's documentation
+//     asks only that the handshake complete. Probes that send a request,
+//     and the other kinds, close as their protocol does.
 //   - Direct (Check) overrides Options.Dial for one target: the daemon
 //     dials only the checks of data-path rules itself and marks the
 //     others direct, so they keep the connector.

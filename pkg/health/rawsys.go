@@ -39,6 +39,12 @@ func rawClose(fd int) {
 	unix.RawSyscall(unix.SYS_CLOSE, uintptr(fd), 0, 0)
 }
 
+// rawSetsockopt sets a socket option from the value at ptr.
+func rawSetsockopt(fd, level, name int, ptr unsafe.Pointer, size uintptr) error {
+	_, _, e := unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), uintptr(level), uintptr(name), uintptr(ptr), size, 0)
+	return errnoErr(e)
+}
+
 // rawEpollPoll takes what epfd has ready, without waiting.
 func rawEpollPoll(epfd int, events []unix.EpollEvent) (int, error) {
 	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
@@ -48,13 +54,20 @@ func rawEpollPoll(epfd int, events []unix.EpollEvent) (int, error) {
 	return int(r), nil
 }
 
-// rawTCPRTT is the round-trip time (µs) the kernel measured on the TCP
-// socket fd.
-func rawTCPRTT(fd int) (uint32, bool) {
+// TCP states as TCP_INFO reports them (include/net/tcp_states.h).
+const (
+	tcpSynSent = 2
+	tcpSynRecv = 3
+	tcpClose   = 7
+)
+
+// rawTCPInfo is what the kernel knows of the TCP socket fd: its state,
+// and the round-trip time (µs) it measured.
+func rawTCPInfo(fd int) (unix.TCPInfo, error) {
 	var info unix.TCPInfo
 	size := uint32(unsafe.Sizeof(info))
 	_, _, e := unix.RawSyscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_INFO, uintptr(unsafe.Pointer(&info)), uintptr(unsafe.Pointer(&size)), 0)
-	return info.Rtt, e == 0
+	return info, errnoErr(e)
 }
 
 // htons puts a port in network byte order in the sockaddr's field, whose
