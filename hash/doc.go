@@ -81,6 +81,18 @@
 // holds the slots moved among survivors under 1 % of M for N = 3 to 1000,
 // equal or random weights (bench/README.md has the measured figures).
 //
+// The fill writes each slot once, straight into the table, and tests
+// occupancy in a bitset (8 KiB for M = 65537, in the first-level cache).
+// Walking a preference list costs about M/F probes when F slots are
+// empty, so the last few hundred turns would be half of the M·H(M)
+// probes; for the last ones (tailSlots, about √M) the fill instead
+// computes each empty slot's place in the backend's list, (s − c)·skip⁻¹
+// mod M, and takes the nearest: the slot the walk would reach first, as
+// a backend only ever passes taken slots. The tables are the walk's,
+// byte for byte (TestFillGolden pins every width and weighting to the
+// digests of the walk-only fill: a fleet of mixed versions agrees). A
+// backend's slot count is its quota: every turn takes exactly one slot.
+//
 // Lookup(h) reads slot ⌊h·M / 2⁶⁴⌋, the high word of the 128-bit product:
 // one multiply instead of a division, using every bit of h. (Conntrack
 // tables usually index with the low bits of the same hash, so the two stay
@@ -116,8 +128,8 @@
 // table, and a rule recomputed without a change gets its table back
 // without the build's cost. Tables holds them weakly, so memory follows
 // what the published snapshots reference. A build's working memory
-// (about 20 bytes per slot) comes from a pool, so many builds in a row
-// do not raise the garbage collector's heap target.
+// (4 bytes per slot with equal weights, 20 with others) comes from a
+// pool, so many builds in a row do not raise the garbage collector's heap target.
 //
 // Delta(old, new) compares two tables of one size slot by slot, by Name:
 // slots changed, slots moved away from backends still present

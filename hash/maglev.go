@@ -99,14 +99,16 @@ func sortedSet(backends []Backend, m uint32) ([]Backend, error) {
 
 // build fills the table of bs, sorted and checked by sortedSet.
 func build(bs []Backend, m uint32, seed uint64) *MaglevTable {
-	t := &MaglevTable{m: m, seed: seed, backends: bs, counts: make([]uint32, len(bs))}
+	t := &MaglevTable{m: m, seed: seed, backends: bs, counts: []uint32{}}
 	if len(bs) == 0 {
 		return t
 	}
 	sc := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(sc)
 	w, total := effectiveWeights(bs)
-	owner := fill(sc, bs, turnOrder(sc, w, total, quotas(w, total, m), m), m, seed)
+	quota := quotas(w, total, m)
+	turns := turnOrder(sc, w, total, quota, m)
+	t.counts = quota // every turn takes one slot: a backend holds its quota
 	var maxID uint32
 	for _, b := range bs {
 		maxID = max(maxID, b.ID)
@@ -124,34 +126,24 @@ func build(bs []Backend, m uint32, seed uint64) *MaglevTable {
 	if bigEndian {
 		pad = 3 - (1<<t.shift - 1) // the ID's bytes end where a 4-byte load at s<<shift ends
 	}
-	ids := grow(sc.order, int(m)) // the turn order is spent
-	for s, o := range owner {
-		ids[s] = bs[o].ID
-		t.counts[o]++
-	}
-	// One loop per width, not a switch per slot.
-	switch slots := t.slots[pad:]; t.shift {
+	// The fill writes the IDs in place, one typed slot array per width
+	// (native byte order, as Lookup's load reads them).
+	at := unsafe.Pointer(&t.slots[pad])
+	switch t.shift {
 	case 0:
-		slots = slots[:len(ids)]
-		for s, id := range ids {
-			slots[s] = byte(id)
-		}
+		t.digest = fill(sc, unsafe.Slice((*uint8)(at), m), bs, turns, m, seed)
 	case 1:
-		for s, id := range ids {
-			binary.NativeEndian.PutUint16(slots[s<<1:], uint16(id))
-		}
+		t.digest = fill(sc, unsafe.Slice((*uint16)(at), m), bs, turns, m, seed)
 	default:
-		for s, id := range ids {
-			binary.NativeEndian.PutUint32(slots[s<<2:], id)
-		}
+		t.digest = fill(sc, unsafe.Slice((*uint32)(at), m), bs, turns, m, seed)
 	}
-	t.digest = placement(ids)
 	return t
 }
 
 // placement folds a slot array into 64 bits, two slots per xxHash round
-// (about 25 µs for M = 65537, a small part of a Build).
-func placement(ids []uint32) uint64 {
+// (about 25 µs for M = 65537, a small part of a Build). The slots' width
+// does not change the result: it folds the IDs' values.
+func placement[T slotID](ids []T) uint64 {
 	h := uint64(len(ids)) * prime64x5
 	for i := 0; i+1 < len(ids); i += 2 {
 		h = xxhRound(h, uint64(ids[i])|uint64(ids[i+1])<<32)
@@ -168,12 +160,13 @@ func placement(ids []uint32) uint64 {
 // bigEndian is the machine's byte order (the slots' layout depends on it).
 var bigEndian = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
 
-// scratch is the working memory of one build (about 20 bytes per slot),
+// scratch is the working memory of one build (4 bytes per slot with
+// equal weights, 20 with others),
 // reused across builds so that rebuilding many tables does not make the
 // garbage collector's heap target grow with it.
 type scratch struct {
-	start, pos, order, owner []uint32
-	turns                    []uint64
+	start, pos, order, free []uint32
+	turns, taken            []uint64
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -337,38 +330,118 @@ func equal(w []uint64) bool {
 	return true
 }
 
-// fill runs the Maglev population in the given turn order: on its turn a
-// backend takes the next slot of its permutation that is still empty.
-func fill(sc *scratch, bs []Backend, turns []uint32, m uint32, seed uint64) []uint32 {
+// slotID is the type of a slot: the narrowest that holds the set's IDs.
+type slotID interface{ uint8 | uint16 | uint32 }
+
+// tailSlots is where the fill changes method: while more slots than
+// this are empty, a turn walks its backend's preference list; for the
+// last ones it computes where each empty slot is in that list and takes
+// the nearest (see fill). A walk with F empty slots costs about M/F
+// probes, a computed turn F reductions: they cost the same near
+// F = √M, 256 for M = 65537.
+const tailSlots = 256
+
+// fill runs the Maglev population in the given turn order (on its turn a
+// backend takes the next slot of its permutation that is still empty),
+// writes each backend's ID into the slots it takes and returns the
+// table's Placement.
+//
+// The walk tests a bitset of the taken slots (M/8 bytes, in the
+// first-level cache for M = 65537) and writes each slot once. Walking
+// costs about M/F probes when F slots are empty, so the last few hundred
+// turns would be half of all the probes (M·H(M) in all); instead, once
+// tailSlots are empty, a turn computes for each empty slot s its place
+// in the backend's list from the backend's next slot c, the j with
+// c + j·skip ≡ s (mod M), i.e. j = (s − c)·skip⁻¹ mod M, and takes the
+// smallest: the slot the walk would reach first, as every empty slot is
+// still ahead of the backend in its list (it passed only taken ones).
+// The result is the walk's exactly (TestFillGolden, and plain Maglev in
+// TestEqualWeightsArePlainMaglev).
+func fill[T slotID](sc *scratch, slots []T, bs []Backend, turns []uint32, m uint32, seed uint64) uint64 {
 	n := len(bs)
 	next := make([]uint32, n) // next permutation position, as a slot
 	skip := make([]uint32, n)
+	ids := make([]T, n)
 	for i, b := range bs {
 		next[i], skip[i] = permutation(b.Name, m, seed)
+		ids[i] = T(b.ID)
 	}
-
-	const empty = ^uint32(0)
-	sc.owner = grow(sc.owner, int(m))
-	owner := sc.owner
-	for s := range owner {
-		owner[s] = empty
-	}
-	for _, i := range turns {
+	sc.taken = grow(sc.taken, int(m+63)/64)
+	taken := sc.taken
+	clear(taken)
+	walked := m - min(m, tailSlots)
+	for _, i := range turns[:walked] {
 		c, sk := next[i], skip[i]
-		for owner[c] != empty {
+		for taken[c>>6]&(1<<(c&63)) != 0 {
 			c += sk
 			if c >= m {
 				c -= m
 			}
 		}
-		owner[c] = i
+		taken[c>>6] |= 1 << (c & 63)
+		slots[c] = ids[i]
 		c += sk
 		if c >= m {
 			c -= m
 		}
 		next[i] = c
 	}
-	return owner
+
+	sc.free = grow(sc.free, int(m-walked))[:0]
+	free := sc.free
+	for x, word := range taken {
+		for empty := ^word; empty != 0; empty &= empty - 1 {
+			if s := uint32(x*64 + bits.TrailingZeros64(empty)); s < m {
+				free = append(free, s)
+			}
+		}
+	}
+	inverse := make([]uint32, n) // skip⁻¹ mod M, for the backends that have a tail turn
+	// x mod M without a division: Barrett reduction with ⌊2⁶⁴/M⌋, for
+	// x < 2⁴⁹ (two factors below 2²⁵), one correction at most.
+	r := ^uint64(0) / uint64(m)
+	mod := func(x uint64) uint64 {
+		q, _ := bits.Mul64(x, r)
+		x -= q * uint64(m)
+		if x >= uint64(m) {
+			x -= uint64(m)
+		}
+		return x
+	}
+	for _, i := range turns[walked:] {
+		if inverse[i] == 0 {
+			inverse[i] = modInverse(skip[i], m)
+		}
+		c, inv := uint64(next[i]), uint64(inverse[i])
+		best, bestJ := 0, uint64(m)
+		for k, s := range free {
+			if j := mod((uint64(s) + uint64(m) - c) * inv); j < bestJ {
+				best, bestJ = k, j
+			}
+		}
+		s := free[best]
+		free[best] = free[len(free)-1]
+		free = free[:len(free)-1]
+		slots[s] = ids[i]
+		next[i] = uint32((uint64(s) + uint64(skip[i])) % uint64(m))
+	}
+	return placement(slots)
+}
+
+// modInverse returns x⁻¹ mod m, for m prime and 0 < x < m (extended
+// Euclid).
+func modInverse(x, m uint32) uint32 {
+	a, b := int64(x), int64(m)
+	u, v := int64(1), int64(0)
+	for b != 0 {
+		q := a / b
+		a, b = b, a-q*b
+		u, v = v, u-q*v
+	}
+	if u < 0 {
+		u += int64(m)
+	}
+	return uint32(u)
 }
 
 // permutation returns a backend's Maglev offset and skip: its preference
