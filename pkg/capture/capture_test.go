@@ -286,6 +286,10 @@ func TestWritePcapNG(t *testing.T) {
 	if _, _, err := r.ReadPacketData(); err == nil {
 		t.Error("a fourth packet")
 	}
+	// The statistics block after the packets: the refused packets.
+	if intf, err := r.Interface(0); err != nil || intf.Statistics.PacketsDropped != 7 || intf.Description != "xlb rx: tx" || intf.TimestampResolution != 9 {
+		t.Errorf("interface 0: %+v, %v", intf, err)
+	}
 }
 
 func TestWriteEmptyPcapNG(t *testing.T) {

@@ -40,10 +40,18 @@
 //     as received), for TX copies too; --backend matches the backend the
 //     packet went to (or would have gone to, for a drop after the choice).
 //   - Dropped packets carry their reason in the file: pcapng has one
-//     interface per point and outcome ("rx:drop:no-rule", "tx:tx"), since
-//     gopacket's pcapng writer (pcapgo) writes no per-packet comments; the
-//     text format lists everything (queue, rule, backend). Packets the
-//     capture refused are recorded as the first interface's drop count
-//     (pcapng interface statistics) and reported by `xlb capture`.
+//     interface per point and outcome ("rx:drop:no-rule", "tx:tx"), a
+//     field every reader shows (per-packet comments are not); the text
+//     format lists everything (queue, rule, backend). Packets the capture
+//     refused are recorded as the first interface's drop count (pcapng
+//     interface statistics) and reported by `xlb capture`.
+//   - The files and the listing are written and decoded here, by hand
+//     (pcapfile.go, decode.go), not with gopacket: its layers package
+//     took half of every xlb command's start (package initialization,
+//     ~30 ms) for a few headers. The tests read the files back and
+//     decode the same frames with gopacket (TestSummary), an independent
+//     decoder. The listing decodes what xlb handles: Ethernet, VLAN
+//     tags, IPv4, IPv6 and its extension headers, IPIP, GRE, GUE on its
+//     default port, TCP, UDP, ICMP.
 //   - One capture at a time per daemon (the workers have one tap each).
 package capture

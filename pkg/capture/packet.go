@@ -2,11 +2,7 @@ package capture
 
 import (
 	"fmt"
-	"strings"
 	"time"
-
-	"github.com/google/gopacket"
-	"github.com/google/gopacket/layers"
 )
 
 // Packet is one captured frame with its outcome in words: what the
@@ -30,61 +26,6 @@ func (p *Packet) Outcome() string {
 		return p.Verdict
 	}
 	return p.Verdict + " " + p.Reason
-}
-
-// Summary decodes the frame's headers for a listing, outer to inner:
-// "IPv4 198.18.0.2 > 10.0.1.10 | IPv4 198.51.100.7 > 203.0.113.10 | TCP 40000 > 80 [S]".
-func (p *Packet) Summary() string {
-	pkt := gopacket.NewPacket(p.Data, layers.LayerTypeEthernet, gopacket.DecodeOptions{Lazy: true, NoCopy: true})
-	var parts []string
-	ls := pkt.Layers()
-	cut := pkt.ErrorLayer() != nil && len(ls) >= 2
-	if cut {
-		// gopacket keeps the layer that failed to decode (a header cut
-		// by the snap length) before its DecodeFailure.
-		ls = ls[:len(ls)-2]
-	}
-	for _, l := range ls {
-		switch l := l.(type) {
-		case *layers.IPv4:
-			parts = append(parts, fmt.Sprintf("IPv4 %s > %s", l.SrcIP, l.DstIP))
-		case *layers.IPv6:
-			parts = append(parts, fmt.Sprintf("IPv6 %s > %s", l.SrcIP, l.DstIP))
-		case *layers.TCP:
-			parts = append(parts, fmt.Sprintf("TCP %d > %d [%s]", l.SrcPort, l.DstPort, tcpFlags(l)))
-		case *layers.UDP:
-			parts = append(parts, fmt.Sprintf("UDP %d > %d", l.SrcPort, l.DstPort))
-		case *layers.ICMPv4:
-			parts = append(parts, "ICMP "+l.TypeCode.String())
-		case *layers.ICMPv6:
-			parts = append(parts, "ICMPv6 "+l.TypeCode.String())
-		case *layers.GRE:
-			parts = append(parts, "GRE")
-		}
-	}
-	if len(parts) == 0 {
-		if el := pkt.Layer(layers.LayerTypeEthernet); el != nil {
-			return "ethertype " + el.(*layers.Ethernet).EthernetType.String()
-		}
-		return "undecodable frame"
-	}
-	if cut {
-		parts = append(parts, "(cut)")
-	}
-	return strings.Join(parts, " | ")
-}
-
-func tcpFlags(t *layers.TCP) string {
-	var b strings.Builder
-	for _, f := range []struct {
-		on bool
-		c  byte
-	}{{t.SYN, 'S'}, {t.FIN, 'F'}, {t.RST, 'R'}, {t.PSH, 'P'}, {t.ACK, '.'}} {
-		if f.on {
-			b.WriteByte(f.c)
-		}
-	}
-	return b.String()
 }
 
 // Listing is one line about the packet: time, queue, point, outcome,
