@@ -11,6 +11,7 @@ import (
 
 	"github.com/xlbnet/xlb/conntrack"
 	"github.com/xlbnet/xlb/pkg/control"
+	"github.com/xlbnet/xlb/pkg/dataplane"
 )
 
 // defaultListLimit is conntrack list's default --limit.
@@ -53,18 +54,63 @@ func (o *ops) filter(ctx context.Context, q control.ConntrackQuery) (conntrack.F
 	return f, ferr
 }
 
-// slotNames maps slots back to names for listings, from the registry.
-func (o *ops) slotNames(ctx context.Context) (rules map[uint16]string, backends map[[2]uint32]string, err error) {
-	rules, backends = map[uint16]string{}, map[[2]uint32]string{}
-	err = o.d.do(ctx, func() {
+// slotNames names the rule and backend slots of listed entries: from the
+// published snapshot, which names every rule and backend it holds, so a
+// listing costs its entries and does not wait for the control goroutine;
+// only slots the snapshot no longer holds (a removed backend or rule whose
+// entries remain) are looked up in the registry, on the control goroutine,
+// walking the rules named and the backends of those rules alone. A slot
+// never names anything else (registry.go), so the two sources agree.
+type slotNames struct {
+	rules    map[uint16]string
+	backends map[[2]uint32]string
+}
+
+// names resolves the slots of recs (which names already holds are kept).
+func (o *ops) names(ctx context.Context, snap *dataplane.Snapshot, recs []conntrack.Record, n *slotNames) error {
+	if n.rules == nil {
+		n.rules, n.backends = map[uint16]string{}, map[[2]uint32]string{}
+	}
+	var missing [][2]uint32
+	for _, r := range recs {
+		k := [2]uint32{uint32(r.Rule), r.Value.Backend}
+		if _, ok := n.backends[k]; ok {
+			continue
+		}
+		var rule, backend string
+		if snap != nil && int(r.Rule) < len(snap.Rules) {
+			sr := snap.Rules[r.Rule]
+			if sr.Present {
+				rule = sr.Name
+			}
+			if int(r.Value.Backend) < len(sr.Backends) && sr.Backends[r.Value.Backend].Present {
+				backend = sr.Backends[r.Value.Backend].Name
+			}
+		}
+		if rule == "" || backend == "" {
+			missing = append(missing, k)
+			continue
+		}
+		n.rules[r.Rule], n.backends[k] = rule, backend
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return o.d.do(ctx, func() {
+		want := map[uint16]bool{}
+		for _, k := range missing {
+			want[uint16(k[0])] = true
+		}
 		for name, s := range o.d.reg.rules {
-			rules[s] = name
+			if !want[s] {
+				continue
+			}
+			n.rules[s] = name
 			for addr, b := range o.d.reg.backends[name] {
-				backends[[2]uint32{uint32(s), b}] = addr.String()
+				n.backends[[2]uint32{uint32(s), b}] = addr.String()
 			}
 		}
 	})
-	return rules, backends, err
 }
 
 // Conntrack implements control.API.
@@ -105,26 +151,25 @@ func (o *ops) Conntrack(ctx context.Context, q control.ConntrackQuery) (*control
 		if limit == 0 {
 			limit = defaultListLimit
 		}
-		rules, backends, err := o.slotNames(ctx)
-		if err != nil {
-			return nil, err
-		}
 		snap := e.Snapshot()
-		add := func(queue int, recs []conntrack.Record) {
+		var names slotNames
+		add := func(queue int, recs []conntrack.Record) error {
+			recs = recs[:min(len(recs), max(0, limit-len(res.Entries)))]
+			if err := o.names(ctx, snap, recs, &names); err != nil {
+				return err
+			}
 			for _, r := range recs {
-				if len(res.Entries) >= limit {
-					return
-				}
-				be := backends[[2]uint32{uint32(r.Rule), r.Value.Backend}]
+				be := names.backends[[2]uint32{uint32(r.Rule), r.Value.Backend}]
 				if be == "" {
 					be = "slot " + strconv.Itoa(int(r.Value.Backend))
 				}
 				res.Entries = append(res.Entries, control.ConntrackRow{
-					Queue: queue, Rule: rules[r.Rule], Key: r.Key.String(), Backend: be,
+					Queue: queue, Rule: names.rules[r.Rule], Key: r.Key.String(), Backend: be,
 					Unconfirmed: r.Unconfirmed, ExpiresIn: r.ExpiresIn.Duration().Round(time.Second).String(),
 					Stale: snap == nil || !snap.EntryValid(r.Rule, r.Value, r.Key.Proto, now),
 				})
 			}
+			return nil
 		}
 		for _, qs := range e.Stats() {
 			recs, matched, err := qs.Conntrack.List(ctx, f, min(limit, qs.Conntrack.Cap()))
@@ -132,11 +177,15 @@ func (o *ops) Conntrack(ctx context.Context, q control.ConntrackQuery) (*control
 				return nil, fmt.Errorf("queue %d: %w", qs.Queue, err)
 			}
 			res.Count += matched
-			add(qs.Queue, recs)
+			if err := add(qs.Queue, recs); err != nil {
+				return nil, err
+			}
 		}
 		shared := sessions.List(f, now, sessions.Cap())
 		res.Count += len(shared)
-		add(-1, shared)
+		if err := add(-1, shared); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }

@@ -35,6 +35,7 @@ type dataPathProbes struct {
 	// Owned by the control goroutine.
 	lastTry time.Time      // when opening last failed
 	logged  *config.Config // the configuration whose direct-by-default rules were logged
+	walked  int            // rules whose backends publications walked, for tests
 }
 
 func newDataPathProbes() *dataPathProbes {
@@ -55,15 +56,34 @@ type probeRule struct {
 	noHop map[netip.Addr]error
 }
 
+// rule returns the route of the rule named name; pr may be nil.
+func (pr *probeRoutes) rule(name string) (probeRule, bool) {
+	if pr == nil {
+		return probeRule{}, false
+	}
+	r, ok := pr.rules[name]
+	return r, ok
+}
+
 // reopenAfter spaces attempts to open the probe path after a failure.
 const reopenAfter = time.Minute
 
 // publishProbeRoutes runs on the control goroutine after every
-// publication of snap.
-func (d *daemon) publishProbeRoutes(snap *dataplane.Snapshot) {
+// publication of snap, which computed the rules of done. A rule the
+// publication did not compute keeps its route from the one before (its
+// backends, templates and next hops are what they were: a change of any
+// of them computes the rule), so a publication walks the backends of the
+// data-path rules it computed, not of every rule
+// (docs/design.md#data-path-probes).
+func (d *daemon) publishProbeRoutes(snap *dataplane.Snapshot, done []computed) {
 	dp := d.dataPath
 	if dp == nil { // a test's daemon without newDaemon
 		return
+	}
+	prev := dp.routes.Load()
+	again := make(map[string]bool, len(done))
+	for i := range done {
+		again[done[i].status.Name] = true
 	}
 	pr := &probeRoutes{snap: snap, rules: map[string]probeRule{}}
 	for i := range d.view.Rules {
@@ -75,6 +95,11 @@ func (d *daemon) publishProbeRoutes(snap *dataplane.Snapshot) {
 		if rt == nil || int(rt.slot) >= len(snap.Rules) {
 			continue
 		}
+		if old, ok := prev.rule(r.Name); ok && !again[r.Name] && old.slot == rt.slot && old.vip == r.VIP {
+			pr.rules[r.Name] = old
+			continue
+		}
+		dp.walked++
 		rule := probeRule{slot: rt.slot, vip: r.VIP, noHop: map[netip.Addr]error{}}
 		for _, b := range snap.Rules[rt.slot].Backends {
 			if b.Present && b.Template == nil {

@@ -3,9 +3,11 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +110,60 @@ func TestProbeRoute(t *testing.T) {
 	// A data-path rule without an open path fails, saying so.
 	if _, err := d.dialProbe(ctx, "tcp", health.Key{Rule: "web", Backend: be1}, netip.AddrPortFrom(be1, 80)); err == nil || !strings.Contains(err.Error(), "data path unavailable") {
 		t.Errorf("data path not open: %v", err)
+	}
+}
+
+// TestProbeRoutesFollowComputedRules: a publication walks the backends of
+// the data-path rules it computed and keeps every other rule's route from
+// the publication before; a rule computed again gets a fresh route.
+func TestProbeRoutesFollowComputedRules(t *testing.T) {
+	const rules, backends = 50, 20
+	d := &daemon{dataPath: newDataPathProbes(), cfg: &config.Config{HealthCheckPathSet: true}, view: &config.View{}, rules: map[string]*ruleRuntime{}}
+	d.dataPath.lastTry = time.Now() // the path is not opened: routes alone are under test
+	var snapRules []*dataplane.Rule
+	var all []computed
+	for i := range rules {
+		name := fmt.Sprintf("r%02d", i)
+		d.view.Rules = append(d.view.Rules, config.RuleView{Rule: &config.Rule{Name: name, VIP: netip.AddrFrom4([4]byte{203, 0, 113, byte(i)}),
+			HealthCheck: config.HealthCheck{Type: config.HealthTCP, Path: config.ProbeDataPath}}})
+		d.rules[name] = &ruleRuntime{slot: uint16(i)}
+		r := &dataplane.Rule{Name: name, Present: true}
+		for j := range backends {
+			a := netip.AddrFrom4([4]byte{198, 18, byte(i), byte(j + 1)})
+			r.Backends = append(r.Backends, dataplane.Backend{Present: true, Addr: a.As16(), Name: a.String()}) // no template: each has a reason
+		}
+		snapRules = append(snapRules, r)
+		all = append(all, computed{status: &ruleStatus{Name: name}})
+	}
+	snap := &dataplane.Snapshot{Rules: snapRules}
+	d.publishProbeRoutes(snap, all)
+	if d.dataPath.walked != rules {
+		t.Fatalf("first publication walked %d rules, want %d", d.dataPath.walked, rules)
+	}
+	first := d.dataPath.routes.Load()
+
+	// One rule computed again (a health verdict, a drain).
+	next := &dataplane.Snapshot{Rules: slices.Clone(snapRules)}
+	changed := *snapRules[7]
+	next.Rules[7] = &changed
+	d.publishProbeRoutes(next, []computed{{status: &ruleStatus{Name: "r07"}}})
+	if got := d.dataPath.walked - rules; got != 1 {
+		t.Errorf("a publication computing one rule walked %d rules' backends", got)
+	}
+	pr := d.dataPath.routes.Load()
+	if pr.snap != next || len(pr.rules) != rules {
+		t.Fatalf("routes of %d rules for the new snapshot, want %d", len(pr.rules), rules)
+	}
+	for name, r := range pr.rules {
+		same := reflect.ValueOf(r.noHop).Pointer() == reflect.ValueOf(first.rules[name].noHop).Pointer()
+		if same == (name == "r07") {
+			t.Errorf("rule %s: route kept %v, want kept only for rules not computed", name, same)
+		}
+		if len(r.noHop) != backends {
+			t.Errorf("rule %s: %d backends without a template, want %d", name, len(r.noHop), backends)
+		}
+	}
+	if _, err := d.probeRoute(health.Key{Rule: "r03", Backend: netip.AddrFrom4([4]byte{198, 18, 3, 5})}); err == nil || !strings.Contains(err.Error(), "not resolved yet") {
+		t.Errorf("a kept route: %v, want its reason", err)
 	}
 }

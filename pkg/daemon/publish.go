@@ -305,7 +305,7 @@ func (d *daemon) publish() error {
 	} else if d.engine != nil {
 		d.engine.PublishRules(snap)
 	}
-	d.publishProbeRoutes(snap) // probepath.go
+	d.publishProbeRoutes(snap, done) // probepath.go
 	p.snap, p.vips, p.unmatched, p.all = snap, vips, d.cfg.UnmatchedVIPTraffic, false
 	clear(p.touched)
 	for _, c := range done {
