@@ -1,7 +1,10 @@
-// Package benchutil measures CPU time for benchmarks. The machines xlb is
-// built on are shared: wall-clock ns/op includes the time a benchmark
-// waited for a core, CPU time does not. Benchmarks report both, and
-// compare against references measured in the same run.
+// Package benchutil measures CPU time for benchmarks, and starts their
+// helper processes. The machines xlb is built on are shared: wall-clock
+// ns/op includes the time a benchmark waited for a core, CPU time does
+// not. Benchmarks report both, and compare against references measured in
+// the same run. A helper whose CPU must not count as the benchmark's (a
+// fleet peer, a health-check backend) runs as a Child: the test binary
+// started again in a role its TestMain dispatches on.
 package benchutil
 
 import (

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"testing"
 	"time"
+
+	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
 // streamAPI answers Status and Backends with n rules yielded one by one;
@@ -100,7 +101,7 @@ func TestStreamedReplies(t *testing.T) {
 	}
 	defer body.Close()
 	dec := json.NewDecoder(body)
-	if err := seekRules(dec); err != nil {
+	if err := testutil.SeekJSONArray(dec, "rules"); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -121,29 +122,4 @@ func TestStreamedReplies(t *testing.T) {
 		t.Errorf("the daemon waited for the client to read rules it had not received: the reply is not written as it is produced")
 	}
 	t.Logf("1000 rules decoded as they came in %v", time.Since(start).Round(time.Millisecond))
-}
-
-// seekRules reads dec up to the first element of the top-level "rules".
-func seekRules(dec *json.Decoder) error {
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return fmt.Errorf("want an object, got %v, %v", tok, err)
-	}
-	for dec.More() {
-		key, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		if key == "rules" {
-			tok, err := dec.Token()
-			if err != nil || tok != json.Delim('[') {
-				return fmt.Errorf("rules: want an array, got %v, %v", tok, err)
-			}
-			return nil
-		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return err
-		}
-	}
-	return errors.New("no rules")
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/xlbnet/xlb/pkg/control"
+	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
 // TestStatusStreamBesideReload: a streamed status of every rule whose
@@ -44,7 +45,7 @@ func TestStatusStreamBesideReload(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	dec := json.NewDecoder(resp.Body)
-	if err := seekJSONArray(dec, "rules"); err != nil {
+	if err := testutil.SeekJSONArray(dec, "rules"); err != nil {
 		t.Fatal(err)
 	}
 	var first control.Rule
@@ -101,31 +102,6 @@ func TestStatusStreamBesideReload(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-}
-
-// seekJSONArray reads dec up to the first element of the top-level array
-// key.
-func seekJSONArray(dec *json.Decoder, key string) error {
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return fmt.Errorf("want an object, got %v, %v", tok, err)
-	}
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		if k == key {
-			if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
-				return fmt.Errorf("%s: want an array, got %v, %v", key, tok, err)
-			}
-			return nil
-		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return err
-		}
-	}
-	return fmt.Errorf("no %s", key)
 }
 
 // smallBuffers gives every accepted TCP connection a small send buffer.

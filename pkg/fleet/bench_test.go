@@ -15,14 +15,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/xlbnet/xlb/conntrack"
 	"github.com/xlbnet/xlb/hash"
+	"github.com/xlbnet/xlb/pkg/benchutil"
 	"github.com/xlbnet/xlb/pkg/dataplane"
 	"github.com/xlbnet/xlb/pkg/spsc"
 )
@@ -140,7 +138,7 @@ func BenchmarkSyncTraffic(b *testing.B) {
 						}
 					}
 					offered.Add(uint64(pushed))
-					feedCPU.Store(threadCPU())
+					feedCPU.Store(int64(threadCPU()))
 				}
 			}()
 			var once sync.Once
@@ -152,13 +150,13 @@ func BenchmarkSyncTraffic(b *testing.B) {
 			// The receiver's count first, at both ends, so that what it is
 			// behind is never negative.
 			r0 := rcv.report(b)
-			s0, o0, f0, cpu0, t0 := a.statusWithin(30*time.Second), offered.Load(), feedCPU.Load(), cpuTime(), time.Now()
+			s0, o0, f0, cpu0, t0 := a.statusWithin(30*time.Second), offered.Load(), feedCPU.Load(), processCPU(), time.Now()
 			b.ResetTimer()
 			for b.Loop() {
 				time.Sleep(time.Second)
 			}
 			r1 := rcv.report(b)
-			s1, o1, f1, cpu1, wall := a.statusWithin(30*time.Second), offered.Load(), feedCPU.Load(), cpuTime(), time.Since(t0)
+			s1, o1, f1, cpu1, wall := a.statusWithin(30*time.Second), offered.Load(), feedCPU.Load(), processCPU(), time.Since(t0)
 			sec := wall.Seconds()
 			ps0, ps1 := s0.Peers[0], s1.Peers[0]
 			sent := float64(ps1.SentRecords - ps0.SentRecords)
@@ -235,41 +233,30 @@ type receiverReport struct {
 // receiver is the benchmark's receiving node, a child process: a line on
 // its stdin asks for a report, closing stdin ends it.
 type receiver struct {
-	in  io.WriteCloser
-	out *bufio.Scanner
+	*benchutil.Child
 }
 
 func startReceiver(b *testing.B, port uint16) *receiver {
 	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", receiverEnv, port))
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
+	cmd, err := benchutil.Self(exec.Command)
 	if err != nil {
 		b.Fatal(err)
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { in.Close(); cmd.Wait() })
-	return &receiver{in: in, out: bufio.NewScanner(out)}
+	return &receiver{benchutil.StartChild(b, cmd, fmt.Sprintf("%s=%d", receiverEnv, port))}
 }
 
 func (r *receiver) report(b *testing.B) receiverReport {
 	b.Helper()
-	if _, err := io.WriteString(r.in, "report\n"); err != nil {
+	if _, err := io.WriteString(r.In, "report\n"); err != nil {
 		b.Fatalf("receiver: %v", err)
 	}
-	if !r.out.Scan() {
-		b.Fatalf("receiver ended: %v", r.out.Err())
+	line, err := r.Out.ReadBytes('\n')
+	if err != nil {
+		b.Fatalf("receiver ended: %v", err)
 	}
 	var rr receiverReport
-	if err := json.Unmarshal(r.out.Bytes(), &rr); err != nil {
-		b.Fatalf("receiver's report %q: %v", r.out.Text(), err)
+	if err := json.Unmarshal(line, &rr); err != nil {
+		b.Fatalf("receiver's report %q: %v", line, err)
 	}
 	return rr
 }
@@ -316,7 +303,7 @@ func runReceiver(portArg string, in io.Reader, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		rr := receiverReport{Joined: st.Joined, Backlog: st.Backlog, SocketDrops: socketDrops(me, uint16(port)), CPU: cpuTime().Nanoseconds()}
+		rr := receiverReport{Joined: st.Joined, Backlog: st.Backlog, SocketDrops: socketDrops(me, uint16(port)), CPU: processCPU().Nanoseconds()}
 		if len(st.Peers) == 1 {
 			p := st.Peers[0]
 			rr.RecvRecords, rr.RecvDatagrams, rr.RecvBytes, rr.Drops = p.RecvRecords, p.RecvDatagrams, p.RecvBytes, p.Drops
@@ -347,18 +334,8 @@ func socketDrops(a netip.Addr, port uint16) uint64 {
 	return 0
 }
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// threadCPU is the calling thread's CPU time in nanoseconds.
-func threadCPU() int64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-	return ts.Nano()
-}
+func processCPU() time.Duration { d, _ := benchutil.ProcessCPU(); return d }
+func threadCPU() time.Duration  { d, _ := benchutil.ThreadCPU(); return d }
 
 func loadavg() string {
 	b, _ := os.ReadFile("/proc/loadavg")

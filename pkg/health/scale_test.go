@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xlbnet/xlb/pkg/benchutil"
 	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
@@ -97,12 +98,6 @@ func runAcceptor() int {
 	return 0
 }
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // contextSwitches is how often the process's threads gave up a CPU,
 // waiting (voluntary) or preempted.
 func contextSwitches() (voluntary, preempted int64) {
@@ -150,7 +145,7 @@ func runScaleProber() int {
 		}
 	}
 	fmt.Fprintf(os.Stderr, "scale prober: measuring for %s\n", a.Window)
-	start, cpu0, probes0 := time.Now(), cpuTime(), c.Probes()
+	start, cpu, probes0 := time.Now(), benchutil.Process(), c.Probes()
 	vol0, pre0 := contextSwitches()
 	// The probes started in each tenth of a second: a herd shows as a
 	// peak far above the mean.
@@ -159,7 +154,7 @@ func runScaleProber() int {
 		<-tick.C
 		res.PerTenth = append(res.PerTenth, int64(c.Probes()-before))
 	}
-	res.CPU, res.WindowDuration = cpuTime()-cpu0, time.Since(start)
+	res.CPU, res.WindowDuration = cpu.Elapsed(), time.Since(start)
 	vol1, pre1 := contextSwitches()
 	res.Voluntary, res.Preempted = vol1-vol0, pre1-pre0
 	res.Probes = int64(c.Probes() - probes0)
@@ -183,7 +178,7 @@ func runScaleProber() int {
 // refRawConnect is the kernel's floor: socket, a blocking connect and
 // close, with raw system calls, over the benchmark's backend addresses.
 func refRawConnect(a scaleArgs) (time.Duration, error) {
-	cpu0 := cpuTime()
+	cpu := benchutil.Process()
 	for i := range a.Reference {
 		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 		if err != nil {
@@ -196,14 +191,14 @@ func refRawConnect(a scaleArgs) (time.Duration, error) {
 			return 0, fmt.Errorf("connect %s: %w", backendAddr(i%a.Backends), err)
 		}
 	}
-	return (cpuTime() - cpu0) / time.Duration(a.Reference), nil
+	return cpu.Elapsed() / time.Duration(a.Reference), nil
 }
 
 // refDial is Go's own cost of a connection made and closed serially:
 // net.Dialer (non-blocking connect, the poller) without the Checker.
 func refDial(a scaleArgs) (time.Duration, error) {
 	ctx := context.Background()
-	cpu0 := cpuTime()
+	cpu := benchutil.Process()
 	for i := range a.Reference {
 		c, err := DirectDial(ctx, "tcp", Key{}, netip.AddrPortFrom(backendAddr(i%a.Backends), scalePort))
 		if err != nil {
@@ -211,7 +206,7 @@ func refDial(a scaleArgs) (time.Duration, error) {
 		}
 		c.Close()
 	}
-	return (cpuTime() - cpu0) / time.Duration(a.Reference), nil
+	return cpu.Elapsed() / time.Duration(a.Reference), nil
 }
 
 // runScale runs the acceptor and the prober in a fresh namespace and
@@ -222,33 +217,20 @@ func runScale(tb testing.TB, a scaleArgs) scaleResult {
 	if err := ns.Run("ip", "link", "set", "lo", "up"); err != nil {
 		tb.Fatal(err)
 	}
-	self, err := os.Executable()
+	cmd, err := benchutil.Self(ns.Command)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	acc := ns.Command(self)
-	acc.Env = append(os.Environ(), scaleRoleEnv+"=acceptor")
-	stdin, err := acc.StdinPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	out, err := acc.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	acc.Stderr = os.Stderr
-	if err := acc.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	defer func() {
-		stdin.Close()
-		acc.Wait()
-	}()
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+	acc := benchutil.StartChild(tb, cmd, scaleRoleEnv+"=acceptor")
+	defer acc.Stop()
+	if line, err := acc.Out.ReadString('\n'); err != nil || line != "ready\n" {
 		tb.Fatalf("acceptor: %q %v", line, err)
 	}
 	args, _ := json.Marshal(a)
-	pr := ns.Command(self)
+	pr, err := benchutil.Self(ns.Command)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	pr.Env = append(os.Environ(), scaleRoleEnv+"=prober", scaleArgsEnv+"="+string(args))
 	pr.Stderr = os.Stderr
 	b, err := pr.Output()
