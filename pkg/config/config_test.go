@@ -278,6 +278,17 @@ func TestValidation(t *testing.T) {
 			nil}, // 100 backends × 100 = 10000 ≤ 65537: fine
 		{"duplicate rule names", map[string]string{"rules.d/web.toml": webRule, "rules.d/web2.toml": strings.Replace(webRule, `"203.0.113.10"`, `"203.0.113.11"`, 1)},
 			[]string{`rules.d/web2.toml:1: name: "web" is also the name of rules.d/web.toml`}},
+		{"three rules of one name and two VIPs", map[string]string{
+			"rules.d/a.toml": webRule,
+			"rules.d/b.toml": strings.Replace(webRule, `"203.0.113.10"`, `"203.0.113.9"`, 1),
+			"rules.d/c.toml": strings.Replace(strings.Replace(webRule, `"web"`, `"c"`, 1), `["80"]`, `"ALL"`, 1),
+			"rules.d/d.toml": strings.Replace(strings.Replace(webRule, `"web"`, `"d"`, 1), `["80"]`, `["70-90"]`, 1)},
+			[]string{
+				`rules.d/b.toml:1: name: "web" is also the name of rules.d/a.toml`,
+				`rules.d/c.toml:3: ports: ALL overlaps rule "web" (rules.d/a.toml) on 203.0.113.10 TCP (port 80)`,
+				`rules.d/d.toml:3: ports: 70-90 overlaps rule "web" (rules.d/a.toml) on 203.0.113.10 TCP (port 80)`,
+				`rules.d/d.toml:3: ports: 70-90 overlaps rule "c" (rules.d/c.toml) on 203.0.113.10 TCP (port 70)`,
+			}},
 		{"duplicate backends", map[string]string{"rules.d/web.toml": webRule + lines(`[[group]]`, `name = "b"`, `backends = ["10.0.1.12", "10.0.1.10"]`)},
 			[]string{`rules.d/web.toml:11: group[1].backends[1]: 10.0.1.10 is already a backend of this rule (group[0].backends[0])`}},
 		{"duplicate group names", map[string]string{"rules.d/web.toml": webRule + lines(`[[group]]`, `name = "a"`, `backends = []`)},
@@ -529,7 +540,7 @@ func TestDefaults(t *testing.T) {
 		ControlSocket: "/run/xlb/xlb.sock", MetricsListen: "127.0.0.1:9641", PinDir: "/sys/fs/bpf/xlb",
 		BusyPollBudget: 64,
 		Conntrack:      Conntrack{MaxEntries: 1048576, NewEntriesPerSecond: 125000, NewEntriesBurst: 31250, UnconfirmedIdle: 5 * time.Second},
-		Rules: []Rule{{
+		Rules: []*Rule{{
 			File: "rules.d/web.toml", Name: "web",
 			VIP:      netip.MustParseAddr("203.0.113.10"),
 			Protocol: ProtocolTCP, Ports: Ports{Ranges: []PortRange{{80, 80}}},
@@ -569,7 +580,7 @@ func TestExamples(t *testing.T) {
 	}
 	names := map[string]*Rule{}
 	for i := range cfg.Rules {
-		names[cfg.Rules[i].Name] = &cfg.Rules[i]
+		names[cfg.Rules[i].Name] = cfg.Rules[i]
 	}
 	for _, n := range []string{"web", "dns", "gateway", "api", "grpc"} {
 		if names[n] == nil {

@@ -20,6 +20,8 @@
 //	load.go      Load: xlb.toml's keys, then every rule file (loader);
 //	             Loader, a Load that parses again only the files that changed
 //	stat.go      a rule file's identity, so a Loader need not read it again
+//	watch.go     the Loader's inotify watch on rules_dir: which entries
+//	             changed since the last load, so it need not stat them all
 //	restart.go   pin_dir: where the XDP program's link and maps are pinned
 //	rule.go      one rule file's keys: ports, health check, zonal affinity
 //	groups.go    [[group]] and backends; checks of groups, families, zones

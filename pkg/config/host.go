@@ -71,7 +71,7 @@ func ownVIPs(cfg *Config) []Issue {
 	}
 	var out []Issue
 	for i := range cfg.Rules {
-		r := &cfg.Rules[i]
+		r := cfg.Rules[i]
 		for _, a := range addrs {
 			ipn, ok := a.(*net.IPNet)
 			if !ok {

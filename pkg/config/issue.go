@@ -70,6 +70,10 @@ type issues struct {
 	errs     []Issue
 	warns    []Issue
 	fileRank map[string]int
+	// ruleRank places a rule file among the rule files, which come after
+	// the first file ranked (xlb.toml) and before the others (the loader
+	// knows their order without ranking each).
+	ruleRank func(file string) (int, bool)
 }
 
 func (is *issues) rank(file string) {
@@ -93,12 +97,29 @@ func (is *issues) warnf(file string, line int, key, format string, args ...any) 
 
 func (is *issues) sort(list []Issue) {
 	slices.SortStableFunc(list, func(a, b Issue) int {
+		ga, ra := is.key(a.File)
+		gb, rb := is.key(b.File)
 		return cmp.Or(
-			cmp.Compare(is.fileRank[a.File], is.fileRank[b.File]),
+			cmp.Compare(ga, gb),
+			cmp.Compare(ra, rb),
 			cmp.Compare(a.Line, b.Line),
 			cmp.Compare(a.Key, b.Key),
 		)
 	})
+}
+
+// key orders files: xlb.toml (ranked first), the rule files, then the
+// others in the order they were ranked.
+func (is *issues) key(file string) (group, rank int) {
+	if is.ruleRank != nil {
+		if i, ok := is.ruleRank(file); ok {
+			return 1, i
+		}
+	}
+	if r := is.fileRank[file]; r > 0 {
+		return 2, r
+	}
+	return 0, 0
 }
 
 // result returns the sorted warnings and, when there are errors, an *Error.

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/BurntSushi/toml"
+	"golang.org/x/sys/unix"
 )
 
 // Load reads the appliance file at path (xlb.toml) and every *.toml file of
@@ -37,20 +38,56 @@ func Load(path string) (*Config, []Warning, error) {
 // Safe for concurrent use; the zero value is ready.
 type Loader struct {
 	mu       sync.Mutex
-	parsed   map[string]*parsedRule    // by path, the files of the last Load
+	parsed   map[string]*parsedRule    // by file name, the rule files of the last Load
 	services map[string]*parsedService // by path, the service files of the last Load
 	reads    int                       // rule files read (tests)
+	scans    int                       // rules_dir listed whole (tests)
+
+	// rulesDir is the rules_dir (and configDir the directory of xlb.toml)
+	// of the last load: parsed, files and watch describe it.
+	rulesDir, configDir string
+	// watch, when set, tells which entries of rulesDir changed since the
+	// last load (watch.go); files is then rulesDir's rule files as that
+	// load listed them, in name order, and volatile the ones the watch
+	// cannot see change (symlinks, whose target may change elsewhere, and
+	// files with other hard links), which every load stats.
+	watch    *dirWatch
+	files    []string
+	volatile map[string]bool
+	events   map[string]bool // a load's changed names (kept for its storage)
+	noWatch  bool            // tests: stat every file, as without inotify
+}
+
+// Close releases the Loader's directory watch; a later Load sets it again.
+func (ld *Loader) Close() {
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	ld.dropWatch()
+}
+
+func (ld *Loader) dropWatch() {
+	ld.watch.close()
+	ld.watch, ld.files = nil, nil
 }
 
 // parsedRule is one clean rule file as readRule left it.
 type parsedRule struct {
 	data []byte
-	name string  // the display name it was parsed under
-	rs   ruleSrc // its f is a template: lines and placeholders, no issues
-	f    srcFile
+	name string // the display name it was parsed under
+	// rs is the parse. A rule with its own backends is shared by every
+	// load that finds the file unchanged (its Rule is the one the Configs
+	// hold; a load that would change it copies it first, sharedRule); a
+	// rule that names a backend service is copied by each load, which
+	// gives it the service's keys.
+	rs *ruleSrc
+	f  srcFile // rs.f: its issues go to the load in progress
+	// shared: an earlier load returned rs's Rule (reuse), so a load that
+	// would change it copies it first (sharedRule).
+	shared bool
 	// stat is the file's identity when it was read (fileStat), zero when
 	// it changed too shortly before to be trusted.
 	stat fileStat
+	by   *loader // the last load that kept it
 }
 
 // Load is Load, parsing again only the rule files that changed since the
@@ -357,6 +394,11 @@ type loader struct {
 	parsed         map[string]*parsedRule // this load's clean rule files, for the cache
 	// overlay replaces rule files by name (LoadWithRules).
 	overlay map[string][]byte
+	order   []*ruleSrc // crossCheck's sorted rules
+	// rulesPrefix is the display name of rules_dir with a separator ("" when
+	// it is the configuration's directory): a rule file's display name is
+	// rulesPrefix and its name.
+	rulesPrefix string
 }
 
 // displayName is a file's path relative to the config dir, or absolute when
@@ -372,61 +414,24 @@ func (l *loader) displayName(p string) string {
 }
 
 func (l *loader) readRules() {
-	entries, err := os.ReadDir(l.cfg.RulesDir)
-	if err != nil {
-		if !l.mainBroken {
-			l.main.errorf("rules_dir", "cannot read %s: %v", l.cfg.RulesDir, unwrapPathError(err))
-		}
+	files, maybe, ok := l.ruleFiles()
+	if !ok {
 		return
 	}
-	var files []string
-	for _, e := range entries {
-		n := e.Name()
-		// Hidden files are editor and tool leftovers (.web.toml.swp, .#web.toml).
-		if strings.HasPrefix(n, ".") || !strings.HasSuffix(n, ".toml") || e.IsDir() {
-			continue
-		}
-		files = append(files, n)
-	}
-	files = l.overlayNames(files)
-	slices.Sort(files)
+	l.is.ruleRank = l.ruleRank(files)
 	for _, n := range files {
-		p := filepath.Join(l.cfg.RulesDir, n)
-		f := &srcFile{name: l.displayName(p), is: l.is}
-		l.is.rank(f.name)
-		data, inOverlay := l.overlay[n]
-		var stat fileStat // zero for a file from memory: never trusted
-		if !inOverlay {
-			// A file whose identity (inode, size, change times) is the one
-			// it had when a previous load read it is not read again.
-			stat = statFile(p)
-			if rs := l.cachedByStat(p, f.name, stat); rs != nil {
-				l.rules = append(l.rules, rs)
+		event, listed := maybe[n]
+		if maybe != nil && !listed {
+			// The watch saw no change to this file since a load kept it.
+			if c := l.parsed[n]; c != nil {
+				l.rules = append(l.rules, l.reuse(n, c))
 				continue
 			}
-			if data, err = os.ReadFile(p); err != nil {
-				l.is.errorf(f.name, 0, "", "cannot read: %v", unwrapPathError(err))
-				continue
-			}
-			if l.cache != nil {
-				l.cache.reads++
-			}
 		}
-		if rs := l.cached(p, f.name, data, stat); rs != nil {
-			l.rules = append(l.rules, rs)
-			continue
+		l.readRuleFile(n, event)
+		if c := l.parsed[n]; c != nil && c.by != l {
+			delete(l.parsed, n) // it no longer reads clean
 		}
-		errs, warns := len(l.is.errs), len(l.is.warns)
-		t := decodeFile(f, data)
-		if t == nil {
-			continue
-		}
-		rs := readRule(t, strings.TrimSuffix(n, ".toml"))
-		rs.rule.File = f.name
-		if l.cache != nil && len(l.is.errs) == errs && len(l.is.warns) == warns {
-			l.remember(p, data, rs, stat)
-		}
-		l.rules = append(l.rules, rs)
 	}
 	if l.cache != nil {
 		l.cache.parsed = l.parsed // files gone from the directory are forgotten
@@ -436,58 +441,267 @@ func (l *loader) readRules() {
 	}
 }
 
-// cachedByStat returns a copy of the rule parsed by an earlier load from
-// the file as it is now, judged by its identity alone, or nil.
-func (l *loader) cachedByStat(path, name string, stat fileStat) *ruleSrc {
-	if l.cache == nil || !stat.valid() {
+// readRuleFile reads rules_dir's file n, or takes an earlier load's
+// parse of it when its identity (unless the watch saw an event: the
+// bytes are compared then) or its bytes are the same.
+func (l *loader) readRuleFile(n string, event bool) {
+	{
+		p := filepath.Join(l.cfg.RulesDir, n)
+		f := &srcFile{name: l.ruleDisplayName(n), is: l.is}
+		data, inOverlay := l.overlay[n]
+		var stat fileStat // zero for a file from memory: never trusted
+		if !inOverlay {
+			// A file whose identity (inode, size, change times) is the one
+			// it had when a previous load read it is not read again.
+			stat = statFile(p)
+			l.noteVolatile(n, p, stat)
+			if rs := l.cachedByStat(n, f.name, stat, event); rs != nil {
+				l.rules = append(l.rules, rs)
+				return
+			}
+			var err error
+			if data, err = os.ReadFile(p); err != nil {
+				l.is.errorf(f.name, 0, "", "cannot read: %v", unwrapPathError(err))
+				return
+			}
+			if l.cache != nil {
+				l.cache.reads++
+			}
+		}
+		if rs := l.cached(n, f.name, data, stat); rs != nil {
+			l.rules = append(l.rules, rs)
+			return
+		}
+		errs, warns := len(l.is.errs), len(l.is.warns)
+		t := decodeFile(f, data)
+		if t == nil {
+			return
+		}
+		rs := readRule(t, strings.TrimSuffix(n, ".toml"))
+		rs.rule.File = f.name
+		if l.cache != nil && len(l.is.errs) == errs && len(l.is.warns) == warns {
+			l.remember(n, data, rs, stat)
+		}
+		l.rules = append(l.rules, rs)
+	}
+}
+
+// ruleFiles returns rules_dir's rule files in name order and, when the
+// Loader's watch can tell, the names that may have changed since its last
+// load (maybe; nil: any of them). ok is false when rules_dir cannot be
+// read (reported).
+func (l *loader) ruleFiles() (files []string, maybe map[string]bool, ok bool) {
+	dir := l.cfg.RulesDir
+	if l.rulesPrefix = l.displayName(dir); l.rulesPrefix == "." {
+		l.rulesPrefix = ""
+	} else {
+		l.rulesPrefix += string(filepath.Separator)
+	}
+	ld := l.cache
+	if ld == nil || l.overlay != nil {
+		files, ok = l.scanRules()
+		return files, nil, ok
+	}
+	if ld.rulesDir != dir || ld.configDir != l.cfg.Dir {
+		ld.dropWatch()
+		ld.parsed, ld.volatile = nil, nil
+		ld.rulesDir, ld.configDir = dir, l.cfg.Dir
+	}
+	if ld.watch != nil {
+		if ld.events == nil {
+			ld.events = map[string]bool{}
+		}
+		clear(ld.events)
+		if !ld.watch.changes(ld.events) {
+			l.parsed = ld.parsed
+			for n := range ld.events {
+				if isRuleName(n) {
+					ld.updateEntry(n)
+				}
+			}
+			for n := range ld.volatile {
+				ld.events[n] = ld.events[n] // listed: stat it (false, unless an event came too)
+			}
+			return ld.files, ld.events, true
+		}
+		ld.dropWatch()
+	}
+	if !ld.noWatch {
+		// Set before the scan: a change made during it is in the queue.
+		if w, err := watchDir(dir); err == nil {
+			ld.watch = w
+		}
+	}
+	ld.volatile = nil
+	if files, ok = l.scanRules(); !ok {
+		ld.dropWatch()
+	} else if ld.watch != nil {
+		ld.files = slices.Clone(files)
+	}
+	return files, nil, ok
+}
+
+// scanRules lists rules_dir's rule files in name order.
+func (l *loader) scanRules() ([]string, bool) {
+	if l.cache != nil {
+		l.cache.scans++
+	}
+	entries, err := os.ReadDir(l.cfg.RulesDir)
+	if err != nil {
+		if !l.mainBroken {
+			l.main.errorf("rules_dir", "cannot read %s: %v", l.cfg.RulesDir, unwrapPathError(err))
+		}
+		return nil, false
+	}
+	var files []string
+	for _, e := range entries {
+		if n := e.Name(); isRuleName(n) && !e.IsDir() {
+			files = append(files, n)
+		}
+	}
+	files = l.overlayNames(files)
+	slices.Sort(files)
+	return files, true
+}
+
+// updateEntry brings files (and parsed, volatile) up to date with the
+// entry n of rules_dir after the watch saw it change: a rule file when it
+// is there and not a directory (as os.ReadDir tells, a symlink is not).
+func (ld *Loader) updateEntry(n string) {
+	var st unix.Stat_t
+	there := unix.Lstat(filepath.Join(ld.rulesDir, n), &st) == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR
+	i, listed := slices.BinarySearch(ld.files, n)
+	switch {
+	case there && !listed:
+		ld.files = slices.Insert(ld.files, i, n)
+	case !there && listed:
+		ld.files = slices.Delete(ld.files, i, i+1)
+	}
+	if !there {
+		delete(ld.parsed, n)
+		delete(ld.volatile, n)
+	}
+}
+
+// noteVolatile records whether the watch can see rule file n change: not
+// when it is a symlink (its target may change in another directory) or
+// has other hard links (written through them).
+func (l *loader) noteVolatile(n, path string, stat fileStat) {
+	ld := l.cache
+	if ld == nil || ld.watch == nil {
+		return
+	}
+	var st unix.Stat_t
+	if stat.nlink > 1 || unix.Lstat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		if ld.volatile == nil {
+			ld.volatile = map[string]bool{}
+		}
+		ld.volatile[n] = true
+	} else {
+		delete(ld.volatile, n)
+	}
+}
+
+// isRuleName: a rules_dir entry of this name is read as a rule file.
+// Hidden files are editor and tool leftovers (.web.toml.swp, .#web.toml).
+func isRuleName(n string) bool {
+	return !strings.HasPrefix(n, ".") && strings.HasSuffix(n, ".toml")
+}
+
+// ruleDisplayName is displayName of rules_dir's file n.
+func (l *loader) ruleDisplayName(n string) string {
+	return l.rulesPrefix + n
+}
+
+// ruleRank orders the rule files' issues after xlb.toml's, in file name
+// order, without a table of every file's name (issues.key).
+func (l *loader) ruleRank(files []string) func(string) (int, bool) {
+	return func(display string) (int, bool) {
+		n, ok := strings.CutPrefix(display, l.rulesPrefix)
+		if !ok {
+			return 0, false
+		}
+		return slices.BinarySearch(files, n)
+	}
+}
+
+// cachedByStat returns the rule parsed by an earlier load from the file
+// as it is now, judged by its identity alone, or nil (always after the
+// watch saw an event on it: the bytes are compared).
+func (l *loader) cachedByStat(n, name string, stat fileStat, event bool) *ruleSrc {
+	if l.cache == nil || !stat.valid() || event {
 		return nil
 	}
-	c := l.cache.parsed[path]
+	c := l.cache.parsed[n]
 	if c == nil || c.name != name || c.stat != stat {
 		return nil
 	}
-	return l.reuse(path, c)
+	return l.reuse(n, c)
 }
 
 // cached returns a copy of the rule parsed from these bytes of this file
 // by an earlier load, or nil.
-func (l *loader) cached(path, name string, data []byte, stat fileStat) *ruleSrc {
+func (l *loader) cached(n, name string, data []byte, stat fileStat) *ruleSrc {
 	if l.cache == nil {
 		return nil
 	}
-	c := l.cache.parsed[path]
+	c := l.cache.parsed[n]
 	if c == nil || c.name != name || !bytes.Equal(c.data, data) {
 		return nil
 	}
 	c.stat = stat.trusted()
-	return l.reuse(path, c)
+	return l.reuse(n, c)
 }
 
-// reuse keeps c for the next load and returns a copy of its rule that
-// reports into this load.
-func (l *loader) reuse(path string, c *parsedRule) *ruleSrc {
-	l.keep(path, c)
-	rs := c.rs
-	f := c.f
-	f.is = l.is // the checks across files report into this load
-	rs.f = &f
+// reuse keeps c for the next load and returns its rule, reporting into
+// this load: the cached one for a rule with its own backends, a copy for
+// one that names a backend service (resolveServices writes into it).
+func (l *loader) reuse(n string, c *parsedRule) *ruleSrc {
+	l.keep(n, c)
+	c.f.is = l.is // the checks across files report into this load
+	if c.rs.rule.Service == "" {
+		c.shared = true
+		return c.rs
+	}
+	rs := *c.rs
 	return &rs
 }
 
 // remember keeps a clean parse for the next load.
-func (l *loader) remember(path string, data []byte, rs *ruleSrc, stat fileStat) {
+func (l *loader) remember(n string, data []byte, rs *ruleSrc, stat fileStat) {
 	c := &parsedRule{data: data, name: rs.f.name, f: *rs.f, stat: stat.trusted()}
-	c.f.is = nil
 	rs.rule.src = c
-	c.rs = *rs
-	l.keep(path, c)
+	rs.f = &c.f
+	if rs.rule.Service == "" {
+		c.rs = rs
+	} else {
+		cp := *rs
+		c.rs = &cp
+	}
+	l.keep(n, c)
 }
 
-func (l *loader) keep(path string, c *parsedRule) {
+// sharedRule returns rs ready to be written: rs itself when no earlier
+// Config holds its Rule, else a copy that replaces it in the cache (the
+// Config of an earlier load keeps the rule it was given).
+func (l *loader) sharedRule(rs *ruleSrc) *ruleSrc {
+	c := rs.rule.src
+	if c == nil || c.rs != rs || !c.shared {
+		return rs
+	}
+	cp := *rs
+	c.rs, c.shared = &cp, false
+	return &cp
+}
+
+func (l *loader) keep(n string, c *parsedRule) {
 	if l.parsed == nil {
 		l.parsed = map[string]*parsedRule{}
 	}
-	l.parsed[path] = c
+	if l.parsed[n] != c {
+		l.parsed[n] = c
+	}
+	c.by = l
 }
 
 func unwrapPathError(err error) error {

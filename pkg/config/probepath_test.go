@@ -86,7 +86,7 @@ func TestProbePathFollowsTheApplianceAcrossLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !cfg2.Rules[0].SameSource(&cfg.Rules[0]) {
+	if !cfg2.Rules[0].SameSource(cfg.Rules[0]) {
 		t.Error("the rule file was parsed again: this test no longer tests the kept parse")
 	}
 	if got := cfg2.Rules[0].HealthCheck.Path; got != ProbeDirect {

@@ -516,9 +516,11 @@ func checkFragments(rs *ruleSrc, s *svcSrc) {
 // defaultProbePaths gives the rules whose [health_check] names no path the
 // appliance's health_check_path (docs/design.md#data-path-probes).
 func (l *loader) defaultProbePaths() {
-	for _, rs := range l.rules {
-		if !rs.probePathSet && rs.rule.Service == "" {
+	for i, rs := range l.rules {
+		if !rs.probePathSet && rs.rule.Service == "" && rs.rule.HealthCheck.Path != l.cfg.HealthCheckPath {
+			rs = l.sharedRule(rs)
 			rs.rule.HealthCheck.Path = l.cfg.HealthCheckPath
+			l.rules[i] = rs
 		}
 	}
 	for _, s := range l.services {

@@ -59,7 +59,9 @@ type Config struct {
 	HealthCheckPath    ProbePath
 	HealthCheckPathSet bool
 
-	Rules []Rule // sorted by file name
+	// Rules are sorted by file name. A Loader's next Config shares the
+	// *Rule of every file that did not change (read-only once loaded).
+	Rules []*Rule
 	// Services are the backend service files of ServicesDir, sorted by
 	// name (service.go); a rule with inline backends is its own service
 	// and is not listed here.
@@ -321,9 +323,9 @@ type GroupBackend struct {
 
 // Rule returns the rule with the given name, or nil.
 func (c *Config) Rule(name string) *Rule {
-	for i := range c.Rules {
-		if c.Rules[i].Name == name {
-			return &c.Rules[i]
+	for _, r := range c.Rules {
+		if r.Name == name {
+			return r
 		}
 	}
 	return nil

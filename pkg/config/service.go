@@ -109,9 +109,9 @@ func (c *Config) Service(name string) *Service {
 // file's, or a rule's own), in file order.
 func (c *Config) RulesOf(name string) []*Rule {
 	var out []*Rule
-	for i := range c.Rules {
-		if c.Rules[i].ServiceName() == name {
-			out = append(out, &c.Rules[i])
+	for _, r := range c.Rules {
+		if r.ServiceName() == name {
+			out = append(out, r)
 		}
 	}
 	return out

@@ -286,7 +286,7 @@ func TestLoaderServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range second.Rules {
-		if !second.Rules[i].SameSource(&first.Rules[i]) {
+		if !second.Rules[i].SameSource(first.Rules[i]) {
 			t.Errorf("rule %s: not the same source after an unchanged reload", second.Rules[i].Name)
 		}
 	}
@@ -299,7 +299,7 @@ func TestLoaderServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, want := range map[int]bool{0: true, 1: false} { // web, www4
-		if got := third.Rules[i].SameSource(&second.Rules[i]); got != want {
+		if got := third.Rules[i].SameSource(second.Rules[i]); got != want {
 			t.Errorf("rule %s: SameSource %v after its service changed, want %v", third.Rules[i].Name, got, want)
 		}
 	}

@@ -14,7 +14,8 @@ import (
 type fileStat struct {
 	dev, ino     uint64
 	size         int64
-	mtime, ctime int64 // ns
+	mtime, ctime int64  // ns
+	nlink        uint64 // other hard links: the directory watch cannot see writes through them
 }
 
 // changeMargin is how long after its last change a file's identity is
@@ -33,7 +34,7 @@ func statFile(path string) fileStat {
 	if !ok {
 		return fileStat{}
 	}
-	return fileStat{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+	return fileStat{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), nlink: uint64(st.Nlink)}
 }
 
 func (s fileStat) valid() bool { return s != fileStat{} }

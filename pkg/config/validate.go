@@ -2,8 +2,8 @@ package config
 
 import (
 	"fmt"
-	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -12,24 +12,34 @@ import (
 // for the largest rule, and a state file that cannot be mistaken for a rule
 // file. It then stores the rules in the Config.
 func (l *loader) crossCheck() {
-	names := map[string]*ruleSrc{}
-	byVIP := map[netip.Addr][]*ruleSrc{} // only rules of one VIP can overlap
+	// Two orders of the rules, by name and by VIP (file order within
+	// each, as the sorts are stable), find the rules that share a name or
+	// a VIP without a map; only rules of one VIP can overlap.
+	byName := l.sortedRules(func(a, b *ruleSrc) int { return strings.Compare(a.rule.Name, b.rule.Name) })
+	for i, first := 0, 0; i < len(byName); i++ {
+		if byName[i].rule.Name != byName[first].rule.Name {
+			first = i
+		} else if i != first {
+			byName[i].f.errorf("name", "%q is also the name of %s", byName[i].rule.Name, byName[first].rule.File)
+		}
+	}
+	byVIP := l.sortedRules(func(a, b *ruleSrc) int { return a.rule.VIP.Compare(b.rule.VIP) })
+	for i, first := 0, 0; i < len(byVIP); i++ {
+		if byVIP[i].rule.VIP != byVIP[first].rule.VIP {
+			first = i
+		}
+		for _, o := range byVIP[first:i] {
+			l.checkOverlap(o, byVIP[i])
+		}
+	}
 	largest, largestRule := 0, ""
+	l.cfg.Rules = make([]*Rule, 0, len(l.rules))
 	for _, rs := range l.rules {
 		r := &rs.rule
-		if prev, dup := names[r.Name]; dup {
-			rs.f.errorf("name", "%q is also the name of %s", r.Name, prev.rule.File)
-		} else {
-			names[r.Name] = rs
-		}
 		if n := r.BackendCount(); n > largest {
 			largest, largestRule = n, r.Name
 		}
-		for _, o := range byVIP[r.VIP] {
-			l.checkOverlap(o, rs)
-		}
-		byVIP[r.VIP] = append(byVIP[r.VIP], rs)
-		l.cfg.Rules = append(l.cfg.Rules, *r)
+		l.cfg.Rules = append(l.cfg.Rules, r)
 	}
 	if l.mainBroken {
 		return // the checks below read xlb.toml's keys, which did not parse
@@ -68,6 +78,14 @@ func (l *loader) crossCheck() {
 	} else if sf == filepath.Clean(l.cfg.Path) {
 		l.main.errorf("state_file", "%s is the configuration file itself; xlb writes the state file", l.cfg.StateFile)
 	}
+}
+
+// sortedRules returns the rules in a stable order by cmp, in a table the
+// loader keeps for the next call.
+func (l *loader) sortedRules(cmp func(a, b *ruleSrc) int) []*ruleSrc {
+	l.order = append(l.order[:0], l.rules...)
+	slices.SortStableFunc(l.order, cmp)
+	return l.order
 }
 
 // checkOverlap reports b (the later file) when a packet could match both a

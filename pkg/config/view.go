@@ -60,7 +60,7 @@ func Apply(cfg *Config, st *State) *View {
 	byKey := st.byBackend()
 	v := &View{Rules: make([]RuleView, len(cfg.Rules))}
 	for ri := range cfg.Rules {
-		v.Rules[ri] = applyRule(&cfg.Rules[ri], st, byKey)
+		v.Rules[ri] = applyRule(cfg.Rules[ri], st, byKey)
 	}
 	v.Stale = st.stale(cfg)
 	return v
@@ -84,7 +84,7 @@ func ApplyFrom(prev *View, prevState *State, cfg *Config, st *State) *View {
 	}
 	v := &View{Rules: make([]RuleView, len(cfg.Rules))}
 	for ri := range cfg.Rules {
-		r := &cfg.Rules[ri]
+		r := cfg.Rules[ri]
 		if p := views[r.Name]; p != nil && r.SameSource(p.Rule) && sameOverrides(now[r.ServiceName()], before[r.ServiceName()]) {
 			v.Rules[ri] = RuleView{Rule: r, Backends: p.Backends}
 			continue
@@ -189,7 +189,7 @@ func (st *State) stale(cfg *Config) []Issue {
 	rules := make(map[string]*Rule, len(cfg.Rules))
 	byService := map[string][]*Rule{} // the rules that follow a key's overrides
 	for ri := range cfg.Rules {
-		r := &cfg.Rules[ri]
+		r := cfg.Rules[ri]
 		rules[r.Name] = r
 		byService[r.ServiceName()] = append(byService[r.ServiceName()], r)
 	}

@@ -81,7 +81,7 @@ func TestApplyFrom(t *testing.T) {
 	next := ApplyFrom(v, st, cfg2, st)
 	want := Apply(cfg2, st)
 	for i := range next.Rules {
-		if next.Rules[i].Rule != &cfg2.Rules[i] || !reflect.DeepEqual(next.Rules[i].Backends, want.Rules[i].Backends) {
+		if next.Rules[i].Rule != cfg2.Rules[i] || !reflect.DeepEqual(next.Rules[i].Backends, want.Rules[i].Backends) {
 			t.Errorf("rule %s: ApplyFrom differs from Apply", cfg2.Rules[i].Name)
 		}
 	}

@@ -104,7 +104,7 @@ func (d *daemon) healthTargets() []health.Target {
 		}
 	}
 	for i := range d.cfg.Rules {
-		r := &d.cfg.Rules[i]
+		r := d.cfg.Rules[i]
 		if r.HealthCheck.Type == config.HealthNone {
 			continue
 		}

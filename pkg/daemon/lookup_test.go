@@ -16,7 +16,7 @@ import (
 
 func TestLookupMeta(t *testing.T) {
 	cfg, _ := writeConfig(t, map[string]string{"web": webRule("", "[[group]]\nname = \"a\"\nbackends = [\"192.0.2.1\"]\n")})
-	r := &cfg.Rules[0]
+	r := cfg.Rules[0]
 	m, err := lookupMeta(r, control.LookupQuery{Rule: "web", Src: "198.51.100.7:40000"})
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +88,7 @@ func TestExplainWords(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, _ := writeConfig(t, map[string]string{"web": webRule("", "[[group]]\nname = \"a\"\nbackends = [\"192.0.2.1\", \"192.0.2.2\"]\n")})
-	rs := &ruleStatus{Name: "web", Slot: 0, Tier: failover.TierPrimary.String(), Eligible: 2, Rule: &cfg.Rules[0]}
+	rs := &ruleStatus{Name: "web", Slot: 0, Tier: failover.TierPrimary.String(), Eligible: 2, Rule: cfg.Rules[0]}
 	m, _ := lookupMeta(rs.Rule, control.LookupQuery{Src: "198.51.100.7:40000"})
 
 	miss := func(*hash.Key, uint16, bool) (conntrack.Value, bool) { return conntrack.Value{}, false }

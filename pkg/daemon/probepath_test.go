@@ -49,7 +49,7 @@ func TestDataPathHost(t *testing.T) {
 // TestDirectByDefault: the rules an operator is told about are the checked
 // ones that probe directly while xlb.toml says nothing.
 func TestDirectByDefault(t *testing.T) {
-	cfg := &config.Config{Rules: []config.Rule{
+	cfg := &config.Config{Rules: []*config.Rule{
 		{Name: "web", HealthCheck: config.HealthCheck{Type: config.HealthHTTP}},
 		{Name: "dns", HealthCheck: config.HealthCheck{Type: config.HealthUDP, Path: config.ProbeDataPath}},
 		{Name: "none", HealthCheck: config.HealthCheck{Type: config.HealthNone}},

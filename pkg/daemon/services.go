@@ -64,7 +64,7 @@ func (c *proberCache) set(cfg *config.Config) map[probeKey]probeKey {
 	}
 	cands := map[probeKey]*candidates{}
 	for i := range cfg.Rules {
-		r := &cfg.Rules[i]
+		r := cfg.Rules[i]
 		if r.Service == "" {
 			continue
 		}

@@ -184,7 +184,7 @@ func TestTranslate(t *testing.T) {
 			}
 			var got []string
 			for _, r := range cfg.Rules {
-				got = append(got, summary(r))
+				got = append(got, summary(*r))
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("rules:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
