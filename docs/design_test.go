@@ -291,7 +291,7 @@ func TestWireTestsCiteTheContract(t *testing.T) {
 }
 
 // floorRow matches a row of the table in design.md#floors.
-var floorRow = regexp.MustCompile("^\\| `([a-z0-9/]+)` \\| ([0-9]+) \\| (yes|) \\|")
+var floorRow = regexp.MustCompile("^\\| `([a-z0-9/-]+)` \\| ([0-9]+) \\| (yes|) \\|")
 
 // packages maps every package directory of the module (relative path) to
 // the module packages its non-test files import.

@@ -146,6 +146,7 @@ func interspersed(app *cli.App, args []string) []string {
 	}
 	out := []string{args[0]}
 	cmds, flags := app.Commands, app.Flags
+	var last *cli.Command
 	i := 1
 	for ; i < len(args); i++ {
 		c := findCommand(cmds, args[i])
@@ -153,10 +154,13 @@ func interspersed(app *cli.App, args []string) []string {
 			break
 		}
 		out = append(out, args[i])
-		cmds, flags = c.Subcommands, c.Flags
+		cmds, flags, last = c.Subcommands, c.Flags, c
 	}
 	if len(cmds) > 0 || len(out) == 1 {
 		return args // not a leaf command: leave the parsing to urfave/cli
+	}
+	if last.SkipFlagParsing {
+		return args // its arguments are another program's (xlb k8s)
 	}
 	var fl, pos, tail []string
 	rest := args[i:]

@@ -36,8 +36,8 @@
 //	             run in it
 //	decap.go     xlb decap (pkg/decap)
 //	pktgen.go    xlb pktgen (pkg/pktgen)
-//	k8s.go       xlb k8s: the Kubernetes controller (pkg/k8s), its flags and
-//	             credentials (kubeconfig, in-cluster, default loading rules)
+//	k8s.go       xlb k8s: executes the controller's own binary, xlb-k8s
+//	             (cmd/xlb-k8s), found beside this one or in $PATH
 //
 // A new operator command goes in ctl.go (wiring) and render.go (its table,
 // with a golden file); a command with its own subsystem gets a file named

@@ -38,6 +38,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "scale" {
 		os.Exit(scaleMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "rusage" {
+		os.Exit(rusageMain(os.Args[2:]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "fetch" {
 		os.Exit(fetchMain(os.Args[2:]))
 	}

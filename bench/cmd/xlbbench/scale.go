@@ -137,6 +137,9 @@ type Read struct {
 	// CLIMaxRSSMiB is the largest resident set of the command's process
 	// (getrusage): a streamed answer keeps it flat whatever the bytes.
 	CLIMaxRSSMiB float64 `json:"cli_max_rss_mib"`
+	// DaemonPeakMiB is the daemon's peak RSS (VmHWM) over this command's
+	// runs: the peak is reset before them (/proc/PID/clear_refs 5).
+	DaemonPeakMiB float64 `json:"daemon_peak_rss_mib"`
 }
 
 func scaleMain(args []string) int {
@@ -367,16 +370,52 @@ func timed(xlb string, args ...string) (time.Duration, []byte, error) {
 	return d, out, err
 }
 
-// timedRSS is timed with the process's peak resident set in MiB. The
-// harness keeps the first 64 KiB of the output and counts the rest: the
-// child's peak RSS from wait4 includes what the harness had resident when
-// it started the child (Go starts it with vfork), so the harness must not
-// hold the last command's tens of megabytes.
+// timedRSS is timed with the process's peak resident set in MiB. A
+// child's peak RSS from wait4 includes what its parent had resident when
+// it started the child (Go starts it with vfork; the kernel keeps the
+// larger of the two), so the command runs under `xlbbench rusage`, a
+// fresh process of a few MiB that measures its wall time and peak RSS
+// for the harness (rusageMain). The harness keeps the first 64 KiB of the
+// output and counts the rest.
 func timedRSS(xlb string, args ...string) (time.Duration, []byte, int, float64, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return 0, nil, 0, 0, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return 0, nil, 0, 0, err
+	}
+	defer r.Close()
 	var errOut bytes.Buffer
 	out := &headCounter{max: 64 << 10}
-	cmd := exec.Command(xlb, args...)
-	cmd.Stdout, cmd.Stderr = out, &errOut
+	cmd := exec.Command(self, append([]string{"rusage", xlb}, args...)...)
+	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = out, &errOut, []*os.File{w}
+	err = cmd.Run()
+	w.Close()
+	var ns int64
+	var rss float64
+	if _, serr := fmt.Fscan(r, &ns, &rss); serr != nil && err == nil {
+		err = fmt.Errorf("rusage: %w", serr)
+	}
+	d := time.Duration(ns)
+	if err != nil {
+		return d, nil, out.n, rss, fmt.Errorf("xlb %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errOut.String()))
+	}
+	return d, out.head, out.n, rss, nil
+}
+
+// rusageMain runs args (a program and its arguments) with the same
+// standard streams and writes its wall time in nanoseconds and peak
+// resident set in MiB to file descriptor 3 (timedRSS); the exit status is
+// the program's.
+func rusageMain(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: xlbbench rusage PROGRAM [ARG...] (3> result)")
+		return 2
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	t0 := time.Now()
 	err := cmd.Run()
 	d := time.Since(t0)
@@ -384,10 +423,15 @@ func timedRSS(xlb string, args ...string) (time.Duration, []byte, int, float64, 
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		rss = float64(ru.Maxrss) / 1024 // KiB on Linux
 	}
+	fmt.Fprintf(os.NewFile(3, "result"), "%d %f\n", d.Nanoseconds(), rss)
 	if err != nil {
-		return d, nil, out.n, rss, fmt.Errorf("xlb %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errOut.String()))
+		if cmd.ProcessState != nil {
+			return cmd.ProcessState.ExitCode()
+		}
+		fmt.Fprintln(os.Stderr, "xlbbench rusage:", err)
+		return 1
 	}
-	return d, out.head, out.n, rss, nil
+	return 0
 }
 
 // headCounter keeps the first max bytes written and counts them all.
@@ -555,6 +599,9 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 	}
 	for _, args := range reads {
 		r := Read{Command: "xlb " + strings.Join(args, " ")}
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", fw.pid), []byte("5"), 0); err != nil {
+			return fmt.Errorf("reset the daemon's peak RSS: %w", err)
+		}
 		for range o.repeat {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -570,11 +617,16 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 			r.All, r.Bytes, r.CLIMaxRSSMiB = append(r.All, d.Seconds()), n, max(r.CLIMaxRSSMiB, rss)
 		}
 		r.Sec = median(r.All)
+		if _, r.DaemonPeakMiB, err = rssMiB(fw.pid); err != nil {
+			return err
+		}
 		res.Reads = append(res.Reads, r)
-		progress("%s: %.3f s (%d bytes, CLI peak RSS %.0f MiB)", r.Command, r.Sec, r.Bytes, r.CLIMaxRSSMiB)
+		progress("%s: %.3f s (%d bytes, CLI peak RSS %.0f MiB, daemon peak RSS %.0f MiB)", r.Command, r.Sec, r.Bytes, r.CLIMaxRSSMiB, r.DaemonPeakMiB)
 	}
-	if _, res.ReadsHWMAfterMiB, err = rssMiB(fw.pid); err != nil {
-		return err
+	// Each read reset the peak: the peak over all of them is the largest.
+	res.ReadsHWMAfterMiB = res.ReadsHWMBeforeMiB
+	for _, r := range res.Reads {
+		res.ReadsHWMAfterMiB = max(res.ReadsHWMAfterMiB, r.DaemonPeakMiB)
 	}
 	if res.LookupSocketSec, err = lookupOverSocket(ctx, filepath.Join(dir, "xlb.sock"), rule); err != nil {
 		return err
@@ -631,6 +683,8 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 	if _, res.RSSHWMMiB, err = rssMiB(fw.pid); err != nil {
 		return err
 	}
+	res.RSSHWMMiB = max(res.RSSHWMMiB, res.ReadsHWMAfterMiB) // the reads reset the peak
+
 	if o.heap {
 		if res.HeapProfile, res.HeapTop, err = heapProfile(app, o.out, res.Date, ""); err != nil {
 			return err
@@ -871,7 +925,7 @@ func printScale(w io.Writer, r *ScaleResults) {
 	fmt.Fprintf(w, "| `xlb reload` removing it again | %.3f s (in the daemon %s), RSS %.0f MiB |\n", r.ReloadTwiceSec, r.ReloadTwiceDaemon, r.RSSReload2MiB)
 	fmt.Fprintf(w, "| `xlb backend drain` / `undrain` | %.3f s / %.3f s |\n", r.DrainSec, r.UndrainSec)
 	for _, rd := range r.Reads {
-		fmt.Fprintf(w, "| `%s` | %.3f s (%d bytes, CLI peak RSS %.0f MiB) |\n", rd.Command, rd.Sec, rd.Bytes, rd.CLIMaxRSSMiB)
+		fmt.Fprintf(w, "| `%s` | %.3f s (%d bytes, CLI peak RSS %.0f MiB, daemon peak %.0f MiB) |\n", rd.Command, rd.Sec, rd.Bytes, rd.CLIMaxRSSMiB, rd.DaemonPeakMiB)
 	}
 	fmt.Fprintf(w, "| lookup over the control socket (no CLI) | %.2f ms |\n", 1000*r.LookupSocketSec)
 	fmt.Fprintf(w, "| daemon RSS peak before → after the reads | %.0f → %.0f MiB |\n", r.ReadsHWMBeforeMiB, r.ReadsHWMAfterMiB)

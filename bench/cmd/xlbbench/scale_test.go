@@ -2,6 +2,8 @@ package main
 
 import (
 	"net/netip"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -127,4 +129,39 @@ func TestLogFields(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, got[k], v)
 		}
 	}
+}
+
+// TestMain lets the test binary be the `xlbbench rusage` launcher that
+// timedRSS starts (it runs os.Executable).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "rusage" {
+		os.Exit(rusageMain(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+// TestTimedRSS: a command's peak RSS is its own, not the harness's: a
+// shell that touches 64 MiB reports more than 64, one that does nothing
+// far less, though the harness holds 128 MiB when it starts them; the
+// output and the exit status come through.
+func TestTimedRSS(t *testing.T) {
+	ballast := make([]byte, 128<<20)
+	for i := range ballast {
+		ballast[i] = 1
+	}
+	_, out, n, small, err := timedRSS("/bin/sh", "-c", "echo hello")
+	if err != nil || string(out) != "hello\n" || n != 6 {
+		t.Fatalf("echo: %q (%d bytes), %v", out, n, err)
+	}
+	_, out, _, big, err := timedRSS("/bin/sh", "-c", `x=$(head -c 16777216 /dev/zero | tr '\0' a); echo ${#x}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != "16777216\n" || small > 32 || big < 16 {
+		t.Errorf("peak RSS: %.1f MiB for echo, %.1f MiB for a shell that holds 16 MiB (the harness holds 128)", small, big)
+	}
+	if _, _, _, _, err := timedRSS("/bin/sh", "-c", "exit 3"); err == nil || !strings.Contains(err.Error(), "exit status 3") {
+		t.Errorf("exit 3: %v", err)
+	}
+	runtime.KeepAlive(ballast)
 }

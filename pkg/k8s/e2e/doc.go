@@ -13,8 +13,9 @@
 // (nftables mode); "pods" are namespaces behind a node, each serving HTTP
 // and UDP, and the test writes their EndpointSlices (no kubelet, no
 // controller-manager). On each appliance namespace the xlb binary, built
-// once by the first test that needs it (`go build` into a temporary
-// directory), runs as `xlb run` and `xlb k8s`, the latter with a token of
+// once by the first test that needs it with xlb-k8s beside it (`go build`
+// into a temporary directory), runs as `xlb run` and `xlb k8s` (which
+// executes that xlb-k8s), the latter with a token of
 // the ServiceAccount that deploy/kubernetes/rbac.yaml defines, so the
 // manifest's rights are the ones tested. Real clients in the lab's client
 // namespace reach the pods through xlb (DIRECT: the nodes share the

@@ -33,8 +33,9 @@ var xlbBuild struct {
 	err       error
 }
 
-// xlbBinary builds cmd/xlb once (go build into a temporary directory, which
-// TestMain removes) and returns its path.
+// xlbBinary builds cmd/xlb and cmd/xlb-k8s once, side by side (go build
+// into a temporary directory, which TestMain removes), and returns xlb's
+// path: `xlb k8s` runs the xlb-k8s beside it.
 func xlbBinary(t *testing.T) string {
 	t.Helper()
 	xlbBuild.once.Do(func() {
@@ -49,12 +50,14 @@ func xlbBinary(t *testing.T) string {
 		}
 		xlbBuild.path = filepath.Join(xlbBuild.dir, "xlb")
 		start := time.Now()
-		out, err := exec.Command(goCmd, "build", "-o", xlbBuild.path, "github.com/xlbnet/xlb/cmd/xlb").CombinedOutput()
-		if err != nil {
-			xlbBuild.err = fmt.Errorf("go build ./cmd/xlb: %v\n%s", err, out)
-			return
+		for _, cmd := range []string{"xlb", "xlb-k8s"} {
+			out, err := exec.Command(goCmd, "build", "-o", filepath.Join(xlbBuild.dir, cmd), "github.com/xlbnet/xlb/cmd/"+cmd).CombinedOutput()
+			if err != nil {
+				xlbBuild.err = fmt.Errorf("go build ./cmd/%s: %v\n%s", cmd, err, out)
+				return
+			}
 		}
-		t.Logf("built xlb in %.1fs", time.Since(start).Seconds())
+		t.Logf("built xlb and xlb-k8s in %.1fs", time.Since(start).Seconds())
 	})
 	if xlbBuild.err != nil {
 		t.Fatal(xlbBuild.err)
