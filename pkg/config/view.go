@@ -78,21 +78,70 @@ func ApplyFrom(prev *View, prevState *State, cfg *Config, st *State) *View {
 	}
 	byKey := st.byBackend()
 	now, before := st.byRule(), prevState.byRule()
-	views := make(map[string]*RuleView, len(prev.Rules))
-	for i := range prev.Rules {
-		views[prev.Rules[i].Rule.Name] = &prev.Rules[i]
-	}
+	prior := pairRules(len(prev.Rules), len(cfg.Rules), func(i int) *Rule { return prev.Rules[i].Rule }, func(i int) *Rule { return cfg.Rules[i] })
 	v := &View{Rules: make([]RuleView, len(cfg.Rules))}
-	for ri := range cfg.Rules {
-		r := cfg.Rules[ri]
-		if p := views[r.Name]; p != nil && r.SameSource(p.Rule) && sameOverrides(now[r.ServiceName()], before[r.ServiceName()]) {
-			v.Rules[ri] = RuleView{Rule: r, Backends: p.Backends}
-			continue
+	for ri, r := range cfg.Rules {
+		if j := prior[ri]; j >= 0 {
+			if p := &prev.Rules[j]; r.SameSource(p.Rule) && sameOverrides(now[r.ServiceName()], before[r.ServiceName()]) {
+				v.Rules[ri] = RuleView{Rule: r, Backends: p.Backends}
+				continue
+			}
 		}
 		v.Rules[ri] = applyRule(r, st, byKey)
 	}
 	v.Stale = st.stale(cfg)
 	return v
+}
+
+// Prior returns, for each rule of v (in its order), the index in prev of
+// the rule of the same name, or -1 (pairRules).
+func (v *View) Prior(prev *View) []int {
+	return pairRules(len(prev.Rules), len(v.Rules), func(i int) *Rule { return prev.Rules[i].Rule }, func(i int) *Rule { return v.Rules[i].Rule })
+}
+
+// pairRules returns, for each of the m rules of next, the index of the
+// one of the n rules of prev that has its name, or -1. Both are in file
+// order (a Config's and its View's rules are), so the rules a file still
+// holds are paired by walking both in step, without a table of every
+// name; only the rules left over (a file added, removed or renamed, or a
+// rule renamed) are paired through a table of their names.
+func pairRules(n, m int, prev, next func(int) *Rule) []int {
+	out := make([]int, m)
+	var loneNext []int
+	var lonePrev map[string]int
+	alone := func(j int) {
+		if lonePrev == nil {
+			lonePrev = map[string]int{}
+		}
+		lonePrev[prev(j).Name] = j
+	}
+	for i, j := 0, 0; i < m || j < n; {
+		switch {
+		case j == n || i < m && next(i).File < prev(j).File:
+			loneNext = append(loneNext, i)
+			i++
+		case i == m || prev(j).File < next(i).File:
+			alone(j)
+			j++
+		default: // one file
+			if next(i).Name == prev(j).Name {
+				out[i] = j
+			} else {
+				loneNext = append(loneNext, i)
+				alone(j)
+			}
+			i++
+			j++
+		}
+	}
+	for _, i := range loneNext {
+		if j, ok := lonePrev[next(i).Name]; ok {
+			out[i] = j
+		} else {
+			out[i] = -1
+		}
+	}
+	return out
 }
 
 // byRule lists the overrides of each rule or backend service (the

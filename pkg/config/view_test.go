@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -98,5 +100,38 @@ func TestApplyFrom(t *testing.T) {
 	third := ApplyFrom(next, st, cfg2, st2)
 	if SameView(&third.Rules[2], &next.Rules[2]) || !SameView(&third.Rules[0], &next.Rules[0]) || third.Rules[2].Backends[0].Drained {
 		t.Errorf("after c's override went: c %+v", third.Rules[2].Backends)
+	}
+}
+
+// TestPairRules: each rule of the next configuration is paired with the
+// previous one's rule of its name, wherever its file went.
+func TestPairRules(t *testing.T) {
+	rules := func(spec string) []*Rule { // "file:name file:name …"
+		var out []*Rule
+		for _, f := range strings.Fields(spec) {
+			file, name, _ := strings.Cut(f, ":")
+			out = append(out, &Rule{File: file, Name: name})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name, prev, next string
+		want             []int
+	}{
+		{"same files", "a:a b:b c:c", "a:a b:b c:c", []int{0, 1, 2}},
+		{"a file added", "a:a c:c", "a:a b:b c:c", []int{0, -1, 1}},
+		{"a file removed", "a:a b:b c:c", "a:a c:c", []int{0, 2}},
+		{"a rule moved to another file", "a:a b:b c:c", "a:a c:c d:b", []int{0, 2, 1}},
+		{"two files swap their rules", "a:x b:y", "a:y b:x", []int{1, 0}},
+		{"a rule renamed", "a:a b:b", "a:a b:z", []int{0, -1}},
+		{"every file elsewhere", "r/a:a r/b:b", "s/a:a s/b:b", []int{0, 1}},
+		{"from nothing", "", "a:a", []int{-1}},
+		{"to nothing", "a:a", "", []int{}},
+	} {
+		prev, next := rules(tc.prev), rules(tc.next)
+		got := pairRules(len(prev), len(next), func(i int) *Rule { return prev[i] }, func(i int) *Rule { return next[i] })
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

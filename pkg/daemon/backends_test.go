@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,7 +121,7 @@ func TestGuardReload(t *testing.T) {
 		{"only drained left, forced", view([]bool{false, true}), view([]bool{true}), true, ""},
 		{"was already so", view([]bool{true, true}), view([]bool{true}), false, ""},
 	} {
-		err := guardReload(tc.old, tc.new, tc.force)
+		err := guardReload(tc.old, tc.new, tc.new.Prior(tc.old), tc.force)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)
@@ -145,7 +146,7 @@ func TestRevivedOverrides(t *testing.T) {
 	web := &config.Rule{Name: "web"}
 	old := &config.View{Rules: []config.RuleView{{Rule: web, Backends: []config.BackendView{b("10.0.0.1", false)}}}}
 	n := &config.View{Rules: []config.RuleView{{Rule: web, Backends: []config.BackendView{b("10.0.0.1", true), b("10.0.0.2", true), b("10.0.0.3", false)}}}}
-	got := revivedOverrides(old, n)
+	got := revivedOverrides(old, n, n.Prior(old))
 	want := []string{"rule web backend 10.0.0.2 is back in the configuration and its CLI override applies again: drained since 2025-03-14 12:00:00 UTC (xlb backend reset -r web 10.0.0.2 removes it)"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %q, want %q", got, want)
@@ -176,5 +177,39 @@ func TestHealthLogLevels(t *testing.T) {
 	}
 	if !strings.Contains(up, "level=INFO msg=health") {
 		t.Errorf("healthy logged as %q; want INFO", up)
+	}
+}
+
+// TestForgetProbes: a reload forgets the verdicts of the backends that
+// left a rule and of every backend of a rule that is gone, wherever the
+// rules' files went, and keeps the others.
+func TestForgetProbes(t *testing.T) {
+	view := func(spec string) *config.View { // "file:rule:backend,backend …"
+		v := &config.View{}
+		for _, f := range strings.Fields(spec) {
+			parts := strings.Split(f, ":")
+			rv := config.RuleView{Rule: &config.Rule{File: parts[0], Name: parts[1]}}
+			for _, a := range strings.Split(parts[2], ",") {
+				rv.Backends = append(rv.Backends, config.BackendView{Addr: netip.MustParseAddr("10.0.0." + a)})
+			}
+			v.Rules = append(v.Rules, rv)
+		}
+		return v
+	}
+	old := view("a:a:1,2 b:b:3 c:c:4 d:d:5,6")
+	n := view("a:a:1 b:b:3 e:d:6,7 f:f:8") // c gone, d moved to e and lost 5
+	probes := map[probeKey]probe{}
+	for _, k := range []string{"a/1", "a/2", "b/3", "c/4", "d/5", "d/6"} {
+		name, a, _ := strings.Cut(k, "/")
+		probes[probeKey{name, netip.MustParseAddr("10.0.0." + a)}] = probe{}
+	}
+	forgetProbes(probes, old, n, n.Prior(old))
+	var left []string
+	for k := range probes {
+		left = append(left, k.rule+"/"+k.addr.String())
+	}
+	slices.Sort(left)
+	if want := []string{"a/10.0.0.1", "b/10.0.0.3", "d/10.0.0.6"}; !slices.Equal(left, want) {
+		t.Errorf("verdicts kept %v, want %v", left, want)
 	}
 }

@@ -76,7 +76,9 @@ func (d *daemon) apply(cfg *config.Config, err error, force bool, t0 time.Time) 
 		return nil, err
 	}
 	newView := config.ApplyFrom(d.view, d.state, cfg, st)
-	if err := guardReload(d.view, newView, force); err != nil { // reloadkeys.go
+	// prior[i]: the index in d.view of newView's rule i, or -1 (new).
+	prior := newView.Prior(d.view)
+	if err := guardReload(d.view, newView, prior, force); err != nil { // reloadkeys.go
 		d.log.Error("reload refused", "err", err)
 		return nil, err
 	}
@@ -87,15 +89,11 @@ func (d *daemon) apply(cfg *config.Config, err error, force bool, t0 time.Time) 
 	// What changed: the rules whose file or overrides did (the others keep
 	// their views, config.SameView), all of them when the seed or the
 	// table size did.
-	oldViews := make(map[string]*config.RuleView, len(d.view.Rules))
-	for i := range d.view.Rules {
-		oldViews[d.view.Rules[i].Rule.Name] = &d.view.Rules[i]
-	}
 	now := time.Now()
 	var changed []string
 	for i := range newView.Rules {
 		rv := &newView.Rules[i]
-		ov := oldViews[rv.Rule.Name]
+		ov := priorView(d.view, prior[i])
 		if ov != nil && config.SameView(rv, ov) {
 			continue
 		}
@@ -135,8 +133,8 @@ func (d *daemon) apply(cfg *config.Config, err error, force bool, t0 time.Time) 
 		d.log.Error("reload health checks", "err", err)
 	}
 	d.reloadBGP(context.Background())
-	forgetProbes(d.probes, oldViews, newView, changed)
-	revived = revivedOverrides(oldView, newView) // reloadkeys.go
+	forgetProbes(d.probes, oldView, newView, prior)
+	revived = revivedOverrides(oldView, newView, prior) // reloadkeys.go
 	for _, w := range revived {
 		d.log.Warn("state overlay", "warning", w)
 	}
@@ -144,31 +142,43 @@ func (d *daemon) apply(cfg *config.Config, err error, force bool, t0 time.Time) 
 	return revived, nil
 }
 
-// forgetProbes drops the verdicts of the backends that left a changed
-// rule, and of every backend of a rule that is gone.
-func forgetProbes(probes map[probeKey]probe, old map[string]*config.RuleView, v *config.View, changed []string) {
-	now := make(map[string]*config.RuleView, len(v.Rules))
+// priorView is v's rule j, nil for -1 (config.View.Prior).
+func priorView(v *config.View, j int) *config.RuleView {
+	if j < 0 {
+		return nil
+	}
+	return &v.Rules[j]
+}
+
+// forgetProbes drops the verdicts of the backends that left a rule whose
+// view changed, and of every backend of a rule that is gone (prior:
+// config.View.Prior of v).
+func forgetProbes(probes map[probeKey]probe, old, v *config.View, prior []int) {
+	kept := make([]bool, len(old.Rules)) // old rules still in v
 	for i := range v.Rules {
-		now[v.Rules[i].Rule.Name] = &v.Rules[i]
-	}
-	touched := make(map[string]bool, len(changed))
-	for _, name := range changed {
-		touched[name] = true
-	}
-	for name, ov := range old {
-		nv, still := now[name]
-		if still && !touched[name] {
+		j := prior[i]
+		if j < 0 {
 			continue
 		}
-		keep := map[netip.Addr]bool{}
-		if still {
-			for _, b := range nv.Backends {
-				keep[b.Addr] = true
-			}
+		kept[j] = true
+		nv, ov := &v.Rules[i], &old.Rules[j]
+		if config.SameView(nv, ov) {
+			continue
+		}
+		in := make(map[netip.Addr]bool, len(nv.Backends))
+		for _, b := range nv.Backends {
+			in[b.Addr] = true
 		}
 		for _, b := range ov.Backends {
-			if !keep[b.Addr] {
-				delete(probes, probeKey{name, b.Addr})
+			if !in[b.Addr] {
+				delete(probes, probeKey{ov.Rule.Name, b.Addr})
+			}
+		}
+	}
+	for j, still := range kept {
+		if !still {
+			for _, b := range old.Rules[j].Backends {
+				delete(probes, probeKey{old.Rules[j].Rule.Name, b.Addr})
 			}
 		}
 	}

@@ -145,7 +145,7 @@ func (r *refusedReload) Error() string {
 // (every VIP would stop) or that leaves a rule with every backend drained
 // (its new connections would go nowhere), as backend mark refuses an
 // empty primary set. A rule that was already so is not refused again.
-func guardReload(old, n *config.View, force bool) error {
+func guardReload(old, n *config.View, prior []int, force bool) error {
 	if force {
 		return nil
 	}
@@ -160,14 +160,13 @@ func guardReload(old, n *config.View, force bool) error {
 		}
 		return len(rv.Backends) > 0
 	}
-	wasDrained := map[string]bool{}
-	for i := range old.Rules {
-		wasDrained[old.Rules[i].Rule.Name] = allDrained(&old.Rules[i])
-	}
 	var drained []string
 	for i := range n.Rules {
-		rv := &n.Rules[i]
-		if allDrained(rv) && !wasDrained[rv.Rule.Name] {
+		rv, ov := &n.Rules[i], priorView(old, prior[i])
+		if ov != nil && config.SameView(rv, ov) {
+			continue // as it was
+		}
+		if allDrained(rv) && (ov == nil || !allDrained(ov)) {
 			drained = append(drained, rv.Rule.Name)
 		}
 	}
@@ -183,15 +182,11 @@ func guardReload(old, n *config.View, force bool) error {
 // (docs/design.md#the-state-overlay). A
 // drain the operator forgot about must not come back silently.
 // A rule whose view the reload kept (config.SameView) revives nothing.
-func revivedOverrides(old, n *config.View) []string {
-	before := make(map[string]*config.RuleView, len(old.Rules))
-	for i := range old.Rules {
-		before[old.Rules[i].Rule.Name] = &old.Rules[i]
-	}
+func revivedOverrides(old, n *config.View, prior []int) []string {
 	var out []string
 	for i := range n.Rules {
 		rv := &n.Rules[i]
-		ov := before[rv.Rule.Name]
+		ov := priorView(old, prior[i])
 		if ov != nil && config.SameView(rv, ov) {
 			continue
 		}
