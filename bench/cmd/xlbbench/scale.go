@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -119,7 +118,7 @@ type ScaleResults struct {
 	LookupSocketSec float64 `json:"lookup_socket_sec"`
 	// With health TCP: the daemon's CPU (all threads, of one CPU) over
 	// ProbeWindowSec once every backend had its first verdict, and the
-	// probes the listener accepted per second meanwhile.
+	// probes the gateway answered per second meanwhile (probeListener).
 	ProbeWindowSec float64  `json:"probe_window_sec,omitempty"`
 	DaemonCPU      float64  `json:"daemon_cpu_of_one,omitempty"`
 	ProbesPerSec   float64  `json:"probes_per_sec,omitempty"`
@@ -336,32 +335,78 @@ func scaleTopo(prefix string, queues int) (app, gw string, err error) {
 	return app, gw, run("ip", "netns", "exec", app, "ping", "-c1", "-W2", scaleGW)
 }
 
-// probeListener accepts the health probes in the gateway and counts them.
-func probeListener(gw string) (n *atomic.Uint64, closeFn func(), err error) {
+// probeListener listens for the health probes in the gateway and counts
+// them: the handshakes the gateway's kernel answered, from its
+// /proc/net/snmp (opened in the namespace, so it keeps reading that
+// namespace's counters). A connect-only TCP probe resets the half-open
+// connection instead of completing the handshake (pkg/health), which the
+// kernel counts in AttemptFails; one that completes it counts in
+// PassiveOpens and is accepted and closed here.
+func probeListener(gw string) (count func() uint64, closeFn func(), err error) {
 	ns, err := netns.Open(gw)
 	if err != nil {
 		return nil, nil, err
 	}
 	var ln net.Listener
+	var snmp *os.File
 	if err := ns.Do(func() error {
 		var err error
+		if snmp, err = os.Open("/proc/thread-self/net/snmp"); err != nil {
+			return err
+		}
 		ln, err = net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", scaleHealth))
 		return err
 	}); err != nil {
+		if snmp != nil {
+			snmp.Close()
+		}
 		return nil, nil, err
 	}
-	n = new(atomic.Uint64)
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			n.Add(1)
 			c.Close()
 		}
 	}()
-	return n, func() { ln.Close() }, nil
+	count = func() uint64 {
+		passive, failed, _ := tcpOpens(snmp)
+		return passive + failed
+	}
+	return count, func() { ln.Close(); snmp.Close() }, nil
+}
+
+// tcpOpens reads the Tcp PassiveOpens and AttemptFails counters of an
+// open /proc/net/snmp.
+func tcpOpens(f *os.File) (passive, failed uint64, err error) {
+	b := make([]byte, 8192)
+	n, err := f.ReadAt(b, 0)
+	if n == 0 {
+		return 0, 0, err
+	}
+	var names []string
+	for _, line := range strings.Split(string(b[:n]), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "Tcp:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i := 1; i < len(f) && i < len(names); i++ {
+			v, _ := strconv.ParseUint(f[i], 10, 64)
+			switch names[i] {
+			case "PassiveOpens":
+				passive = v
+			case "AttemptFails":
+				failed = v
+			}
+		}
+	}
+	return passive, failed, nil
 }
 
 // timed runs the xlb binary with args and returns its wall time and output.
@@ -527,7 +572,7 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 	}
 	res.ValidateSec = d.Seconds()
 	progress("xlb validate: %.2f s", res.ValidateSec)
-	var probes *atomic.Uint64
+	var probes func() uint64
 	if o.health == "TCP" {
 		var closeLn func()
 		if probes, closeLn, err = probeListener(gw); err != nil {
@@ -706,10 +751,10 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 
 // probeCPU waits until the daemon reports no backend without a verdict,
 // then measures its CPU and the probes answered over the probe window.
-func probeCPU(ctx context.Context, o scaleOptions, pid int, probes *atomic.Uint64, res *ScaleResults, progress func(string, ...any)) error {
+func probeCPU(ctx context.Context, o scaleOptions, pid int, probes func() uint64, res *ScaleResults, progress func(string, ...any)) error {
 	// Every probe answered once, or two intervals, whichever is later.
 	deadline := time.Now().Add(2*o.interval + 30*time.Second)
-	for probes.Load() < uint64(o.pool) && time.Now().Before(deadline) {
+	for probes() < uint64(o.pool) && time.Now().Before(deadline) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -720,7 +765,7 @@ func probeCPU(ctx context.Context, o scaleOptions, pid int, probes *atomic.Uint6
 	if err != nil {
 		return err
 	}
-	n0, t0 := probes.Load(), time.Now()
+	n0, t0 := probes(), time.Now()
 	time.Sleep(o.probeWindow)
 	c1, err := procCPU(pid)
 	if err != nil {
@@ -729,7 +774,7 @@ func probeCPU(ctx context.Context, o scaleOptions, pid int, probes *atomic.Uint6
 	el := time.Since(t0).Seconds()
 	res.ProbeWindowSec = el
 	res.DaemonCPU = (c1 - c0).Seconds() / el
-	res.ProbesPerSec = float64(probes.Load()-n0) / el
+	res.ProbesPerSec = float64(probes()-n0) / el
 	progress("health TCP: daemon CPU %.1f %% of one, %.0f probes/s over %.0f s", 100*res.DaemonCPU, res.ProbesPerSec, el)
 	return nil
 }

@@ -165,3 +165,29 @@ func TestTimedRSS(t *testing.T) {
 	}
 	runtime.KeepAlive(ballast)
 }
+
+// TestTCPOpens: the probes answered are read from the Tcp lines of
+// /proc/net/snmp by name, wherever the columns are.
+func TestTCPOpens(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "snmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.WriteString("Ip: Forwarding DefaultTTL\nIp: 1 64\n" +
+		"Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails EstabResets\n" +
+		"Tcp: 1 200 120000 -1 11 7 4012 11\nUdp: InDatagrams\nUdp: 5\n")
+	passive, failed, err := tcpOpens(f)
+	if err != nil || passive != 7 || failed != 4012 {
+		t.Errorf("PassiveOpens %d, AttemptFails %d (%v), want 7 and 4012", passive, failed, err)
+	}
+	// The live file of this namespace parses too.
+	live, err := os.Open("/proc/thread-self/net/snmp")
+	if err != nil {
+		t.Skipf("skipped: no /proc/thread-self/net/snmp: %v", err)
+	}
+	defer live.Close()
+	if _, _, err := tcpOpens(live); err != nil {
+		t.Error(err)
+	}
+}
