@@ -370,22 +370,7 @@ func fill[T slotID](sc *scratch, slots []T, bs []Backend, turns []uint32, m uint
 	taken := sc.taken
 	clear(taken)
 	walked := m - min(m, tailSlots)
-	for _, i := range turns[:walked] {
-		c, sk := next[i], skip[i]
-		for taken[c>>6]&(1<<(c&63)) != 0 {
-			c += sk
-			if c >= m {
-				c -= m
-			}
-		}
-		taken[c>>6] |= 1 << (c & 63)
-		slots[c] = ids[i]
-		c += sk
-		if c >= m {
-			c -= m
-		}
-		next[i] = c
-	}
+	walk(slots, ids, taken, next, skip, turns[:walked], m)
 
 	sc.free = grow(sc.free, int(m-walked))[:0]
 	free := sc.free
@@ -426,6 +411,34 @@ func fill[T slotID](sc *scratch, slots []T, bs []Backend, turns []uint32, m uint
 		next[i] = uint32((uint64(s) + uint64(skip[i])) % uint64(m))
 	}
 	return placement(slots)
+}
+
+// walk runs turns by walking the preference lists.
+func walk[T slotID](slots, ids []T, taken []uint64, next, skip, turns []uint32, m uint32) {
+	for _, i := range turns {
+		c := probe(taken, next[i], skip[i], m)
+		taken[c>>6] |= 1 << (c & 63)
+		slots[c] = ids[i]
+		if c += skip[i]; c >= m {
+			c -= m
+		}
+		next[i] = c
+	}
+}
+
+// probe returns the first slot not taken of the list c, c+sk, … (mod
+// m). It is a function of its own, not inlined, so that its few values
+// stay in registers: inlined, the slot being probed went to the stack
+// and back at every probe.
+//
+//go:noinline
+func probe(taken []uint64, c, sk, m uint32) uint32 {
+	for taken[c>>6]&(1<<(c&63)) != 0 {
+		if c += sk; c >= m {
+			c -= m
+		}
+	}
+	return c
 }
 
 // modInverse returns x⁻¹ mod m, for m prime and 0 < x < m (extended
