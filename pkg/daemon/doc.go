@@ -90,10 +90,12 @@
 //     changes them runs on it: signals, health changes, timers, and
 //     requests from other goroutines (do).
 //   - A publication that computes several rules builds their Maglev
-//     tables and digests on one goroutine per CPU, each reading only its
-//     rule's input, and waits for them (publish.go buildAll); a
-//     next-hop pass looks routes up on a few goroutines and each
-//     neighbour on one of its own, and waits for them (nexthop.go).
+//     tables and digests on up to one goroutine per CPU, each rule as
+//     soon as the control goroutine has computed its eligible set and
+//     each reading only its rule's input, and waits for them
+//     (publish.go builds); a next-hop pass looks routes up on a few
+//     goroutines and each neighbour on one of its own, and waits for
+//     them (nexthop.go).
 //   - Health probers (pkg/health) run on their own goroutines and park
 //     their changes for the control goroutine. Those of data-path rules
 //     dial through pkg/probepath, whose reader goroutine encapsulates their

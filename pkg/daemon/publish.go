@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/xlbnet/xlb/failover"
@@ -230,7 +229,10 @@ func (d *daemon) publish() error {
 	rules := make([]*dataplane.Rule, d.reg.ruleCount(), d.reg.ruleCount()+1)
 	vipsChanged := p.snap == nil || p.unmatched != d.cfg.UnmatchedVIPTraffic
 	statuses := make([]*ruleStatus, 0, len(d.view.Rules))
-	var done []computed
+	// done never grows past its capacity: the builders hold pointers
+	// into it while prepare appends.
+	done := make([]computed, 0, len(d.view.Rules))
+	builds := startBuilds(d.cfg.HashSeed, d.clock, p.snap != nil && p.snap.Seed == d.cfg.HashSeed)
 	touchedServices := map[string]bool{}
 	if len(p.touched) > 0 && !p.all {
 		for i := range d.view.Rules {
@@ -250,13 +252,15 @@ func (d *daemon) publish() error {
 		}
 		c, err := d.prepare(rv, now)
 		if err != nil {
+			builds.wait()
 			return err
 		}
 		statuses = append(statuses, nil) // the status is made once the rule is built
 		c.at = len(statuses) - 1
 		done = append(done, c)
+		builds.add(&done[len(done)-1])
 	}
-	if err := buildAll(done, d.cfg.HashSeed, d.clock, p.snap != nil && p.snap.Seed == d.cfg.HashSeed); err != nil {
+	if err := builds.wait(); err != nil {
 		return err
 	}
 	for i := range done {
@@ -366,66 +370,96 @@ func (d *daemon) prepare(rv *config.RuleView, now time.Time) (computed, error) {
 	if err != nil {
 		return computed{}, err
 	}
-	return computed{rt: rt, rv: rv, st: st, warm: warm, pending: pending, vips: vipsOf(r),
-		build: dataplane.RuleConfig{
-			Name: r.Name, Match: matchOf(r),
-			Affinity: affinities.of(r.SessionAffinity), Mode: trackingModes.of(r.ConnectionTracking.TrackingMode),
-			Persistence:      persistences.of(r.ConnectionTracking.PersistenceOnUnhealthy),
-			Idle:             r.ConnectionTracking.IdleTimeout,
-			FragmentTracking: r.FragmentTracking,
-			TableSize:        size,
-			ZoneClients:      policyOf(r).Zonal.Clients,
-			SourceRanges:     r.SourceRanges,
-			Tables:           &d.pub.tables,
-		}}, nil
+	return computed{rt: rt, rv: rv, st: st, warm: warm, pending: pending, vips: vipsOf(r), build: d.ruleConfig(r, size)}, nil
 }
 
-// buildAll builds the rules prepare computed (their Maglev tables), on as many goroutines as there are CPUs when there
-// are several: the second, parallel part of computing rules, which reads
-// nothing but its own rule (hash.Tables is safe for concurrent use), so
-// every rule's result is what a serial build gives
-// (docs/design.md#publication-that-costs-what-it-changes). sameSeed says
-// the previous snapshot had this seed (a rule whose tables did not change
-// keeps its digest then).
-func buildAll(cs []computed, seed uint64, clock dataplane.Clock, sameSeed bool) error {
-	one := func(c *computed) error {
-		dr, err := dataplane.BuildRule(c.build, c.st, seed, clock)
-		if err != nil {
-			return err
-		}
-		c.built = dr
-		// The digest hashes every slot: keep it while the tables and
-		// the seed are the ones it was (or will be) computed from.
-		if old := c.rt.status; old != nil && sameSeed && old.Built.SameTables(dr) && old.Built.Affinity == dr.Affinity {
-			c.digest = old.digest
-		} else {
-			c.digest = &lazyDigest{seed: seed, rule: dr}
-		}
-		return nil
+// ruleConfig is what dataplane.BuildRule is given for rule r besides its
+// eligible set.
+func (d *daemon) ruleConfig(r *config.Rule, size uint32) dataplane.RuleConfig {
+	return dataplane.RuleConfig{
+		Name: r.Name, Match: matchOf(r),
+		Affinity: affinities.of(r.SessionAffinity), Mode: trackingModes.of(r.ConnectionTracking.TrackingMode),
+		Persistence:      persistences.of(r.ConnectionTracking.PersistenceOnUnhealthy),
+		Idle:             r.ConnectionTracking.IdleTimeout,
+		FragmentTracking: r.FragmentTracking,
+		TableSize:        size,
+		ZoneClients:      policyOf(r).Zonal.Clients,
+		SourceRanges:     r.SourceRanges,
+		Tables:           &d.pub.tables,
 	}
-	workers := min(runtime.GOMAXPROCS(0), len(cs))
-	if workers <= 1 {
-		for i := range cs {
-			if err := one(&cs[i]); err != nil {
-				return err
-			}
-		}
-		return nil
+}
+
+// builds builds the rules prepare computed (their Maglev tables) while
+// prepare computes the next ones: the second, parallel part of computing
+// rules, on up to one goroutine per CPU, started as the rules come. It
+// reads nothing but its own rule (hash.Tables is safe for concurrent
+// use), so every rule's result is what a serial build gives
+// (docs/design.md#publication-that-costs-what-it-changes).
+type builds struct {
+	seed     uint64
+	clock    dataplane.Clock
+	sameSeed bool // the previous snapshot had this seed (a rule whose tables did not change keeps its digest then)
+	queue    chan *computed
+	workers  int
+	sent     int
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	errs     []error
+}
+
+func startBuilds(seed uint64, clock dataplane.Clock, sameSeed bool) *builds {
+	return &builds{seed: seed, clock: clock, sameSeed: sameSeed}
+}
+
+// add hands a prepared rule to the builders; c must stay where it is
+// until wait returns. Called on the control goroutine only.
+func (b *builds) add(c *computed) {
+	if b.queue == nil {
+		b.queue = make(chan *computed, 64)
 	}
-	var next atomic.Int64
-	errs := make([]error, len(cs))
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
+	b.sent++
+	if b.workers < runtime.GOMAXPROCS(0) && b.workers < b.sent {
+		b.workers++
+		b.wg.Add(1)
 		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < len(cs); i = int(next.Add(1) - 1) {
-				errs[i] = one(&cs[i])
+			defer b.wg.Done()
+			for c := range b.queue {
+				if err := b.one(c); err != nil {
+					b.mu.Lock()
+					b.errs = append(b.errs, err)
+					b.mu.Unlock()
+				}
 			}
 		}()
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	b.queue <- c
+}
+
+// wait returns once every rule added is built.
+func (b *builds) wait() error {
+	if b.queue == nil {
+		return nil
+	}
+	close(b.queue)
+	b.wg.Wait()
+	return errors.Join(b.errs...)
+}
+
+// one builds one rule.
+func (b *builds) one(c *computed) error {
+	dr, err := dataplane.BuildRule(c.build, c.st, b.seed, b.clock)
+	if err != nil {
+		return err
+	}
+	c.built = dr
+	// The digest hashes every slot: keep it while the tables and
+	// the seed are the ones it was (or will be) computed from.
+	if old := c.rt.status; old != nil && b.sameSeed && old.Built.SameTables(dr) && old.Built.Affinity == dr.Affinity {
+		c.digest = old.digest
+	} else {
+		c.digest = &lazyDigest{seed: b.seed, rule: dr}
+	}
+	return nil
 }
 
 // finishRule gives a built rule its encapsulation templates and makes
