@@ -103,11 +103,17 @@ func (k *connector) start(t *target, now time.Time) {
 	k.mu.Unlock()
 }
 
-// look ends the connects of this round that are done, and hands those
-// still connecting to epoll. k.mu is held.
+// look ends the connects of this round that are done, or whose target
+// was removed since it started (Remove, which waits for them, found them
+// nowhere else), and hands those still connecting to epoll. k.mu is held.
 func (k *connector) look(done []ended) []ended {
 	for i, s := range k.fresh {
 		k.fresh[i] = started{}
+		if s.t.ctx.Err() != nil {
+			rawClose(s.fd)
+			done = append(done, ended{s.t, Result{}}) // discarded
+			continue
+		}
 		info, err := rawTCPInfo(s.fd)
 		switch {
 		case err != nil:

@@ -197,7 +197,12 @@
 //     done (most are, on a local network) and the round trip the kernel
 //     measured, reported as the probe's latency; only a connect still in
 //     flight then joins the epoll instance (epoll_ctl, and a share of one
-//     epoll_pwait per round until it ends or times out). Every other
+//     epoll_pwait per round until it ends or times out). A backend farther
+//     than the round takes to start (a round of 40 probes spans about
+//     2 ms) pays that TCP_INFO on top of the epoll path; reading it a round
+//     later instead would spare that, but held every socket 20 ms longer
+//     and cost more per probe in BenchmarkCheckerScale (53 µs against
+//     43-49, two runs each at load 11-14), so it was not kept. Every other
 //     kind, and every probe with a custom dialer or a fake Clock, runs on
 //     a goroutine through the DialFunc (net.Dialer's dozen system calls,
 //     a context and a timer). BenchmarkCheckerScale measures the whole at
