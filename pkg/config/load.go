@@ -9,10 +9,12 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/BurntSushi/toml"
 	"golang.org/x/sys/unix"
@@ -29,13 +31,16 @@ func Load(path string) (*Config, []Warning, error) {
 
 // Loader is Load with a memory: it keeps each rule file it parsed without
 // an error or a warning, and a later Load parses again only the files
-// whose path or bytes changed, and reads again only those whose identity
-// changed (fileStat: device, inode, size, modification and change times)
-// or that had changed less than a second before they were read; the
-// checks across files run on the whole. Rules parsed from the same bytes
-// are then the same: SameSource says so in O(1), so a caller that reloads
-// a thousand rules finds the one that changed without comparing them.
-// Safe for concurrent use; the zero value is ready.
+// whose path or bytes changed. It looks only at the files a watch on
+// rules_dir saw change (watch.go); when the watch cannot tell, it lists
+// the directory and reads again the files whose identity changed
+// (fileStat: device, inode, size, modification and change times) or that
+// had changed less than a second before they were read. A kept file's
+// *Rule is the one the earlier Config holds, so SameSource tells in O(1)
+// that a rule is the same parse, and a reload of a thousand rules finds
+// the one that changed without comparing them. The checks across files
+// run on the whole, without a table of it. Safe for concurrent use; the
+// zero value is ready; Close releases the watch.
 type Loader struct {
 	mu       sync.Mutex
 	parsed   map[string]*parsedRule    // by file name, the rule files of the last Load
@@ -419,7 +424,15 @@ func (l *loader) readRules() {
 		return
 	}
 	l.is.ruleRank = l.ruleRank(files)
-	for _, n := range files {
+	var parsed []fileParse
+	if maybe == nil && l.overlay == nil && len(files) >= parallelParseMin && (l.cache == nil || len(l.cache.parsed) == 0) {
+		parsed = l.parseAll(files)
+	}
+	for i, n := range files {
+		if parsed != nil {
+			l.takeParse(n, &parsed[i])
+			continue
+		}
 		event, listed := maybe[n]
 		if maybe != nil && !listed {
 			// The watch saw no change to this file since a load kept it.
@@ -600,6 +613,79 @@ func (l *loader) noteVolatile(n, path string, stat fileStat) {
 	} else {
 		delete(ld.volatile, n)
 	}
+}
+
+// parallelParseMin is the number of rule files from which a load that
+// keeps nothing (the first) reads and parses them on every CPU.
+const parallelParseMin = 32
+
+// fileParse is one rule file read and parsed by parseAll, its findings
+// apart until takeParse adds them in file order.
+type fileParse struct {
+	stat fileStat
+	data []byte
+	rs   *ruleSrc // nil: it did not read or parse (is says why)
+	is   issues
+}
+
+// parseAll reads and parses files on one goroutine per CPU. Each file's
+// parse reads nothing but its own bytes and reports into its own issues,
+// so the result (and every message) is the serial one's.
+func (l *loader) parseAll(files []string) []fileParse {
+	out := make([]fileParse, len(files))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(files)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(files) {
+					return
+				}
+				l.parseOne(files[i], &out[i])
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func (l *loader) parseOne(n string, fp *fileParse) {
+	p := filepath.Join(l.cfg.RulesDir, n)
+	f := &srcFile{name: l.ruleDisplayName(n), is: &fp.is}
+	fp.stat = statFile(p)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		fp.is.errorf(f.name, 0, "", "cannot read: %v", unwrapPathError(err))
+		return
+	}
+	fp.data = data
+	if t := decodeFile(f, data); t != nil {
+		fp.rs = readRule(t, strings.TrimSuffix(n, ".toml"))
+		fp.rs.rule.File = f.name
+	}
+}
+
+// takeParse adds a file parseAll parsed to the load, as readRuleFile
+// would have.
+func (l *loader) takeParse(n string, fp *fileParse) {
+	l.is.errs = append(l.is.errs, fp.is.errs...)
+	l.is.warns = append(l.is.warns, fp.is.warns...)
+	if fp.data == nil {
+		return
+	}
+	if l.cache != nil {
+		l.cache.reads++
+		l.noteVolatile(n, filepath.Join(l.cfg.RulesDir, n), fp.stat)
+	}
+	if fp.rs == nil {
+		return
+	}
+	fp.rs.f.is = l.is
+	if l.cache != nil && len(fp.is.errs) == 0 && len(fp.is.warns) == 0 {
+		l.remember(n, fp.data, fp.rs, fp.stat)
+	}
+	l.rules = append(l.rules, fp.rs)
 }
 
 // isRuleName: a rules_dir entry of this name is read as a rule file.

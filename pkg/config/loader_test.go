@@ -233,3 +233,44 @@ func TestTooManyBackendsForATable(t *testing.T) {
 		t.Errorf("errors %q, want %q", got, want)
 	}
 }
+
+// TestParallelParseIsSerial: a first load of many rule files, parsed on
+// every CPU, returns what the serial parse returns: the same rules, and
+// the same errors and warnings in the same order, the first bad file's
+// first.
+func TestParallelParseIsSerial(t *testing.T) {
+	files := map[string]string{}
+	for i := range 2 * parallelParseMin {
+		files[fmt.Sprintf("rules.d/r%03d.toml", i)] = ruleText(fmt.Sprintf("r%03d", i), fmt.Sprintf("203.0.113.%d", i+1), "80", fmt.Sprintf("10.0.1.%d", i+1))
+	}
+	path := writeConfig(t, files)
+	serial := func() (*Config, []Warning, error) { return LoadWithRules(path, map[string][]byte{}) } // an overlay: the serial parse
+	cfg, ws, err := Load(path)
+	want, wantWs, wantErr := serial()
+	if err != nil || wantErr != nil || !reflect.DeepEqual(cfg, want) || !reflect.DeepEqual(ws, wantWs) {
+		t.Fatalf("clean tree: parallel and serial parses differ (%v, %v)", err, wantErr)
+	}
+	rules := filepath.Join(filepath.Dir(path), "rules.d")
+	for n, text := range map[string]string{
+		"r007.toml": "name = \"r007\"\nvip = [\n",                                                       // syntax error
+		"r013.toml": strings.Replace(files["rules.d/r013.toml"], `ports = ["80"]`, `ports = [true]`, 1), // wrong type
+		"r021.toml": strings.Replace(files["rules.d/r021.toml"], `"r021"`, `"r002"`, 1),                 // a name taken
+		"r030.toml": "protocol = \"UDP\"\n" + files["rules.d/r030.toml"],                                // warnings
+	} {
+		if err := os.WriteFile(filepath.Join(rules, n), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("nowhere", filepath.Join(rules, "r099.toml")); err != nil { // cannot be read
+		t.Fatal(err)
+	}
+	_, ws, err = Load(path)
+	_, wantWs, wantErr = serial()
+	got, w := issueStrings(t, err), issueStrings(t, wantErr)
+	if len(got) < 4 || len(ws) == 0 || !reflect.DeepEqual(got, w) || !reflect.DeepEqual(warningStrings(ws), warningStrings(wantWs)) {
+		t.Errorf("errors %q\nserial %q\nwarnings %q\nserial %q", got, w, warningStrings(ws), warningStrings(wantWs))
+	}
+	if !strings.HasPrefix(got[0], "rules.d/r007.toml") {
+		t.Errorf("first error %q, want r007's", got[0])
+	}
+}
