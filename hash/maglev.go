@@ -370,7 +370,13 @@ func fill[T slotID](sc *scratch, slots []T, bs []Backend, turns []uint32, m uint
 	taken := sc.taken
 	clear(taken)
 	walked := m - min(m, tailSlots)
-	walk(slots, ids, taken, next, skip, turns[:walked], m)
+	steps := make([]probeSteps, n)
+	for i, sk := range skip {
+		for k := range steps[i] {
+			steps[i][k] = uint32(uint64(k+1) * uint64(sk) % uint64(m))
+		}
+	}
+	walk(slots, ids, taken, next, steps, turns[:walked], m)
 
 	sc.free = grow(sc.free, int(m-walked))[:0]
 	free := sc.free
@@ -414,31 +420,55 @@ func fill[T slotID](sc *scratch, slots []T, bs []Backend, turns []uint32, m uint
 }
 
 // walk runs turns by walking the preference lists.
-func walk[T slotID](slots, ids []T, taken []uint64, next, skip, turns []uint32, m uint32) {
+func walk[T slotID](slots, ids []T, taken []uint64, next []uint32, steps []probeSteps, turns []uint32, m uint32) {
 	for _, i := range turns {
-		c := probe(taken, next[i], skip[i], m)
+		st := &steps[i]
+		c := probe(taken, next[i], st, m)
 		taken[c>>6] |= 1 << (c & 63)
 		slots[c] = ids[i]
-		if c += skip[i]; c >= m {
-			c -= m
-		}
-		next[i] = c
+		next[i] = wrap(c+st[0], m)
 	}
 }
 
-// probe returns the first slot not taken of the list c, c+sk, … (mod
-// m). It is a function of its own, not inlined, so that its few values
-// stay in registers: inlined, the slot being probed went to the stack
-// and back at every probe.
+// wrap returns x mod m for x < 2m ≤ 2²⁵ without a branch (a branch
+// here goes either way at random).
+func wrap(x, m uint32) uint32 {
+	d := x - m
+	return d + m&uint32(int32(d)>>31)
+}
+
+// probeWidth is how many places of a list probe tests at a time: one
+// at a time, the walk's exit is a mispredicted branch at most turns. 2,
+// 4 and 8 measured (bench/README.md, section 5): 4 is as good as 2 and
+// better than 8.
+const probeWidth = 4
+
+// probeSteps are a backend's skip times 1 to probeWidth, mod M.
+type probeSteps [probeWidth]uint32
+
+// probe returns the first slot not taken of the list c, c+skip, … (mod
+// m). It tests probeWidth places at a time, independent of each other
+// (c plus a precomputed multiple of skip), and branches once for all of
+// them. It is a function of its own, not inlined, so that its values
+// stay in registers.
 //
 //go:noinline
-func probe(taken []uint64, c, sk, m uint32) uint32 {
-	for taken[c>>6]&(1<<(c&63)) != 0 {
-		if c += sk; c >= m {
-			c -= m
+func probe(taken []uint64, c uint32, st *probeSteps, m uint32) uint32 {
+	for {
+		free := uint32(^taken[c>>6]>>(c&63)) & 1
+		for k, step := range st[:probeWidth-1] {
+			x := wrap(c+step, m)
+			free |= (uint32(^taken[x>>6]>>(x&63)) & 1) << (k + 1)
 		}
+		if free != 0 {
+			k := bits.TrailingZeros32(free)
+			if k == 0 {
+				return c
+			}
+			return wrap(c+st[k-1], m)
+		}
+		c = wrap(c+st[probeWidth-1], m)
 	}
-	return c
 }
 
 // modInverse returns x⁻¹ mod m, for m prime and 0 < x < m (extended
