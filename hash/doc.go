@@ -82,8 +82,11 @@
 // equal or random weights (bench/README.md has the measured figures).
 //
 // The fill writes each slot once, straight into the table, and tests
-// occupancy in a bitset (8 KiB for M = 65537, in the first-level cache).
-// Walking a preference list costs about M/F probes when F slots are
+// occupancy in a bitset (8 KiB for M = 65537, in the first-level cache),
+// four places of a preference list at a time (offset + k·skip for
+// precomputed multiples, without a branch between them), so that a turn
+// takes one hard-to-predict branch per four places instead of one per
+// place. Walking a preference list costs about M/F probes when F slots are
 // empty, so the last few hundred turns would be half of the M·H(M)
 // probes; for the last ones (tailSlots, about √M) the fill instead
 // computes each empty slot's place in the backend's list, (s − c)·skip⁻¹
