@@ -113,17 +113,17 @@ func TestProbeRoute(t *testing.T) {
 	}
 }
 
-// TestProbeRoutesFollowComputedRules: a publication walks the backends of
-// the data-path rules it computed and keeps every other rule's route from
-// the publication before; a rule computed again gets a fresh route.
-func TestProbeRoutesFollowComputedRules(t *testing.T) {
-	const rules, backends = 50, 20
+// dataPathRoutes is a daemon without a data plane whose rules all probe
+// through the data path (the path itself is not opened), a snapshot's
+// rules for them, each backend without a template, and the computed list
+// of a publication that computed them all.
+func dataPathRoutes(rules, backends int) (*daemon, []*dataplane.Rule, []computed) {
 	d := &daemon{dataPath: newDataPathProbes(), cfg: &config.Config{HealthCheckPathSet: true}, view: &config.View{}, rules: map[string]*ruleRuntime{}}
 	d.dataPath.lastTry = time.Now() // the path is not opened: routes alone are under test
 	var snapRules []*dataplane.Rule
 	var all []computed
 	for i := range rules {
-		name := fmt.Sprintf("r%02d", i)
+		name := fmt.Sprintf("r%04d", i)
 		d.view.Rules = append(d.view.Rules, config.RuleView{Rule: &config.Rule{Name: name, VIP: netip.AddrFrom4([4]byte{203, 0, 113, byte(i)}),
 			HealthCheck: config.HealthCheck{Type: config.HealthTCP, Path: config.ProbeDataPath}}})
 		d.rules[name] = &ruleRuntime{slot: uint16(i)}
@@ -135,6 +135,37 @@ func TestProbeRoutesFollowComputedRules(t *testing.T) {
 		snapRules = append(snapRules, r)
 		all = append(all, computed{status: &ruleStatus{Name: name}})
 	}
+	return d, snapRules, all
+}
+
+// BenchmarkProbeRoutes: publishing the data-path routes at 1000 rules x
+// 100 backends after a publication that computed one rule, and the
+// reference, one that computed every rule (every publication walked every
+// rule's backends before).
+func BenchmarkProbeRoutes(b *testing.B) {
+	d, snapRules, all := dataPathRoutes(1000, 100)
+	snap := &dataplane.Snapshot{Rules: snapRules}
+	d.publishProbeRoutes(snap, all)
+	one := all[500:501]
+	for _, bc := range []struct {
+		name string
+		done []computed
+	}{{"one-rule", one}, {"every-rule", all}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				d.publishProbeRoutes(snap, bc.done)
+			}
+		})
+	}
+}
+
+// TestProbeRoutesFollowComputedRules: a publication walks the backends of
+// the data-path rules it computed and keeps every other rule's route from
+// the publication before; a rule computed again gets a fresh route.
+func TestProbeRoutesFollowComputedRules(t *testing.T) {
+	const rules, backends = 50, 20
+	d, snapRules, all := dataPathRoutes(rules, backends)
 	snap := &dataplane.Snapshot{Rules: snapRules}
 	d.publishProbeRoutes(snap, all)
 	if d.dataPath.walked != rules {
@@ -146,7 +177,7 @@ func TestProbeRoutesFollowComputedRules(t *testing.T) {
 	next := &dataplane.Snapshot{Rules: slices.Clone(snapRules)}
 	changed := *snapRules[7]
 	next.Rules[7] = &changed
-	d.publishProbeRoutes(next, []computed{{status: &ruleStatus{Name: "r07"}}})
+	d.publishProbeRoutes(next, []computed{{status: &ruleStatus{Name: "r0007"}}})
 	if got := d.dataPath.walked - rules; got != 1 {
 		t.Errorf("a publication computing one rule walked %d rules' backends", got)
 	}
@@ -156,14 +187,14 @@ func TestProbeRoutesFollowComputedRules(t *testing.T) {
 	}
 	for name, r := range pr.rules {
 		same := reflect.ValueOf(r.noHop).Pointer() == reflect.ValueOf(first.rules[name].noHop).Pointer()
-		if same == (name == "r07") {
+		if same == (name == "r0007") {
 			t.Errorf("rule %s: route kept %v, want kept only for rules not computed", name, same)
 		}
 		if len(r.noHop) != backends {
 			t.Errorf("rule %s: %d backends without a template, want %d", name, len(r.noHop), backends)
 		}
 	}
-	if _, err := d.probeRoute(health.Key{Rule: "r03", Backend: netip.AddrFrom4([4]byte{198, 18, 3, 5})}); err == nil || !strings.Contains(err.Error(), "not resolved yet") {
+	if _, err := d.probeRoute(health.Key{Rule: "r0003", Backend: netip.AddrFrom4([4]byte{198, 18, 3, 5})}); err == nil || !strings.Contains(err.Error(), "not resolved yet") {
 		t.Errorf("a kept route: %v, want its reason", err)
 	}
 }
