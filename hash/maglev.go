@@ -373,7 +373,7 @@ func fill[T slotID](sc *scratch, slots []T, bs []Backend, turns []uint32, m uint
 	steps := make([]probeSteps, n)
 	for i, sk := range skip {
 		for k := range steps[i] {
-			steps[i][k] = uint32(uint64(k+1) * uint64(sk) % uint64(m))
+			steps[i][k] = uint32(uint64(k) * uint64(sk) % uint64(m))
 		}
 	}
 	walk(slots, ids, taken, next, steps, turns[:walked], m)
@@ -426,7 +426,7 @@ func walk[T slotID](slots, ids []T, taken []uint64, next []uint32, steps []probe
 		c := probe(taken, next[i], st, m)
 		taken[c>>6] |= 1 << (c & 63)
 		slots[c] = ids[i]
-		next[i] = wrap(c+st[0], m)
+		next[i] = wrap(c+st[1], m)
 	}
 }
 
@@ -437,14 +437,14 @@ func wrap(x, m uint32) uint32 {
 	return d + m&uint32(int32(d)>>31)
 }
 
-// probeWidth is how many places of a list probe tests at a time: one
-// at a time, the walk's exit is a mispredicted branch at most turns. 2,
-// 4 and 8 measured (bench/README.md, section 5): 4 is as good as 2 and
-// better than 8.
+// probeWidth is how many places of a list probe tests at a time (a
+// power of two): one at a time, the walk's exit is a mispredicted branch
+// at most turns. 2, 4 and 8 measured (bench/README.md, section 5): 4 is
+// as good as 2 and better than 8.
 const probeWidth = 4
 
-// probeSteps are a backend's skip times 1 to probeWidth, mod M.
-type probeSteps [probeWidth]uint32
+// probeSteps are a backend's skip times 0 to probeWidth, mod M.
+type probeSteps [probeWidth + 1]uint32
 
 // probe returns the first slot not taken of the list c, c+skip, … (mod
 // m). It tests probeWidth places at a time, independent of each other
@@ -456,18 +456,15 @@ type probeSteps [probeWidth]uint32
 func probe(taken []uint64, c uint32, st *probeSteps, m uint32) uint32 {
 	for {
 		free := uint32(^taken[c>>6]>>(c&63)) & 1
-		for k, step := range st[:probeWidth-1] {
+		for k, step := range st[1:probeWidth] {
 			x := wrap(c+step, m)
 			free |= (uint32(^taken[x>>6]>>(x&63)) & 1) << (k + 1)
 		}
 		if free != 0 {
-			k := bits.TrailingZeros32(free)
-			if k == 0 {
-				return c
-			}
-			return wrap(c+st[k-1], m)
+			// The first free place, without a branch on which it is.
+			return wrap(c+st[bits.TrailingZeros32(free)&(probeWidth-1)], m)
 		}
-		c = wrap(c+st[probeWidth-1], m)
+		c = wrap(c+st[probeWidth], m)
 	}
 }
 
