@@ -136,15 +136,24 @@ func (d *daemon) resolvePass(ctx context.Context, want map[nhKey]bool, changed m
 			behind[n] = append(behind[n], k)
 		}
 	}
-	for _, ks := range behind {
+	// Every group's routes are read before the first goroutine starts:
+	// they write routed (a read beside them killed the daemon with a
+	// concurrent map read and write).
+	routes := map[neighbour][]nexthop{}
+	for n, ks := range behind {
+		for _, k := range ks {
+			routes[n] = append(routes[n], routed[k])
+		}
+	}
+	for n, ks := range behind {
+		rs := routes[n]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
-			for _, k := range ks { // the first waits; the others share its answer
-				r := routed[k]
-				nh, err := pass.Neighbour(rctx, r.nh)
+			for i, k := range ks { // the first waits; the others share its answer
+				nh, err := pass.Neighbour(rctx, rs[i].nh)
 				mu.Lock()
 				routed[k] = nexthop{nh: nh, err: err}
 				mu.Unlock()
