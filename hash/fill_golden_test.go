@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -82,6 +84,71 @@ func TestFillGolden(t *testing.T) {
 		tab := mustBuild(t, tc.c.backends(), tc.c.m, 0x5eed)
 		if got := fillDigest(tab); got != tc.want {
 			t.Errorf("%+v: digest %s, want %s", tc.c, got, tc.want)
+		}
+	}
+}
+
+// walkFill is the fill as Maglev defines it, the reference the fill
+// must equal: the same turns, each walking its backend's list one
+// place at a time to the first empty slot. It returns slot → ID.
+func walkFill(t testing.TB, backends []Backend, m uint32, seed uint64) []uint32 {
+	t.Helper()
+	bs, err := sortedSet(backends, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bs) == 0 {
+		return nil
+	}
+	w, total := effectiveWeights(bs)
+	turns := turnOrder(new(scratch), w, total, quotas(w, total, m), m)
+	next := make([]uint32, len(bs))
+	skip := make([]uint32, len(bs))
+	for i, b := range bs {
+		next[i], skip[i] = permutation(b.Name, m, seed)
+	}
+	ids := make([]uint32, m)
+	taken := make([]bool, m)
+	for _, i := range turns {
+		c := next[i]
+		for taken[c] {
+			c = (c + skip[i]) % m
+		}
+		taken[c] = true
+		ids[c] = bs[i].ID
+		next[i] = (c + skip[i]) % m
+	}
+	return ids
+}
+
+// TestFillIsWalk: the fill gives the walk's table for random sets:
+// sizes from 1 backend to more than the computed tail, tables from 2
+// slots to 65537, equal, varied and zero weights, IDs of every width.
+func TestFillIsWalk(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 23))
+	primes := []uint32{2, 3, 13, 251, 257, 1009, 4099, 65537}
+	for k := range 60 {
+		m := primes[k%len(primes)]
+		n := 1 + rng.IntN(min(int(m), 700))
+		base := []uint32{0, 300, 70000}[k%3]
+		bs := make([]Backend, n)
+		for i := range bs {
+			w := uint32(5)
+			switch k % 4 {
+			case 1:
+				w = uint32(rng.IntN(1000))
+			case 2:
+				w = 0
+			}
+			bs[i] = Backend{Name: fmt.Sprintf("192.0.2.%d/%d", i, k), ID: base + uint32(i), Weight: w}
+		}
+		tab := mustBuild(t, bs, m, rng.Uint64())
+		want := walkFill(t, bs, m, tab.Seed())
+		if got := tab.SlotIDs(); !slices.Equal(got, want) {
+			t.Errorf("case %d (n=%d m=%d): the fill differs from the walk", k, n, m)
+		}
+		if tab.Placement() != placement(want) {
+			t.Errorf("case %d: placement %x, the walk's %x", k, tab.Placement(), placement(want))
 		}
 	}
 }

@@ -64,6 +64,9 @@ func FuzzBuild(f *testing.F) {
 			t.Fatal(err)
 		}
 		ids := tab.SlotIDs()
+		if !slices.Equal(ids, walkFill(t, bs, m, seed)) {
+			t.Fatal("the fill differs from the walk")
+		}
 		if len(bs) == 0 {
 			if ids != nil {
 				t.Fatal("empty set built slots")
