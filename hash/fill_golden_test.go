@@ -89,8 +89,8 @@ func TestFillGolden(t *testing.T) {
 }
 
 // walkFill is the fill as Maglev defines it, the reference the fill
-// must equal: the same turns, each walking its backend's list one
-// place at a time to the first empty slot. It returns slot → ID.
+// must equal: the same turns, each walking its backend's list one place
+// at a time (walkTurns). It returns slot → ID.
 func walkFill(t testing.TB, backends []Backend, m uint32, seed uint64) []uint32 {
 	t.Helper()
 	bs, err := sortedSet(backends, m)
@@ -101,24 +101,7 @@ func walkFill(t testing.TB, backends []Backend, m uint32, seed uint64) []uint32 
 		return nil
 	}
 	w, total := effectiveWeights(bs)
-	turns := turnOrder(new(scratch), w, total, quotas(w, total, m), m)
-	next := make([]uint32, len(bs))
-	skip := make([]uint32, len(bs))
-	for i, b := range bs {
-		next[i], skip[i] = permutation(b.Name, m, seed)
-	}
-	ids := make([]uint32, m)
-	taken := make([]bool, m)
-	for _, i := range turns {
-		c := next[i]
-		for taken[c] {
-			c = (c + skip[i]) % m
-		}
-		taken[c] = true
-		ids[c] = bs[i].ID
-		next[i] = (c + skip[i]) % m
-	}
-	return ids
+	return walkTurns(bs, slices.Clone(turnOrder(new(scratch), w, total, quotas(w, total, m), m)), m, seed)
 }
 
 // TestFillIsWalk: the fill gives the walk's table for random sets:

@@ -46,30 +46,34 @@ func slotCounts(tab *MaglevTable) map[uint32]int {
 // name order, one slot each, until the table is full. It is the reference
 // the weighted fill must equal when weights are equal.
 func plainMaglev(sorted []Backend, m uint32, seed uint64) []uint32 {
-	n := len(sorted)
-	next := make([]uint32, n)
-	skip := make([]uint32, n)
+	turns := make([]uint32, m)
+	for t := range turns {
+		turns[t] = uint32(t % len(sorted))
+	}
+	return walkTurns(sorted, turns, m, seed)
+}
+
+// walkTurns runs the given turns as Maglev defines them: each walks its
+// backend's list one place at a time to the first empty slot. It returns
+// slot → ID.
+func walkTurns(sorted []Backend, turns []uint32, m uint32, seed uint64) []uint32 {
+	next := make([]uint32, len(sorted))
+	skip := make([]uint32, len(sorted))
 	for i, b := range sorted {
 		next[i], skip[i] = permutation(b.Name, m, seed)
 	}
 	ids := make([]uint32, m)
 	taken := make([]bool, m)
-	filled := uint32(0)
-	for {
-		for i := range n {
-			c := next[i]
-			for taken[c] {
-				c = (c + skip[i]) % m
-			}
-			taken[c] = true
-			ids[c] = sorted[i].ID
-			next[i] = (c + skip[i]) % m
-			filled++
-			if filled == m {
-				return ids
-			}
+	for _, i := range turns {
+		c := next[i]
+		for taken[c] {
+			c = (c + skip[i]) % m
 		}
+		taken[c] = true
+		ids[c] = sorted[i].ID
+		next[i] = (c + skip[i]) % m
 	}
+	return ids
 }
 
 func TestBuildErrors(t *testing.T) {
