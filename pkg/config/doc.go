@@ -8,7 +8,12 @@
 //
 // Load and LoadState are called by the daemon's control goroutine (start,
 // reload, SIGHUP) and by `xlb validate`; nothing here runs on the packet
-// path. A *Config is immutable once Load returns it and may be shared. A
+// path. A load of 32 rule files or more that keeps nothing (the first)
+// reads and parses them on one goroutine per CPU, each file into its own
+// findings, merged in file order before Load returns. A Loader's watch
+// (watch.go) is read by its loads, never by a goroutine of its own. A
+// *Config is immutable once Load returns it and may be shared (a Loader's
+// next Config shares the *Rule of every file it kept). A
 // *State belongs to the control goroutine: it changes it (Mark, Drain,
 // Undrain, SetWeight, Reset), Saves it, and only then publishes the result
 // of Apply, so an acknowledged CLI change survives a crash. Apply returns a

@@ -424,6 +424,7 @@ func (l *loader) readRules() {
 		return
 	}
 	l.is.ruleRank = l.ruleRank(files)
+	l.rules = make([]*ruleSrc, 0, len(files))
 	var parsed []fileParse
 	if maybe == nil && l.overlay == nil && len(files) >= parallelParseMin && (l.cache == nil || len(l.cache.parsed) == 0) {
 		parsed = l.parseAll(files)

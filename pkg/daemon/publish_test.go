@@ -341,9 +341,10 @@ func TestTableSizeFollowsBackends(t *testing.T) {
 // of 100 backends: a CLI drain or undrain through the control API (the
 // state file written, the rule computed, a snapshot published, the
 // backend's row answered), a reload after one rule file gained or lost a
-// backend (every file is stat'ed again and only that one read and parsed;
-// the stat calls and the checks across files grow with N), and a
-// health verdict applied and published. The per-operation bytes of cli
+// backend (the Loader's watch names that file, the only one read and
+// parsed; the other rules keep their *config.Rule and view, and what
+// grows with N is pointer tables and the checks across files' sorts), and
+// a health verdict applied and published. The per-operation bytes of cli
 // and health are the rule computed plus the snapshot's pointer table (8
 // bytes a rule), the status's (8 bytes a rule) and, for cli, the view's
 // (32 bytes a rule). every-rule is the reference: a publication that
