@@ -142,8 +142,11 @@ func (x *labXLB) Reload() error { return x.cmd.Process.Signal(syscall.SIGHUP) }
 
 // Stop sends SIGTERM and waits (SIGKILL after 15 s). A clean exit is nil.
 func (x *labXLB) Stop() error {
-	if x.cmd.ProcessState != nil {
+	select { // already exited (not ProcessState: the waiting goroutine writes it)
+	case err := <-x.exited:
+		x.exited <- err
 		return nil
+	default:
 	}
 	_ = x.cmd.Process.Signal(syscall.SIGTERM)
 	select {
