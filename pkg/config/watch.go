@@ -46,13 +46,31 @@ func identity(dir string) (dirID, error) {
 	return dirID{uint64(st.Dev), st.Ino}, nil
 }
 
+// remoteFS: file systems whose files other machines (or a user-space
+// server) change without the local kernel's knowledge, so inotify never
+// hears of it: NFS, SMB/CIFS, FUSE, 9p, Ceph, AFS, GFS2, OCFS2, Lustre
+// (statfs magic numbers). A rules_dir there is scanned every load.
+var remoteFS = map[int64]string{
+	0x6969: "nfs", 0x517b: "smb", 0xff534d42: "cifs", 0xfe534d42: "smb2", 0x65735546: "fuse",
+	0x01021997: "9p", 0x00c36400: "ceph", 0x5346414f: "afs", 0x01161970: "gfs2", 0x7461636f: "ocfs2",
+	0x0bd00bd0: "lustre",
+}
+
 // watchDir sets a watch on dir. The directory's identity is taken before
 // and after: a directory replaced meanwhile fails the watch (the caller
-// scans, as without one).
+// scans, as without one). A directory on a remote file system is not
+// watched (remoteFS).
 func watchDir(dir string) (*dirWatch, error) {
 	before, err := identity(dir)
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", dir, err)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		return nil, fmt.Errorf("watch %s: %w", dir, err)
+	}
+	if name, remote := remoteFS[int64(fs.Type)]; remote {
+		return nil, fmt.Errorf("watch %s: on %s, whose changes from elsewhere inotify does not see", dir, name)
 	}
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {

@@ -380,6 +380,9 @@ func (d *daemon) finish() {
 	if d.checker != nil {
 		d.checker.Stop()
 	}
+	if d.loader != nil {
+		d.loader.Close() // its watch on rules_dir
+	}
 	d.closeProbePath()
 	switch d.exit {
 	case exitHandedOver:

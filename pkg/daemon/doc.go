@@ -121,9 +121,10 @@
 // failover.State.NextCompute), on reload, and on every CLI change. Each
 // computes only the rules it touched: a CLI change its rule, a verdict
 // the rules of its probe, a next hop the rules with that backend, a reload
-// the rules whose file or overrides changed (config.Loader reads only the
-// files whose identity changed and parses only those whose bytes did, and
-// config.ApplyFrom keeps the other rules' views), all
+// the rules whose file or overrides changed (config.Loader looks only at
+// the files its watch on rules_dir saw change and parses only those whose
+// bytes did, config.ApplyFrom keeps the other rules' views, and the
+// reload pairs old and new rules with config.View.Prior), all
 // rules when the seed or the table size changed
 // (docs/design.md#publication-that-costs-what-it-changes).
 //
