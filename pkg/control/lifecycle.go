@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -104,7 +105,8 @@ func (c *Client) Stop(ctx context.Context) (*StopResult, error) {
 
 // ServeListener serves h on ln until ctx ends, then shuts down gracefully
 // (requests in flight, such as the restart that ends this daemon, are
-// answered). It removes nothing: the caller owns ln's path, which a
+// answered). Closing ln stops the accepting at once; what was accepted is
+// still answered until ctx ends. It removes nothing: the caller owns ln's path, which a
 // successor process may be serving next.
 func ServeListener(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{
@@ -118,7 +120,14 @@ func ServeListener(ctx context.Context, ln net.Listener, h http.Handler) error {
 	go func() { done <- srv.Serve(ln) }()
 	select {
 	case err := <-done:
-		return fmt.Errorf("control socket %s: %w", ln.Addr(), err)
+		if !errors.Is(err, net.ErrClosed) {
+			return fmt.Errorf("control socket %s: %w", ln.Addr(), err)
+		}
+		// Closed by its owner (a hand-over: the successor accepts on the
+		// socket now): the connections already accepted are still
+		// answered, until ctx ends.
+		<-ctx.Done()
+		done <- nil
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

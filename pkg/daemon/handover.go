@@ -287,6 +287,13 @@ func (d *daemon) handOver(req control.RestartRequest) (*control.RestartResult, e
 	d.detachBGP()
 	p.Close()
 	d.exit = exitHandedOver
+	// The successor accepts on the control socket now. This process stops
+	// accepting before its answer leaves, so a command sent after the
+	// restart returned reaches the successor, not a daemon on its way out
+	// (its fd only: the socket and its path stay the successor's).
+	if d.controlLn != nil {
+		d.controlLn.Close()
+	}
 	res := &control.RestartResult{PID: hello.PID, Build: hello.Build, StateVersion: version, Queues: len(free), PauseMS: float64(pause.Microseconds()) / 1000, CutoverAt: begin, Notes: notes}
 	d.log.Info("hand-over done: the successor serves; exiting without detaching", "pid", hello.PID, "build", hello.Build, "pause", pause.String())
 	return res, nil
