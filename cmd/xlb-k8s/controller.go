@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/xlbnet/xlb/pkg/k8s"
+	"github.com/xlbnet/xlb/pkg/logflags"
 )
 
 func k8sCommand() *cli.Command {
@@ -59,14 +60,14 @@ func k8sCommand() *cli.Command {
 			&cli.DurationFlag{Name: "renew-deadline", Value: 10 * time.Second, Usage: "how long the leader tries to renew before it gives up"},
 			&cli.DurationFlag{Name: "retry-period", Value: 2 * time.Second, Usage: "how often candidates try to take the Lease"},
 			&cli.DurationFlag{Name: "debounce", Value: 200 * time.Millisecond, Usage: "wait this long for more changes before writing and reloading"},
-		}, logFlags()...),
+		}, logflags.Flags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usageError{fmt.Sprintf("k8s takes no arguments, got %q", c.Args().First())}
 			}
-			log, err := newLogger(c, c.App.ErrWriter)
+			log, err := logflags.New(c, c.App.ErrWriter)
 			if err != nil {
-				return err
+				return usageError{err.Error()}
 			}
 			o, err := k8sOptions(c)
 			if err != nil {

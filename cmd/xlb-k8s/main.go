@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -76,26 +75,4 @@ func exitCode(err error) int {
 
 func configFlag() *cli.StringFlag {
 	return &cli.StringFlag{Name: "config", Aliases: []string{"c"}, Value: defaultConfig, Usage: "the appliance configuration `FILE` (rules are read from its rules_dir)"}
-}
-
-func logFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log format: text or json"},
-		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log level: debug, info, warn or error"},
-	}
-}
-
-func newLogger(c *cli.Context, w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return nil, usageError{fmt.Sprintf("--log-level %q: want debug, info, warn or error", c.String("log-level"))}
-	}
-	o := &slog.HandlerOptions{Level: level}
-	switch c.String("log-format") {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, o)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, o)), nil
-	}
-	return nil, usageError{fmt.Sprintf("--log-format %q: want text or json", c.String("log-format"))}
 }

@@ -7,7 +7,7 @@
 //	main.go      main: run the app, print the error, exit 1 or 2
 //	app.go       the command tree (newApp), usage errors (exit status 2),
 //	             xlb --version (pkg/buildinfo)
-//	run.go       xlb run (the daemon: pkg/daemon.Run) and its log flags
+//	run.go       xlb run (the daemon: pkg/daemon.Run), with pkg/logflags
 //	pprof.go     XLB_PPROF_LISTEN: Go's profiles of xlb run, for measuring
 //	             (bench/scale), never needed to operate it
 //	validate.go  xlb validate, and --config shared by every command

@@ -3,36 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/xlbnet/xlb/pkg/daemon"
+	"github.com/xlbnet/xlb/pkg/logflags"
 )
-
-func logFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log format: text or json"},
-		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log level: debug, info, warn or error"},
-	}
-}
-
-func newLogger(c *cli.Context, w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return nil, usageError{fmt.Sprintf("--log-level %q: want debug, info, warn or error", c.String("log-level"))}
-	}
-	o := &slog.HandlerOptions{Level: level}
-	switch c.String("log-format") {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, o)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, o)), nil
-	}
-	return nil, usageError{fmt.Sprintf("--log-format %q: want text or json", c.String("log-format"))}
-}
 
 func runCommand() *cli.Command {
 	return &cli.Command{
@@ -48,14 +25,14 @@ func runCommand() *cli.Command {
 			"the same executable (as xlb restart). Needs root (CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW).\n" +
 			"With " + pprofEnv + "=ADDR in the environment it also serves Go's profiles (/debug/pprof/)\n" +
 			"on ADDR, e.g. 127.0.0.1:6060, for measuring the daemon (bench/README.md).",
-		Flags: append([]cli.Flag{configFlag()}, logFlags()...),
+		Flags: append([]cli.Flag{configFlag()}, logflags.Flags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usageError{fmt.Sprintf("run takes no arguments, got %q", c.Args().First())}
 			}
-			log, err := newLogger(c, c.App.ErrWriter)
+			log, err := logflags.New(c, c.App.ErrWriter)
 			if err != nil {
-				return err
+				return usageError{err.Error()}
 			}
 			if os.Geteuid() != 0 {
 				log.Warn("not running as root: attaching XDP and binding AF_XDP sockets will likely fail")
