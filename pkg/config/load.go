@@ -459,45 +459,41 @@ func (l *loader) readRules() {
 // parse of it when its identity (unless the watch saw an event: the
 // bytes are compared then) or its bytes are the same.
 func (l *loader) readRuleFile(n string, event bool) {
-	{
-		p := filepath.Join(l.cfg.RulesDir, n)
-		f := &srcFile{name: l.ruleDisplayName(n), is: l.is}
-		data, inOverlay := l.overlay[n]
-		var stat fileStat // zero for a file from memory: never trusted
-		if !inOverlay {
-			// A file whose identity (inode, size, change times) is the one
-			// it had when a previous load read it is not read again.
-			stat = statFile(p)
-			l.noteVolatile(n, p, stat)
-			if rs := l.cachedByStat(n, f.name, stat, event); rs != nil {
-				l.rules = append(l.rules, rs)
-				return
-			}
-			var err error
-			if data, err = os.ReadFile(p); err != nil {
-				l.is.errorf(f.name, 0, "", "cannot read: %v", unwrapPathError(err))
-				return
-			}
-			if l.cache != nil {
-				l.cache.reads++
-			}
-		}
-		if rs := l.cached(n, f.name, data, stat); rs != nil {
+	p := filepath.Join(l.cfg.RulesDir, n)
+	f := &srcFile{name: l.ruleDisplayName(n), is: l.is}
+	data, inOverlay := l.overlay[n]
+	var stat fileStat // zero for a file from memory: never trusted
+	if !inOverlay {
+		// A file whose identity (inode, size, change times) is the one
+		// it had when a previous load read it is not read again.
+		stat = statFile(p)
+		l.noteVolatile(n, p, stat)
+		if rs := l.cachedByStat(n, f.name, stat, event); rs != nil {
 			l.rules = append(l.rules, rs)
 			return
 		}
-		errs, warns := len(l.is.errs), len(l.is.warns)
-		t := decodeFile(f, data)
-		if t == nil {
+		var err error
+		if data, err = os.ReadFile(p); err != nil {
+			l.is.errorf(f.name, 0, "", "cannot read: %v", unwrapPathError(err))
 			return
 		}
-		rs := readRule(t, strings.TrimSuffix(n, ".toml"))
-		rs.rule.File = f.name
-		if l.cache != nil && len(l.is.errs) == errs && len(l.is.warns) == warns {
-			l.remember(n, data, rs, stat)
+		if l.cache != nil {
+			l.cache.reads++
 		}
-		l.rules = append(l.rules, rs)
 	}
+	if rs := l.cached(n, f.name, data, stat); rs != nil {
+		l.rules = append(l.rules, rs)
+		return
+	}
+	errs, warns := len(l.is.errs), len(l.is.warns)
+	rs := parseRule(f, n, data)
+	if rs == nil {
+		return
+	}
+	if l.cache != nil && len(l.is.errs) == errs && len(l.is.warns) == warns {
+		l.remember(n, data, rs, stat)
+	}
+	l.rules = append(l.rules, rs)
 }
 
 // ruleFiles returns rules_dir's rule files in name order and, when the
@@ -661,10 +657,19 @@ func (l *loader) parseOne(n string, fp *fileParse) {
 		return
 	}
 	fp.data = data
-	if t := decodeFile(f, data); t != nil {
-		fp.rs = readRule(t, strings.TrimSuffix(n, ".toml"))
-		fp.rs.rule.File = f.name
+	fp.rs = parseRule(f, n, data)
+}
+
+// parseRule parses the bytes of rules_dir's file n, reporting into f's
+// issues; nil when they do not decode.
+func parseRule(f *srcFile, n string, data []byte) *ruleSrc {
+	t := decodeFile(f, data)
+	if t == nil {
+		return nil
 	}
+	rs := readRule(t, strings.TrimSuffix(n, ".toml"))
+	rs.rule.File = f.name
+	return rs
 }
 
 // takeParse adds a file parseAll parsed to the load, as readRuleFile
@@ -785,9 +790,7 @@ func (l *loader) keep(n string, c *parsedRule) {
 	if l.parsed == nil {
 		l.parsed = map[string]*parsedRule{}
 	}
-	if l.parsed[n] != c {
-		l.parsed[n] = c
-	}
+	l.parsed[n] = c
 	c.by = l
 }
 
