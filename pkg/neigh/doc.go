@@ -23,4 +23,20 @@
 // plane resolves every backend before the backend may become eligible,
 // refreshes periodically, and treats a backend whose MAC is unknown as not
 // eligible (counted and logged once by the caller).
+//
+// Route lookups (route.go) are the pass's bulk: one per backend. They run
+// in parallel, on the caller's goroutines: the pass owns a route socket
+// per CPU (at most 8, the daemon's resolving goroutines), opened in the
+// Resolver's namespace when first needed, and a lookup takes one that no
+// other lookup holds (one socket shared by all serialised them on its
+// lock, and the kernel answers RTM_GETROUTE within the sender's system
+// call, so a single socket used one CPU). The request and its answer are
+// our own, not the netlink library's RouteGet: a reused buffer, only the
+// fields a next hop uses (RTA_OIF, RTA_GATEWAY or RTA_VIA, RTA_PREFSRC,
+// RTAX_MTU): less time and a tenth of the allocation (bench/README.md
+// §6), and route_test.go holds it to the library's answers. RTA_VIA, which the
+// library leaves out of a route's gateway, is the gateway of an IPv4
+// route via an IPv6 router: the neighbour to resolve is that router. The
+// few interface and neighbour requests of a pass stay on one library
+// handle.
 package neigh

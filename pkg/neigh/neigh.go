@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"time"
 
@@ -32,23 +33,31 @@ func (n NextHop) OnLink() bool { return !n.Gateway.IsValid() }
 // time; the backend must stay ineligible.
 var ErrUnresolved = errors.New("neighbour not resolved")
 
-// Resolver looks next hops up through one netlink handle (and so in one
-// network namespace).
+// Resolver looks next hops up in one network namespace.
 type Resolver struct {
-	h    *netlink.Handle
+	ns   Namespace // nil: the caller's
 	poll time.Duration
-	// own: h is the zero Handle (a socket per request); a pass opens
-	// sockets it reuses for its requests instead.
-	own bool
 }
 
-// New returns a Resolver over h; a nil h means the caller's namespace.
-func New(h *netlink.Handle) *Resolver {
-	r := &Resolver{h: h, poll: 20 * time.Millisecond}
-	if h == nil {
-		r.h, r.own = &netlink.Handle{}, true
+// Namespace is a network namespace that runs a function inside it (as
+// netns.NS does): the Resolver opens its sockets there.
+type Namespace interface {
+	Do(func() error) error
+}
+
+// New returns a Resolver in the namespace ns; a nil ns means the caller's
+// (the namespace of the threads that open a pass's sockets).
+func New(ns Namespace) *Resolver {
+	return &Resolver{ns: ns, poll: 20 * time.Millisecond}
+}
+
+// in runs open in the Resolver's namespace: sockets stay in the namespace
+// they were opened in.
+func (r *Resolver) in(open func() error) error {
+	if r.ns == nil {
+		return open()
 	}
-	return r
+	return r.ns.Do(open)
 }
 
 // usable are the neighbour states whose MAC may be used as is. STALE,
@@ -77,14 +86,30 @@ func (r *Resolver) Resolve(ctx context.Context, backend netip.Addr) (NextHop, er
 // shared by every backend behind them, so 10 000 backends behind one
 // router cost 10 000 route lookups and one neighbour lookup instead of
 // four netlink requests each. Its answers are as fresh as the pass: make
-// a new one for each refresh, and Close it. Safe for concurrent use.
+// a new one for each refresh, and Close it. Safe for concurrent use; the
+// route lookups of concurrent callers run in parallel, each on a socket
+// of the pass that no other caller uses meanwhile.
 type Pass struct {
-	r     *Resolver
-	h     *netlink.Handle // the Resolver's, or the pass's own sockets
+	r *Resolver
+	// sockets are the pass's route sockets, one per CPU (at most
+	// maxRouteSockets): a caller takes one for a lookup and puts it
+	// back; a nil one is opened when taken.
+	sockets chan *routeSocket
+	// h is the pass's netlink handle for links and neighbours (few
+	// requests: one per interface and neighbour), opened on first use.
+	h     func() (*netlink.Handle, error)
 	mu    sync.Mutex
 	links map[int]*memo[linkAttrs]
 	macs  map[hop]*memo[net.HardwareAddr]
 }
+
+// maxRouteSockets bounds a pass's route sockets: the daemon looks routes
+// up with 8 goroutines.
+const maxRouteSockets = 8
+
+// routeTaken, when set (by tests), is called with each route socket a
+// lookup takes, while the lookup holds it.
+var routeTaken func(*routeSocket)
 
 // linkAttrs are what a next hop takes from its egress interface.
 type linkAttrs struct {
@@ -105,24 +130,58 @@ type memo[T any] struct {
 	err  error
 }
 
-// NewPass starts a pass over r. Over the caller's namespace (New(nil))
-// the pass opens netlink sockets of its own, which its requests share
-// (in turn) until Close, rather than a socket per request.
+// NewPass starts a pass over r, with a route socket per CPU.
 func (r *Resolver) NewPass() *Pass {
-	p := &Pass{r: r, h: r.h, links: map[int]*memo[linkAttrs]{}, macs: map[hop]*memo[net.HardwareAddr]{}}
-	if r.own {
-		if h, err := netlink.NewHandle(unix.NETLINK_ROUTE); err == nil {
-			p.h = h
-		}
+	return r.newPass(min(runtime.GOMAXPROCS(0), maxRouteSockets))
+}
+
+// newPass starts a pass with width route sockets.
+func (r *Resolver) newPass(width int) *Pass {
+	p := &Pass{r: r, sockets: make(chan *routeSocket, width), links: map[int]*memo[linkAttrs]{}, macs: map[hop]*memo[net.HardwareAddr]{}}
+	for range width {
+		p.sockets <- nil
 	}
+	p.h = sync.OnceValues(func() (h *netlink.Handle, err error) {
+		err = r.in(func() (err error) {
+			h, err = netlink.NewHandle(unix.NETLINK_ROUTE)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("open netlink handle: %w", err)
+		}
+		return h, nil
+	})
 	return p
 }
 
-// Close closes the pass's own sockets, if it opened any.
+// Close closes the pass's sockets; call it after the pass's last lookup.
 func (p *Pass) Close() {
-	if p.h != p.r.h {
-		p.h.Close()
+	for range cap(p.sockets) {
+		if s := <-p.sockets; s != nil {
+			s.close()
+		}
 	}
+	if h, err := p.h(); err == nil {
+		h.Close()
+	}
+}
+
+// route looks dst's route up on a socket of the pass no other caller
+// uses meanwhile.
+func (p *Pass) route(dst netip.Addr) (route, error) {
+	s := <-p.sockets
+	if s == nil {
+		var err error
+		if err = p.r.in(func() (err error) { s, err = openRouteSocket(); return err }); err != nil {
+			p.sockets <- nil
+			return route{}, err
+		}
+	}
+	defer func() { p.sockets <- s }()
+	if routeTaken != nil {
+		routeTaken(s)
+	}
+	return s.get(dst)
 }
 
 // memoOf returns m's entry for k, made on first use; p.mu guards m.
@@ -140,32 +199,21 @@ func memoOf[K comparable, T any](p *Pass, m map[K]*memo[T], k K) *memo[T] {
 // Route is Resolver.Route within the pass.
 func (p *Pass) Route(backend netip.Addr) (NextHop, error) {
 	backend = backend.Unmap()
-	routes, err := p.h.RouteGet(net.IP(backend.AsSlice()))
+	rt, err := p.route(backend)
 	if err != nil {
 		return NextHop{}, fmt.Errorf("route to %s: %w", backend, err)
 	}
-	if len(routes) == 0 {
-		return NextHop{}, fmt.Errorf("route to %s: no route", backend)
-	}
-	rt := routes[0]
-	nh := NextHop{Backend: backend, Ifindex: rt.LinkIndex}
-	if rt.Gw != nil {
-		gw, ok := netip.AddrFromSlice(rt.Gw)
-		if !ok {
-			return NextHop{}, fmt.Errorf("route to %s: bad gateway %v", backend, rt.Gw)
-		}
-		nh.Gateway = gw.Unmap()
-	}
-	if rt.Src != nil {
-		if src, ok := netip.AddrFromSlice(rt.Src); ok {
-			nh.Src = src.Unmap()
-		}
-	}
-	l := memoOf(p, p.links, rt.LinkIndex)
+	nh := NextHop{Backend: backend, Ifindex: rt.oif, Gateway: rt.gw.Unmap(), Src: rt.src.Unmap()}
+	l := memoOf(p, p.links, rt.oif)
 	l.once.Do(func() {
-		link, err := p.h.LinkByIndex(rt.LinkIndex)
+		h, err := p.h()
 		if err != nil {
-			l.err = fmt.Errorf("link %d: %w", rt.LinkIndex, err)
+			l.err = err
+			return
+		}
+		link, err := h.LinkByIndex(rt.oif)
+		if err != nil {
+			l.err = fmt.Errorf("link %d: %w", rt.oif, err)
 			return
 		}
 		// A copy: the attribute points into the netlink message, which
@@ -176,8 +224,8 @@ func (p *Pass) Route(backend netip.Addr) (NextHop, error) {
 		return NextHop{}, fmt.Errorf("route to %s: %w", backend, l.err)
 	}
 	nh.SrcMAC, nh.MTU = l.v.mac, l.v.mtu
-	if rt.MTU > 0 {
-		nh.MTU = rt.MTU
+	if rt.mtu > 0 {
+		nh.MTU = rt.mtu
 	}
 	return nh, nil
 }
@@ -244,7 +292,11 @@ func family(a netip.Addr) int {
 
 // lookup returns the MAC of a usable neighbour entry for ip, or nil.
 func (p *Pass) lookup(ifindex int, ip netip.Addr) (net.HardwareAddr, error) {
-	neighs, err := p.h.NeighList(ifindex, family(ip))
+	h, err := p.h()
+	if err != nil {
+		return nil, err
+	}
+	neighs, err := h.NeighList(ifindex, family(ip))
 	if err != nil {
 		return nil, fmt.Errorf("list neighbours of link %d: %w", ifindex, err)
 	}
@@ -269,7 +321,11 @@ func (p *Pass) kick(ifindex int, ip netip.Addr) error {
 		Flags:     netlink.NTF_USE,
 		State:     netlink.NUD_NONE,
 	}
-	if err := p.h.NeighSet(n); err != nil && !errors.Is(err, unix.EEXIST) {
+	h, err := p.h()
+	if err != nil {
+		return err
+	}
+	if err := h.NeighSet(n); err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("request neighbour resolution of %s: %w", ip, err)
 	}
 	return nil
