@@ -103,8 +103,8 @@ type Pass struct {
 	macs  map[hop]*memo[net.HardwareAddr]
 }
 
-// maxRouteSockets bounds a pass's route sockets: the daemon looks routes
-// up with 8 goroutines.
+// maxRouteSockets bounds a pass's route sockets (and so the goroutines
+// worth looking its routes up).
 const maxRouteSockets = 8
 
 // routeTaken, when set (by tests), is called with each route socket a
@@ -153,6 +153,10 @@ func (r *Resolver) newPass(width int) *Pass {
 	})
 	return p
 }
+
+// Parallel is how many route lookups of the pass run at once: callers
+// beyond it wait for a socket.
+func (p *Pass) Parallel() int { return cap(p.sockets) }
 
 // Close closes the pass's sockets; call it after the pass's last lookup.
 func (p *Pass) Close() {
@@ -261,6 +265,9 @@ func (p *Pass) Neighbour(ctx context.Context, nh NextHop) (NextHop, error) {
 // one or ctx ends.
 func (p *Pass) resolveMAC(ctx context.Context, ifindex int, target netip.Addr) (net.HardwareAddr, error) {
 	kicked := false
+	// ARP on the link answers in well under a millisecond: poll soon,
+	// then less often (every backend behind the neighbour waits for it).
+	wait := time.Millisecond
 	for {
 		mac, err := p.lookup(ifindex, target)
 		if err != nil {
@@ -278,8 +285,9 @@ func (p *Pass) resolveMAC(ctx context.Context, ifindex int, target netip.Addr) (
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w (%v)", ErrUnresolved, ctx.Err())
-		case <-time.After(p.r.poll):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, p.r.poll)
 	}
 }
 
