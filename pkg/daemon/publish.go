@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -418,7 +417,7 @@ func (b *builds) add(c *computed) {
 		b.queue = make(chan *computed, 64)
 	}
 	b.sent++
-	if b.workers < runtime.GOMAXPROCS(0) && b.workers < b.sent {
+	if b.workers < engine.ControlProcs() && b.workers < b.sent {
 		b.workers++
 		b.wg.Add(1)
 		go func() {

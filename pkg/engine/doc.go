@@ -38,6 +38,8 @@
 //	             after a crash keeps (Config.Arenas)
 //	arenas.go    the arenas' pages: logged when the engine serves, read
 //	             for status and metrics (ArenaPages)
+//	procs.go     the Ps added to GOMAXPROCS for the running workers,
+//	             ControlProcs
 //	fleet.go     [fleet] (Config.PeerEntries): the peer table (an arena
 //	             handed over and kept like the session table) given to every
 //	             worker, and each worker's exception scan and hand-off ring
@@ -51,7 +53,14 @@
 //     the published snapshot once per batch and never waits for anything
 //     else; requests for its conntrack table (conntrack.Control: count,
 //     list, flush, tally, get) wait in a mailbox it serves between
-//     batches.
+//     batches. Each running worker adds a P to GOMAXPROCS (procs.go): a
+//     goroutine locked to its thread holds its P while it runs and while
+//     it sleeps in the socket's poll, which on a 2-CPU appliance left the
+//     control plane (the start's table builders) waiting for Ps the idle
+//     workers held; with a P each, the kernel shares the CPUs between the
+//     worker threads and the control plane's, and Config.WorkerNice is
+//     the knob that favours the workers. Parallel control work sizes
+//     itself by ControlProcs (GOMAXPROCS without the workers' Ps).
 //   - Every other method runs on its caller's goroutine, the daemon's
 //     control goroutine, one at a time; Snapshot, Stats, BackendStats,
 //     Shared, SetCapture and ArenaPages are safe from any goroutine (the

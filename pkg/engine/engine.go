@@ -135,6 +135,7 @@ type Engine struct {
 
 	cancel context.CancelFunc // stops the running workers; nil when none run
 	wg     sync.WaitGroup
+	procs  int // the Ps added for the running workers (procs.go)
 	closed bool
 
 	// An adopted engine prepares with the VIP set of its snapshot held
@@ -319,6 +320,8 @@ func (e *Engine) newWorker(q *queue) error {
 func (e *Engine) startWorkers() {
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
+	e.procs = len(e.queues)
+	addProcs(e.procs)
 	cpus := runtime.NumCPU()
 	for i, q := range e.queues {
 		e.wg.Add(1)
@@ -357,6 +360,8 @@ func (e *Engine) stopWorkers() {
 		e.cancel = nil
 	}
 	e.wg.Wait()
+	removeProcs(e.procs)
+	e.procs = 0
 }
 
 // Mode is the XDP attach mode the interface got.

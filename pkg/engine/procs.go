@@ -1,0 +1,55 @@
+package engine
+
+import (
+	"runtime"
+	"sync"
+)
+
+// procs counts the Go Ps the running workers hold, process-wide (several
+// engines may run in one process: tests, a hand-over rehearsed in one
+// binary). A worker is a goroutine locked to its own OS thread: while it
+// runs, and while it sleeps in its socket's poll, it keeps a P, so with
+// GOMAXPROCS at the CPU count two workers left the control plane (the
+// publication's table builders, the next-hop pass) a fraction of two
+// CPUs even with both workers idle. Each worker gets a P of its own on
+// top of the control plane's; the kernel, not Go's scheduler, shares the
+// CPUs between the worker threads and the rest (doc.go "Goroutines").
+var procs struct {
+	sync.Mutex
+	base  int // GOMAXPROCS before the first worker's P was added
+	added int
+}
+
+// addProcs gives n workers a P each; removeProcs takes them back.
+func addProcs(n int) {
+	procs.Lock()
+	defer procs.Unlock()
+	if procs.added == 0 {
+		procs.base = runtime.GOMAXPROCS(0)
+	}
+	procs.added += n
+	runtime.GOMAXPROCS(procs.base + procs.added)
+}
+
+func removeProcs(n int) {
+	if n == 0 {
+		return
+	}
+	procs.Lock()
+	defer procs.Unlock()
+	procs.added -= n
+	runtime.GOMAXPROCS(procs.base + procs.added)
+}
+
+// ControlProcs is how many goroutines the control plane can run at once:
+// GOMAXPROCS without the Ps of the running workers. Parallel control work
+// (the publication's table builders) sizes itself by it, not by
+// GOMAXPROCS, so that it does not take the workers' CPUs as well.
+func ControlProcs() int {
+	procs.Lock()
+	defer procs.Unlock()
+	if procs.added == 0 {
+		return runtime.GOMAXPROCS(0)
+	}
+	return procs.base
+}
