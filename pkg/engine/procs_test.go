@@ -51,7 +51,8 @@ func TestProcsFollowWorkers(t *testing.T) {
 // thread that sleeps in ppoll for 1 ms at a time as an idle worker does.
 // "workers-share-Ps" is GOMAXPROCS as it was; "workers-own-Ps" adds a P
 // per worker (addProcs). ns/op is one round of the work; compare the two
-// in the same run (bench/README.md §6).
+// in the same run (bench/README.md §6); cpu-ns/op is the process's CPU
+// time per round.
 func BenchmarkControlBesideIdleWorkers(b *testing.B) {
 	for _, own := range []bool{false, true} {
 		name := "workers-share-Ps"
@@ -91,7 +92,14 @@ func BenchmarkControlBesideIdleWorkers(b *testing.B) {
 				}()
 			}
 			defer func() { close(stop); wg.Wait() }()
+			var r0, r1 unix.Rusage
+			unix.Getrusage(unix.RUSAGE_SELF, &r0)
 			b.ResetTimer()
+			defer func() {
+				unix.Getrusage(unix.RUSAGE_SELF, &r1)
+				cpu := time.Duration(r1.Utime.Nano() + r1.Stime.Nano() - r0.Utime.Nano() - r0.Stime.Nano())
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+			}()
 			for range b.N {
 				items := make(chan int, 64)
 				var built sync.WaitGroup
