@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -105,7 +106,9 @@ type Status struct {
 }
 
 // RuleStream calls emit with each rule of an answer, in order, and stops
-// at the first error emit returns.
+// at the first error emit returns. The rule emit is given, and all it
+// points to, is the stream's until emit returns: a stream may build the
+// next rule in the same memory (Rule.Clone keeps a copy).
 type RuleStream func(emit func(*Rule) error) error
 
 // Collect drains Stream into Rules (for callers in the daemon's process).
@@ -114,11 +117,27 @@ func (st *Status) Collect() error {
 		return nil
 	}
 	err := st.Stream(func(r *Rule) error {
-		st.Rules = append(st.Rules, *r)
+		st.Rules = append(st.Rules, r.Clone())
 		return nil
 	})
 	st.Stream = nil
 	return err
+}
+
+// Clone is a copy of r that shares no memory with it.
+func (r *Rule) Clone() Rule {
+	c := *r
+	c.Backends = slices.Clone(r.Backends)
+	for i := range c.Backends {
+		b := &c.Backends[i]
+		for _, t := range []**time.Time{&b.DrainedAt, &b.DrainUntil, &b.LastCheck, &b.HealthSince} {
+			if *t != nil {
+				v := **t
+				*t = &v
+			}
+		}
+	}
+	return c
 }
 
 // StatusSummary counts every rule and backend of the appliance, whatever

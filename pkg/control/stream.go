@@ -3,6 +3,7 @@ package control
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 )
 
@@ -64,24 +65,42 @@ func writeBackends(w http.ResponseWriter, rules RuleStream, err error) {
 // streamArray writes a JSON array of the values each rule of rules gives.
 // An error once the reply has begun (the client went away, a rule could
 // not be read) aborts the connection: the client sees a cut reply, never
-// a complete one that lacks rules.
+// a complete one that lacks rules. One json.Encoder encodes every value
+// into its pooled buffer and writes it from there, so a value costs no
+// copy of its bytes (json.Marshal returns a new slice for each).
 func streamArray(w http.ResponseWriter, rules RuleStream, values func(r *Rule, emit func(any) error) error) {
 	w.Write([]byte{'['})
-	n := 0
-	emit := func(v any) error {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			b = append([]byte{','}, b...)
-		}
-		n++
-		_, err = w.Write(b)
-		return err
-	}
+	enc := json.NewEncoder(&elementWriter{w: w})
+	emit := func(v any) error { return enc.Encode(v) }
 	if err := rules(func(r *Rule) error { return values(r, emit) }); err != nil {
 		panic(http.ErrAbortHandler)
 	}
 	w.Write([]byte{']'})
+}
+
+// elementWriter writes what a json.Encoder encodes, one value per Write
+// ending in a newline, as the elements of a JSON array: a comma before
+// every one but the first, and no newline.
+type elementWriter struct {
+	w io.Writer
+	n int
+}
+
+var comma = []byte{','}
+
+func (e *elementWriter) Write(b []byte) (int, error) {
+	v := b
+	if len(v) > 0 && v[len(v)-1] == '\n' {
+		v = v[:len(v)-1]
+	}
+	if e.n > 0 {
+		if _, err := e.w.Write(comma); err != nil {
+			return 0, err
+		}
+	}
+	e.n++
+	if _, err := e.w.Write(v); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }

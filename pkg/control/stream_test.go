@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"testing"
 	"time"
 
@@ -122,4 +125,159 @@ func TestStreamedReplies(t *testing.T) {
 		t.Errorf("the daemon waited for the client to read rules it had not received: the reply is not written as it is produced")
 	}
 	t.Logf("1000 rules decoded as they came in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// tricky are strings encoding/json escapes or formats in its own way:
+// HTML characters, quotes, control characters, U+2028, invalid UTF-8,
+// and addresses of both families.
+var tricky = []string{"<a href=\"x\">&amp;</a>", "back\\slash\ttab\nline\x01\x1f", "\u2028\u2029 é ☃ 😀", "bad \xff\xfe utf-8",
+	"2001:db8::1", "fd00:0:0:1::ff", "198.18.0.1", ""}
+
+// fillValue sets every field of v, recursively, to a value derived from
+// *seed (each use advances it): strings from tricky, numbers of every
+// sign and magnitude encoding/json formats differently, times with
+// nanoseconds and zones, slices of two or three elements. A field added
+// to a type is filled without changing this function.
+func fillValue(v reflect.Value, seed *int) {
+	*seed++
+	s := *seed
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(tricky[s%len(tricky)])
+	case reflect.Bool:
+		v.SetBool(s%3 != 0)
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		v.SetInt([]int64{-1, 0, 7, 1 << 40, -123456789}[s%5])
+	case reflect.Uint, reflect.Uint64, reflect.Uint32, reflect.Uint16, reflect.Uint8:
+		v.SetUint([]uint64{0, 1, 4294967295, 1 << 50}[s%4] & (1<<(8*v.Type().Size()) - 1))
+	case reflect.Float64, reflect.Float32:
+		v.SetFloat([]float64{0, 0.1, 1e21, 1e-7, 123456789.125, -0.5, 3e-300}[s%7])
+	case reflect.Pointer:
+		if s%4 == 0 {
+			v.SetZero()
+			return
+		}
+		p := reflect.New(v.Type().Elem())
+		fillValue(p.Elem(), seed)
+		v.Set(p)
+	case reflect.Struct:
+		if v.Type() == reflect.TypeFor[time.Time]() {
+			zone := time.FixedZone("x", []int{0, 3600, -5*3600 - 1800}[s%3])
+			v.Set(reflect.ValueOf(time.Date(2026, 12, 2, 7, 50, s%60, []int{0, 1, 123456789, 500000000}[s%4], zone)))
+			return
+		}
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fillValue(v.Field(i), seed)
+			}
+		}
+	case reflect.Slice:
+		n := 2 + s%2
+		sl := reflect.MakeSlice(v.Type(), n, n)
+		for i := range n {
+			fillValue(sl.Index(i), seed)
+		}
+		v.Set(sl)
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fillValue(k, seed)
+		fillValue(e, seed)
+		m.SetMapIndex(k, e)
+		v.Set(m)
+	}
+}
+
+// TestStreamedBytesAsEncodingJSON: a streamed status and backend list are
+// byte for byte encoding/json's encoding of the same values, for rules
+// and backends with every field set (each seed sets them differently),
+// with zero values, and with strings it escapes.
+func TestStreamedBytesAsEncodingJSON(t *testing.T) {
+	var rules []Rule
+	rules = append(rules, Rule{Backends: []Backend{}}, Rule{Backends: []Backend{{}}})
+	for seed := range 40 {
+		var r Rule
+		fillValue(reflect.ValueOf(&r).Elem(), &seed)
+		r.Backends = append(r.Backends, Backend{}) // a zero row among filled ones
+		rules = append(rules, r)
+	}
+	stream := func(emit func(*Rule) error) error {
+		for i := range rules {
+			// The emitted rule is the stream's: overwritten after emit.
+			r := rules[i].Clone()
+			if err := emit(&r); err != nil {
+				return err
+			}
+			fillValue(reflect.ValueOf(&r).Elem(), &i)
+		}
+		return nil
+	}
+	var head Status
+	seed := 1000
+	fillValue(reflect.ValueOf(&head).Elem(), &seed)
+	head.Stream = stream
+	whole := head
+	whole.Stream, whole.Rules = nil, rules
+	var backends []Backend
+	for _, r := range rules {
+		backends = append(backends, r.Backends...)
+	}
+	for _, tc := range []struct {
+		name  string
+		write func(w http.ResponseWriter)
+		want  any
+	}{
+		{"status", func(w http.ResponseWriter) { writeStatus(w, &head, nil) }, &whole},
+		{"backends", func(w http.ResponseWriter) { writeBackends(w, stream, nil) }, backends},
+	} {
+		var want bytes.Buffer
+		if err := json.NewEncoder(&want).Encode(tc.want); err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		tc.write(rec)
+		if got := rec.Body.Bytes(); !bytes.Equal(got, want.Bytes()) {
+			i := 0
+			for i < min(len(got), want.Len()) && got[i] == want.Bytes()[i] {
+				i++
+			}
+			t.Errorf("%s: streamed %d bytes, encoding/json %d; first difference at %d: %q against %q", tc.name, len(got), want.Len(), i,
+				got[max(0, i-40):min(len(got), i+40)], want.Bytes()[max(0, i-40):min(want.Len(), i+40)])
+		}
+	}
+}
+
+// TestRuleClone: a clone shares no memory with its rule: changing every
+// field of the rule, through its pointers and slices, leaves the clone's
+// encoding as it was.
+func TestRuleClone(t *testing.T) {
+	for seed := range 20 {
+		var r Rule
+		fillValue(reflect.ValueOf(&r).Elem(), &seed)
+		c := r.Clone()
+		before, _ := json.Marshal(&c)
+		if orig, _ := json.Marshal(&r); !bytes.Equal(before, orig) {
+			t.Fatalf("seed %d: the clone differs from its rule", seed)
+		}
+		// Overwrite what r points to, in place.
+		for i := range r.Backends {
+			b := &r.Backends[i]
+			rv := reflect.ValueOf(b).Elem()
+			for j := range rv.NumField() {
+				if f := rv.Field(j); f.Kind() == reflect.Pointer && !f.IsNil() {
+					s := seed + 1
+					fillValue(f.Elem(), &s)
+				}
+			}
+			for _, p := range []*time.Time{b.LastCheck, b.HealthSince} {
+				if p != nil {
+					*p = p.Add(time.Hour)
+				}
+			}
+			*b = Backend{Rule: "overwritten"}
+		}
+		if after, _ := json.Marshal(&c); !bytes.Equal(before, after) {
+			t.Errorf("seed %d: the clone changed with its rule", seed)
+		}
+	}
 }

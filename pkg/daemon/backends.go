@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"sort"
 	"strings"
 	"time"
 
@@ -33,26 +34,32 @@ const streamChunk = 64
 // holds the control goroutine (a reload, a drain, a health verdict wait
 // for it) for one chunk at most, and holds one chunk's rows in memory; a
 // change published between two chunks shows in the rules after it. A
-// rule gone meanwhile is left out.
+// rule gone meanwhile is left out. The chunk's rows and the rule it
+// yields are built in storage reused from one chunk and rule to the next
+// (ruleBuilder), so an answer of every rule makes a chunk's worth of
+// garbage, not a rule's worth per rule (docs/design.md#read-commands-at-scale).
 func (o *ops) streamRules(ctx context.Context, rules []*ruleStatus, backend string, in statsInputs) control.RuleStream {
 	return func(emit func(*control.Rule) error) error {
+		var rows []ruleRows
+		var b ruleBuilder
+		only := make(map[string]bool, streamChunk)
 		for len(rules) > 0 {
 			chunk := rules[:min(len(rules), streamChunk)]
 			rules = rules[len(chunk):]
-			only := make(map[string]bool, len(chunk))
+			clear(only)
 			for _, rs := range chunk {
 				only[rs.Name] = true
 			}
-			rows, _, err := o.rowsOf(ctx, func(r *config.Rule) bool { return only[r.Name] })
+			var err error
+			rows, err = o.rowsOf(ctx, rows, func(r *config.Rule) bool { return only[r.Name] })
 			if err != nil {
 				return err
 			}
 			if backend != "" {
 				keepBackend(rows, backend)
 			}
-			for _, rr := range rows {
-				info := o.ruleInfo(rr, in)
-				if err := emit(&info); err != nil {
+			for i := range rows {
+				if err := emit(b.build(o, &rows[i], in)); err != nil {
 					return err
 				}
 			}
@@ -80,16 +87,72 @@ func (d *daemon) statsInputs(ctx context.Context) statsInputs {
 	return in
 }
 
-// ruleInfo builds a rule's status row: totals from in.live (a sample
-// taken for this request), rates from the estimator's last window.
+// ruleInfo builds a rule's status row in storage of its own.
 func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
+	var b ruleBuilder
+	return *b.build(o, &rr, in)
+}
+
+// ruleBuilder builds status rows in storage it reuses: the Rule that build
+// returns, its backends and their times are overwritten by the next build.
+// A row takes no allocation of its own (TestRuleBuilderAllocs): its
+// address is the string the rule's failover state holds, its times point
+// into times.
+type ruleBuilder struct {
+	rule   control.Rule
+	times  []backendTimes // one per row of rule.Backends
+	detail []string
+	addr   []byte // an address formatted to find its state
+}
+
+// backendTimes is where a row's optional times live.
+type backendTimes struct {
+	drainedAt, drainUntil, lastCheck, healthSince time.Time
+}
+
+// timeOr points at *t, which it sets to v, or is nil while v is unset (an
+// absent JSON field).
+func timeOr(t *time.Time, v time.Time) *time.Time {
+	if v.IsZero() {
+		return nil
+	}
+	*t = v
+	return t
+}
+
+// backendState finds addr's state in st without formatting a string for
+// it (its bytes go into b.addr); ok false when st has none.
+func (b *ruleBuilder) backendState(st *failover.State, addr netip.Addr) (*failover.BackendState, bool) {
+	if st == nil {
+		return nil, false
+	}
+	b.addr = addr.AppendTo(b.addr[:0])
+	bs := st.Backends
+	// string(b.addr) in a comparison allocates nothing.
+	i := sort.Search(len(bs), func(i int) bool { return bs[i].Name >= string(b.addr) })
+	if i == len(bs) || bs[i].Name != string(b.addr) {
+		return nil, false
+	}
+	return &bs[i], true
+}
+
+// build builds rr's status row: totals from in.live (a sample taken for
+// this request), rates from the estimator's last window.
+func (b *ruleBuilder) build(o *ops, rr *ruleRows, in statsInputs) *control.Rule {
 	conns, live, rates := in.conns, in.live, in.rates
 	r := rr.cfg
-	info := control.Rule{
+	b.rule = control.Rule{
 		Name: r.Name, Service: r.Service, VIP: r.VIP.String(), Protocol: r.Protocol.String(), Ports: r.Ports.String(),
 		Affinity: r.SessionAffinity.String(), Tracking: r.ConnectionTracking.TrackingMode.String(),
 		Policy: r.LocalityLBPolicy.String(), Encap: r.Encap.Type.String(), Slot: int(rr.slot),
-		Backends: []control.Backend{},
+		Backends: b.rule.Backends[:0],
+	}
+	if b.rule.Backends == nil {
+		b.rule.Backends = []control.Backend{} // "backends": [], not null
+	}
+	info := &b.rule
+	if n := len(rr.backends); cap(b.times) < n {
+		b.times = make([]backendTimes, n)
 	}
 	if rr.state != nil {
 		info.Tier, info.Reason, info.Eligible = rr.state.Tier.String(), rr.state.Reason, len(rr.state.Eligible)
@@ -107,35 +170,44 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 	if !rr.warm && rr.state != nil {
 		info.Reason = "start-up set (" + info.Reason + "): held until every backend has its first health verdict, then switched once"
 	}
-	for _, br := range rr.backends {
-		b := br.view
-		row := control.Backend{
-			Rule: r.Name, Address: b.Addr.String(), Group: b.Group,
-			Role: b.Role.String(), RoleSource: b.RoleSource.String(),
-			Admin: "IN_SERVICE", AdminSource: b.DrainedSource.String(),
-			WeightConfigured: -1, WeightSource: b.WeightSource.String(),
+	for i, br := range rr.backends {
+		v := br.view
+		times := &b.times[i]
+		bs, inState := b.backendState(rr.state, v.Addr)
+		address := ""
+		if inState {
+			address = bs.Name
+		} else {
+			address = v.Addr.String()
+		}
+		info.Backends = append(info.Backends, control.Backend{
+			Rule: r.Name, Address: address, Group: v.Group,
+			Role: v.Role.String(), RoleSource: v.RoleSource.String(),
+			Admin: "IN_SERVICE", AdminSource: v.DrainedSource.String(),
+			WeightConfigured: -1, WeightSource: v.WeightSource.String(),
 			Tier: info.Tier, Slot: br.slot, Connections: -1, Packets: -1,
 			NextHop: br.nhErr,
-		}
-		if b.Drained {
+		})
+		row := &info.Backends[len(info.Backends)-1]
+		if v.Drained {
 			row.Admin = "DRAINED"
-			t := b.DrainedAt
-			row.DrainedAt = &t
+			times.drainedAt = v.DrainedAt
+			row.DrainedAt = &times.drainedAt
 		}
 		if br.removed {
 			row.Admin, row.AdminSource, row.Role, row.RoleSource, row.WeightSource = "REMOVED", "config", "-", "config", "config"
 		}
-		if b.HasWeight {
-			row.WeightConfigured = int(b.Weight)
+		if v.HasWeight {
+			row.WeightConfigured = int(v.Weight)
 		}
 		if rr.state != nil {
-			if bs, ok := rr.state.Backend(b.Addr.String()); ok {
+			if inState {
 				row.Health, row.Usable, row.Eligible = bs.Health.String(), bs.Usable, bs.Eligible
 				if r.LocalityLBPolicy == config.WeightedMaglev {
 					// Plain MAGLEV ignores weights: no state to report.
 					row.WeightState = bs.WeightState.String()
 				}
-				row.DrainUntil = timeOrNil(bs.DrainUntil)
+				row.DrainUntil = timeOr(&times.drainUntil, bs.DrainUntil)
 			}
 			for _, m := range rr.state.Eligible {
 				if m.Name == row.Address {
@@ -143,13 +215,13 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 				}
 			}
 		}
-		var detail []string
+		detail := b.detail[:0]
 		if !rr.warm && br.verdict != "" && rr.cfg.HealthCheck.Type != config.HealthNone {
 			// The verdict exists but is held back (warmup.go).
 			row.Health = br.verdict
 			detail = append(detail, "held back until every backend of the rule has its first verdict")
 		}
-		pk := o.d.probeKeyOf(r, b.Addr)
+		pk := o.d.probeKeyOf(r, v.Addr)
 		probeErr := br.probe // the error of the last verdict change
 		if st, ok := in.checks[pk]; ok && st.LastError != nil {
 			probeErr = st.LastError.Error() // the last probe's: a cause can change without the verdict
@@ -161,6 +233,7 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 			detail = append(detail, probeErr)
 		}
 		row.HealthDetail = strings.Join(detail, "; ")
+		b.detail = detail
 		if table != nil && table.Size() > 0 {
 			if n, ok := table.Slots(row.Address); ok {
 				row.Share = float64(n) / float64(table.Size())
@@ -180,21 +253,15 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 			row.NewConnectionsPerSec = rates.of(func(s *sample) uint64 { return s.backend[k].Conns })
 		}
 		if st, ok := in.checks[pk]; ok {
-			row.CheckInfo = checkInfo(st)
+			row.CheckInfo = control.CheckInfo{ProbeLatencySeconds: st.LastLatency.Seconds(), HealthChanges: st.Changes,
+				LastCheck: timeOr(&times.lastCheck, st.LastProbe), HealthSince: timeOr(&times.healthSince, st.Since)}
 		}
 		if r.Service != "" {
 			row.ProbeRule = pk.rule
 		}
-		info.Backends = append(info.Backends, row)
-		info.AddBackend(&row)
+		info.AddBackend(row)
 	}
 	return info
-}
-
-// checkInfo is a health check's history as status shows it.
-func checkInfo(st health.Status) control.CheckInfo {
-	return control.CheckInfo{ProbeLatencySeconds: st.LastLatency.Seconds(), HealthChanges: st.Changes,
-		LastCheck: timeOrNil(st.LastProbe), HealthSince: timeOrNil(st.Since)}
 }
 
 // timeOrNil is t for a JSON field that is absent while t is unset.
@@ -277,7 +344,7 @@ func (o *ops) ChangeBackend(ctx context.Context, c control.BackendChange) (*cont
 	if cerr != nil {
 		return nil, cerr
 	}
-	rules, _, err := o.rows(ctx, c.Rule)
+	rules, err := o.rows(ctx, c.Rule)
 	if err == nil {
 		in := o.d.statsInputs(ctx)
 		for _, rr := range rules {

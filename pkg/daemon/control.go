@@ -87,35 +87,38 @@ type backendRow struct {
 }
 
 // rows copies the state of every rule (or one) on the control goroutine.
-func (o *ops) rows(ctx context.Context, rule string) ([]ruleRows, []string, error) {
+func (o *ops) rows(ctx context.Context, rule string) ([]ruleRows, error) {
 	var only func(*config.Rule) bool
 	if rule != "" {
 		only = func(r *config.Rule) bool { return ruleOrService(r, rule) }
 	}
-	out, stale, err := o.rowsOf(ctx, only)
+	out, err := o.rowsOf(ctx, nil, only)
 	if err == nil && rule != "" && len(out) == 0 {
-		return nil, nil, control.BadRequest("no rule %q", rule)
+		return nil, control.BadRequest("no rule %q", rule)
 	}
-	return out, stale, err
+	return out, err
 }
 
 // rowsOf copies the state of the rules only selects (every rule when nil)
-// on the control goroutine, in configuration order, and the stale
-// overrides.
-func (o *ops) rowsOf(ctx context.Context, only func(*config.Rule) bool) ([]ruleRows, []string, error) {
-	var out []ruleRows
-	var stale []string
+// on the control goroutine, in configuration order, into dst's storage
+// (its rows and their backend slices are reused: a streamed answer copies
+// chunk after chunk into the same memory).
+func (o *ops) rowsOf(ctx context.Context, dst []ruleRows, only func(*config.Rule) bool) ([]ruleRows, error) {
+	out := dst[:0]
 	err := o.d.do(ctx, func() {
 		d := o.d
-		for _, s := range d.view.Stale {
-			stale = append(stale, s.String())
-		}
 		for i := range d.view.Rules {
 			rv := &d.view.Rules[i]
 			if only != nil && !only(rv.Rule) {
 				continue
 			}
-			rr := ruleRows{name: rv.Rule.Name, cfg: rv.Rule}
+			if len(out) < cap(out) {
+				out = out[:len(out)+1]
+			} else {
+				out = append(out, ruleRows{})
+			}
+			rr := &out[len(out)-1]
+			*rr = ruleRows{name: rv.Rule.Name, cfg: rv.Rule, backends: slices.Grow(rr.backends[:0], len(rv.Backends))}
 			for _, b := range rv.Backends {
 				rr.backends = append(rr.backends, d.row(rv.Rule, b, false))
 			}
@@ -125,18 +128,19 @@ func (o *ops) rowsOf(ctx context.Context, only func(*config.Rule) bool) ([]ruleR
 					rr.digest = rt.status.Digest()
 				}
 				// Backends removed by a reload, still draining.
-				gone := slices.SortedFunc(maps.Keys(rt.removed), netip.Addr.Compare)
-				for _, addr := range gone {
-					rr.backends = append(rr.backends, d.row(rv.Rule, config.BackendView{Addr: addr, Group: rt.removed[addr].group}, true))
+				if len(rt.removed) > 0 {
+					gone := slices.SortedFunc(maps.Keys(rt.removed), netip.Addr.Compare)
+					for _, addr := range gone {
+						rr.backends = append(rr.backends, d.row(rv.Rule, config.BackendView{Addr: addr, Group: rt.removed[addr].group}, true))
+					}
 				}
 			}
-			out = append(out, rr)
 		}
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return out, stale, nil
+	return out, nil
 }
 
 // row runs on the control goroutine.

@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -113,4 +115,144 @@ func (l smallBuffers) Accept() (net.Conn, error) {
 		c.(*net.TCPConn).SetWriteBuffer(64 << 10)
 	}
 	return c, err
+}
+
+// discardWriter is an http.ResponseWriter that counts and drops the body.
+type discardWriter struct {
+	h http.Header
+	n int64
+}
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) WriteHeader(int)             {}
+func (w *discardWriter) Write(b []byte) (int, error) { w.n += int64(len(b)); return len(b), nil }
+
+// BenchmarkStreamedAnswers is the daemon's side of `xlb status --json`
+// and `xlb backend list --json` of every rule, through the control
+// handler (rows copied, built and encoded) into a writer that drops the
+// bytes, at 100 and 1000 rules of 100 backends. B/rule is what an answer
+// allocates per rule: garbage the collector lets grow up to the live
+// heap again (docs/design.md#read-commands-at-scale); flat in the rule
+// count, it is a chunk's rows.
+func BenchmarkStreamedAnswers(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		d, _ := scaleDaemon(b, n, 100)
+		h := control.NewHandler(&ops{d: d})
+		for _, path := range []string{"/v1/status", "/v1/backends"} {
+			b.Run(fmt.Sprintf("%s/rules=%d", path[4:], n), func(b *testing.B) {
+				req := httptest.NewRequest(http.MethodGet, path, nil)
+				var bytes int64
+				var ms0, ms1 runtime.MemStats
+				runtime.ReadMemStats(&ms0)
+				for b.Loop() {
+					w := &discardWriter{h: http.Header{}}
+					h.ServeHTTP(w, req)
+					bytes = w.n
+				}
+				runtime.ReadMemStats(&ms1)
+				ops := float64(b.N)
+				b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/ops/float64(n), "B/rule")
+				b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/ops/float64(n), "allocs/rule")
+				b.ReportMetric(float64(bytes)/float64(n), "answer-B/rule")
+			})
+		}
+	}
+}
+
+// TestStreamedRowsShareNothingVisible: an answer of every rule, whose
+// rows are built chunk after chunk and rule after rule in reused storage,
+// is the answer built with fresh storage for each rule (ruleInfo): rules
+// of different sizes, in two chunks, with a drained backend in each chunk
+// (a time field) and a backend removed by a reload and still draining,
+// leave nothing of one rule in the next.
+func TestStreamedRowsShareNothingVisible(t *testing.T) {
+	const n = streamChunk + 6
+	files := map[string]string{}
+	var addrs []netip.Addr
+	for i := range n {
+		var bs []netip.Addr
+		for j := range 1 + (i*7)%5 {
+			bs = append(bs, scaleBackend(i, j))
+		}
+		files[fmt.Sprintf("rules.d/r%05d.toml", i)] = scaleRuleFile(i, bs)
+		addrs = append(addrs, bs...)
+	}
+	d, dir := testDaemon(t, files, addrs)
+	o := &ops{d: d}
+	ctx := context.Background()
+	for _, i := range []int{1, streamChunk + 2} {
+		if _, err := o.ChangeBackend(ctx, control.BackendChange{Action: control.ActionDrain, Rule: fmt.Sprintf("r%05d", i), Backend: scaleBackend(i, 0).String()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed := 3 // 1 + 21%5 = 2 backends: one is removed, and drains
+	if err := os.WriteFile(filepath.Join(dir, "rules.d", fmt.Sprintf("r%05d.toml", removed)), []byte(scaleRuleFile(removed, []netip.Addr{scaleBackend(removed, 0)})), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Reload(ctx, control.ReloadRequest{}); err != nil {
+		t.Fatal(err)
+	}
+
+	st, err := o.Status(ctx, control.StatusQuery{})
+	if err == nil {
+		err = st.Collect()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := o.rowsOf(ctx, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := d.statsInputs(ctx)
+	if len(st.Rules) != n || len(rows) != n {
+		t.Fatalf("%d rules streamed, %d rows; want %d", len(st.Rules), len(rows), n)
+	}
+	drained, gone := 0, 0
+	for i := range rows {
+		want := o.ruleInfo(rows[i], in)
+		if got := st.Rules[i]; !reflect.DeepEqual(got, want) {
+			g, _ := json.Marshal(got)
+			w, _ := json.Marshal(want)
+			t.Errorf("rule %d streamed:\n%s\nbuilt alone:\n%s", i, g, w)
+		}
+		for _, b := range st.Rules[i].Backends {
+			if b.DrainedAt != nil {
+				drained++
+			}
+			if b.Admin == "REMOVED" {
+				gone++
+			}
+		}
+	}
+	if drained != 2 || gone != 1 {
+		t.Errorf("%d drained and %d removed rows; want 2 and 1", drained, gone)
+	}
+}
+
+// TestRuleBuilderAllocs: a rule's row costs the same few allocations
+// whatever its backends (its VIP's and ports' strings), once the
+// builder's storage has grown: a row takes none.
+func TestRuleBuilderAllocs(t *testing.T) {
+	d, _ := scaleDaemon(t, 2, 100)
+	o := &ops{d: d}
+	ctx := context.Background()
+	rows, err := o.rowsOf(ctx, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := d.statsInputs(ctx)
+	var b ruleBuilder
+	b.build(o, &rows[0], in) // grow the storage; the digest is computed once
+	b.build(o, &rows[1], in)
+	allocs := testing.AllocsPerRun(100, func() {
+		b.build(o, &rows[0], in)
+		b.build(o, &rows[1], in)
+	})
+	if per := allocs / 2; per > 4 {
+		t.Errorf("%.1f allocations per rule of 100 backends; want at most 4 (none per row)", per)
+	}
+	if got := b.rule.Backends; len(got) != 100 || got[99].Address != scaleBackend(1, 99).String() || got[0].Rule != "r00001" {
+		t.Errorf("rows %d, last %+v", len(got), got[len(got)-1])
+	}
 }
