@@ -144,6 +144,9 @@ func (d *daemon) resolvePass(ctx context.Context, want map[nhKey]bool, changed m
 	wg.Wait()
 	srcs := map[[2]int]nexthop{} // the interfaces' addresses, by ifindex and family (interfaceAddr)
 	var news nextHopLog
+	if len(d.nexthops) == 0 { // the start: every backend is new, grow the map once
+		d.nexthops = make(map[nhKey]nexthop, len(keys))
+	}
 	for i, k := range keys {
 		nh, err := found[i].nh, found[i].err
 		if err == nil && k.direct && !nh.OnLink() {
@@ -189,7 +192,7 @@ type nextHopLog struct {
 type nextHopWay struct {
 	gateway netip.Addr
 	ifindex int
-	mac     string
+	mac     [6]byte
 	mtu     int
 }
 
@@ -202,7 +205,8 @@ type nextHopGroup struct {
 const logFirst = 3
 
 func (l *nextHopLog) add(nh neigh.NextHop) {
-	w := nextHopWay{nh.Gateway, nh.Ifindex, string(nh.DstMAC), nh.MTU}
+	w := nextHopWay{gateway: nh.Gateway, ifindex: nh.Ifindex, mtu: nh.MTU}
+	copy(w.mac[:], nh.DstMAC)
 	g := l.by[w]
 	if g == nil {
 		if l.by == nil {
@@ -223,7 +227,7 @@ func (l *nextHopLog) add(nh neigh.NextHop) {
 func (l *nextHopLog) write(log *slog.Logger) {
 	for _, w := range l.order {
 		g := l.by[w]
-		mac := net.HardwareAddr(w.mac).String()
+		mac := net.HardwareAddr(w.mac[:]).String()
 		if g.n == 1 {
 			log.Info("backend next hop", "backend", g.first[0], "gateway", w.gateway, "mac", mac, "mtu", w.mtu)
 			continue
