@@ -17,6 +17,7 @@ import (
 
 	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/encap"
+	"github.com/xlbnet/xlb/pkg/engine"
 	"github.com/xlbnet/xlb/pkg/neigh"
 	"github.com/xlbnet/xlb/pkg/packet"
 )
@@ -104,7 +105,7 @@ func (d *daemon) resolve(ctx context.Context, only map[string]bool) map[netip.Ad
 // up to 2 s for ARP or neighbour discovery. Each goroutine writes its own
 // elements of found; d.nexthops is written on the caller's goroutine.
 func (d *daemon) resolvePass(ctx context.Context, want map[nhKey]bool, changed map[netip.Addr]bool) {
-	pass := d.resolver.NewPass()
+	pass := d.resolver.NewPass(engine.ControlProcs()) // not the workers' Ps
 	defer pass.Close()
 	keys := slices.Collect(maps.Keys(want))
 	found := make([]nexthop, len(keys))

@@ -67,7 +67,7 @@ const usable = netlink.NUD_REACHABLE | netlink.NUD_STALE | netlink.NUD_DELAY | n
 
 // Route returns the next hop towards backend without resolving its MAC.
 func (r *Resolver) Route(backend netip.Addr) (NextHop, error) {
-	p := r.NewPass()
+	p := r.NewPass(1)
 	defer p.Close()
 	return p.Route(backend)
 }
@@ -76,7 +76,7 @@ func (r *Resolver) Route(backend netip.Addr) (NextHop, error) {
 // resolve the neighbour if needed and polling until it is usable or ctx
 // ends (then the error wraps ErrUnresolved).
 func (r *Resolver) Resolve(ctx context.Context, backend netip.Addr) (NextHop, error) {
-	p := r.NewPass()
+	p := r.NewPass(1)
 	defer p.Close()
 	return p.Resolve(ctx, backend)
 }
@@ -91,9 +91,9 @@ func (r *Resolver) Resolve(ctx context.Context, backend netip.Addr) (NextHop, er
 // of the pass that no other caller uses meanwhile.
 type Pass struct {
 	r *Resolver
-	// sockets are the pass's route sockets, one per CPU (at most
-	// maxRouteSockets): a caller takes one for a lookup and puts it
-	// back; a nil one is opened when taken.
+	// sockets are the pass's route sockets (NewPass's parallel): a
+	// caller takes one for a lookup and puts it back; a nil one is
+	// opened when taken.
 	sockets chan *routeSocket
 	// h is the pass's netlink handle for links and neighbours (few
 	// requests: one per interface and neighbour), opened on first use.
@@ -130,13 +130,14 @@ type memo[T any] struct {
 	err  error
 }
 
-// NewPass starts a pass over r, with a route socket per CPU.
-func (r *Resolver) NewPass() *Pass {
-	return r.newPass(min(runtime.GOMAXPROCS(0), maxRouteSockets))
-}
-
-// newPass starts a pass with width route sockets.
-func (r *Resolver) newPass(width int) *Pass {
+// NewPass starts a pass over r whose route lookups run up to parallel at
+// once (at most 8), each on a socket of its own; parallel < 1 means one
+// per Go P (GOMAXPROCS).
+func (r *Resolver) NewPass(parallel int) *Pass {
+	if parallel < 1 {
+		parallel = runtime.GOMAXPROCS(0)
+	}
+	width := min(parallel, maxRouteSockets)
 	p := &Pass{r: r, sockets: make(chan *routeSocket, width), links: map[int]*memo[linkAttrs]{}, macs: map[hop]*memo[net.HardwareAddr]{}}
 	for range width {
 		p.sockets <- nil

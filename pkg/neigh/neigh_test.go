@@ -126,7 +126,7 @@ func TestResolveUnreachable(t *testing.T) {
 // again.
 func TestPassSharesNeighbours(t *testing.T) {
 	a, _, bMAC := twoHosts(t)
-	p := New(a).NewPass()
+	p := New(a).NewPass(0)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, addr := range []string{"192.0.2.10", "192.0.2.11", "192.0.2.200", "198.18.0.2"} {
@@ -156,7 +156,7 @@ func TestPassInCallersNamespace(t *testing.T) {
 	if err := a.Do(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		p := New(nil).NewPass()
+		p := New(nil).NewPass(0)
 		defer p.Close()
 		for _, addr := range []string{"192.0.2.10", "192.0.2.11"} {
 			nh, err := p.Resolve(ctx, netip.MustParseAddr(addr))

@@ -43,7 +43,7 @@ func TestRouteMatchesLibrary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := New(a).NewPass()
+	p := New(a).NewPass(0)
 	defer p.Close()
 	tests := []struct {
 		name, dst string
@@ -118,7 +118,7 @@ func addrOr(s string) netip.Addr {
 func TestPassLookupsInParallel(t *testing.T) {
 	a := routedHosts(t)
 	const width = 3
-	p := New(a).newPass(width)
+	p := New(a).NewPass(width)
 	var (
 		mu      sync.Mutex
 		held    = map[*routeSocket]bool{}
@@ -179,7 +179,7 @@ func BenchmarkRoute(b *testing.B) {
 	a := routedHosts(b)
 	lib := handleIn(b, a)
 	dst := netip.MustParseAddr("192.0.2.10")
-	p := New(a).NewPass()
+	p := New(a).NewPass(0)
 	defer p.Close()
 	b.Run("library", func(b *testing.B) {
 		b.ReportAllocs()
