@@ -12,6 +12,7 @@ import (
 	"github.com/xlbnet/xlb/hash"
 	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/control"
+	"github.com/xlbnet/xlb/pkg/dataplane"
 	"github.com/xlbnet/xlb/pkg/health"
 )
 
@@ -22,7 +23,8 @@ func (o *ops) Backends(ctx context.Context, q control.StatusQuery) (control.Rule
 	if err != nil {
 		return nil, err
 	}
-	return o.streamRules(ctx, page(selected, q.Offset, q.Limit), q.Backend, o.d.statsInputs(ctx)), nil
+	selected = page(selected, q.Offset, q.Limit)
+	return o.streamRules(ctx, selected, q.Backend, o.d.statsInputs(ctx, selected)), nil
 }
 
 // streamChunk is how many rules a streamed answer copies per visit to
@@ -68,23 +70,49 @@ func (o *ops) streamRules(ctx context.Context, rules []*ruleStatus, backend stri
 	}
 }
 
-// statsInputs is what a rule's status row is computed from, read once per
-// request.
+// statsInputs is what a rule's status row is computed from: connection
+// counts tallied once per request for the rules it answers, and what
+// each row reads for itself (totals, the health check's status), so a
+// read of one rule costs one rule's inputs, and a read of every rule no
+// copy of every backend's.
 type statsInputs struct {
-	conns  connCounts
-	live   *sample    // a sample taken for this request: totals
-	rates  rateWindow // the estimator's last window: rates
-	checks map[probeKey]health.Status
+	conns   connCounts
+	bstats  []*dataplane.BackendStats // the workers' per-backend totals; nil: not counted
+	rates   rateWindow                // the estimator's last window: rates
+	checker *health.Checker           // nil: no health checks
 }
 
-func (d *daemon) statsInputs(ctx context.Context) statsInputs {
-	in := statsInputs{conns: d.countConnections(ctx), live: d.takeSample(), rates: d.rates.latest(), checks: map[probeKey]health.Status{}}
-	if d.checker != nil {
-		for _, st := range d.checker.Status() {
-			in.checks[probeKey{st.Rule, st.Backend}] = st
-		}
+// statsInputs reads the inputs of the rows of rules (nil: every rule).
+func (d *daemon) statsInputs(ctx context.Context, rules []*ruleStatus) statsInputs {
+	in := statsInputs{conns: d.countConnections(ctx, rules), rates: d.rates.latest(), checker: d.checker}
+	if e := d.engine; e != nil && e.Snapshot() != nil {
+		in.bstats = e.BackendStats()
 	}
 	return in
+}
+
+// totals are the packets, bytes and new connections sent to backend k
+// since start, summed over the queues as they are now; ok false when the
+// workers do not count per backend.
+func (in *statsInputs) totals(k [2]uint32) (t dataplane.Totals, ok bool) {
+	if in.bstats == nil {
+		return t, false
+	}
+	for _, bs := range in.bstats {
+		n := bs.Totals(uint16(k[0]), k[1])
+		t.Packets += n.Packets
+		t.Bytes += n.Bytes
+		t.Conns += n.Conns
+	}
+	return t, true
+}
+
+// check is the health check status of k, if it is probed.
+func (in *statsInputs) check(k probeKey) (health.Status, bool) {
+	if in.checker == nil {
+		return health.Status{}, false
+	}
+	return in.checker.StatusOf(health.Key{Rule: k.rule, Backend: k.addr})
 }
 
 // ruleInfo builds a rule's status row in storage of its own.
@@ -136,10 +164,10 @@ func (b *ruleBuilder) backendState(st *failover.State, addr netip.Addr) (*failov
 	return &bs[i], true
 }
 
-// build builds rr's status row: totals from in.live (a sample taken for
-// this request), rates from the estimator's last window.
+// build builds rr's status row: totals as the workers' counters are now,
+// rates from the estimator's last window.
 func (b *ruleBuilder) build(o *ops, rr *ruleRows, in statsInputs) *control.Rule {
-	conns, live, rates := in.conns, in.live, in.rates
+	conns, rates := in.conns, in.rates
 	r := rr.cfg
 	b.rule = control.Rule{
 		Name: r.Name, Service: r.Service, VIP: r.VIP.String(), Protocol: r.Protocol.String(), Ports: r.Ports.String(),
@@ -223,8 +251,9 @@ func (b *ruleBuilder) build(o *ops, rr *ruleRows, in statsInputs) *control.Rule 
 		}
 		pk := o.d.probeKeyOf(r, v.Addr)
 		probeErr := br.probe // the error of the last verdict change
-		if st, ok := in.checks[pk]; ok && st.LastError != nil {
-			probeErr = st.LastError.Error() // the last probe's: a cause can change without the verdict
+		check, probed := in.check(pk)
+		if probed && check.LastError != nil {
+			probeErr = check.LastError.Error() // the last probe's: a cause can change without the verdict
 		}
 		if probeErr != "" && row.Health != failover.HealthHealthy.String() {
 			if r.Service != "" { // services.go: one probe decides for every rule of the service
@@ -243,18 +272,18 @@ func (b *ruleBuilder) build(o *ops, rr *ruleRows, in statsInputs) *control.Rule 
 		row.ActiveConnections, row.InactiveConnections = -1, -1
 		if br.present && conns.ok {
 			row.ActiveConnections, row.InactiveConnections = conns.of(k)
-			row.Connections, row.SessionEntries = conns.active[k]+conns.inactive[k], conns.shared[k]
+			active, inactive := conns.tallied(k)
+			row.Connections, row.SessionEntries = active+inactive, conns.shared[k]
 		}
-		if br.present && live != nil && live.backend != nil {
-			t := live.backend[k]
+		if t, ok := in.totals(k); br.present && ok {
 			row.Packets, row.Bytes, row.NewConnections = int64(t.Packets), int64(t.Bytes), int64(t.Conns)
 			row.PacketsPerSec = rates.of(func(s *sample) uint64 { return s.backend[k].Packets })
 			row.BytesPerSec = rates.of(func(s *sample) uint64 { return s.backend[k].Bytes })
 			row.NewConnectionsPerSec = rates.of(func(s *sample) uint64 { return s.backend[k].Conns })
 		}
-		if st, ok := in.checks[pk]; ok {
-			row.CheckInfo = control.CheckInfo{ProbeLatencySeconds: st.LastLatency.Seconds(), HealthChanges: st.Changes,
-				LastCheck: timeOr(&times.lastCheck, st.LastProbe), HealthSince: timeOr(&times.healthSince, st.Since)}
+		if probed {
+			row.CheckInfo = control.CheckInfo{ProbeLatencySeconds: check.LastLatency.Seconds(), HealthChanges: check.Changes,
+				LastCheck: timeOr(&times.lastCheck, check.LastProbe), HealthSince: timeOr(&times.healthSince, check.Since)}
 		}
 		if r.Service != "" {
 			row.ProbeRule = pk.rule
@@ -346,7 +375,8 @@ func (o *ops) ChangeBackend(ctx context.Context, c control.BackendChange) (*cont
 	}
 	rules, err := o.rows(ctx, c.Rule)
 	if err == nil {
-		in := o.d.statsInputs(ctx)
+		sel, _ := selectRules(o.d.Status().Rules, control.StatusQuery{Rule: c.Rule})
+		in := o.d.statsInputs(ctx, sel)
 		for _, rr := range rules {
 			for _, b := range o.ruleInfo(rr, in).Backends {
 				if b.Address == addr.String() {

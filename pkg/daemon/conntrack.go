@@ -192,27 +192,39 @@ func (o *ops) Conntrack(ctx context.Context, q control.ConntrackQuery) (*control
 
 // connCounts are tracked entries per (rule slot, backend slot) that still
 // decide: active and inactive ones of the per-queue tables (conntrack
-// Tally), and PER_SESSION sessions of the shared table, of which
-// sessionsActive carried a packet within their rule's window
-// (sessions.go).
+// Tally, summed over the queues), and PER_SESSION sessions of the shared
+// table, of which sessionsActive carried a packet within their rule's
+// window (sessions.go).
 type connCounts struct {
-	active, inactive, shared map[[2]uint32]int
-	sessionsActive           map[[2]uint32]int
-	ok                       bool // every queue answered
+	tally                  [][][2]int // [rule slot][backend slot]{active, inactive}; nil: a rule not counted
+	shared, sessionsActive map[[2]uint32]int
+	ok                     bool // every queue answered
+}
+
+// tallied returns k's active and inactive entries of the per-queue tables.
+func (c *connCounts) tallied(k [2]uint32) (active, inactive int) {
+	if int(k[0]) < len(c.tally) && int(k[1]) < len(c.tally[k[0]]) {
+		n := c.tally[k[0]][k[1]]
+		return n[0], n[1]
+	}
+	return 0, 0
 }
 
 // of returns the active and inactive entries of k: its connections in the
 // per-queue tables plus its sessions in the shared table (a rule has one
 // or the other, sharedSessions).
 func (c *connCounts) of(k [2]uint32) (active, inactive int) {
-	return c.active[k] + c.sessionsActive[k], c.inactive[k] + c.shared[k] - c.sessionsActive[k]
+	active, inactive = c.tallied(k)
+	return active + c.sessionsActive[k], inactive + c.shared[k] - c.sessionsActive[k]
 }
 
 // countConnections tallies every queue's table (a walk on each worker,
-// spread over its batches, allocating nothing there) and lists the shared
-// session table. Safe from any goroutine.
-func (d *daemon) countConnections(ctx context.Context) connCounts {
-	c := connCounts{active: map[[2]uint32]int{}, inactive: map[[2]uint32]int{}, shared: map[[2]uint32]int{}, sessionsActive: map[[2]uint32]int{}, ok: true}
+// spread over its batches, allocating nothing there) for the rules given
+// (nil: every rule; the entries of others are not counted, so a read of
+// one rule allocates one rule's counts) and lists the shared session
+// table. Safe from any goroutine.
+func (d *daemon) countConnections(ctx context.Context, rules []*ruleStatus) connCounts {
+	c := connCounts{shared: map[[2]uint32]int{}, sessionsActive: map[[2]uint32]int{}, ok: true}
 	e := d.engine
 	snap := e.Snapshot()
 	if snap == nil {
@@ -223,6 +235,21 @@ func (d *daemon) countConnections(ctx context.Context) connCounts {
 	// stay in the tables after its deadline until they idle out.
 	now := conntrack.Now(d.clock)
 	valid := func(rule uint16, v conntrack.Value, proto uint8) bool { return snap.EntryValid(rule, v, proto, now) }
+	counted := func(yield func(slot int) bool) {
+		if rules == nil {
+			for ri := range snap.Rules {
+				if !yield(ri) {
+					return
+				}
+			}
+			return
+		}
+		for _, rs := range rules {
+			if int(rs.Slot) < len(snap.Rules) && !yield(int(rs.Slot)) {
+				return
+			}
+		}
+	}
 	stats := e.Stats()
 	tallies := make([]conntrack.Tally, len(stats))
 	errs := make([]error, len(stats))
@@ -231,7 +258,7 @@ func (d *daemon) countConnections(ctx context.Context) connCounts {
 		t := &tallies[i]
 		t.Valid = valid
 		t.Counts = make([][][2]int, len(snap.Rules))
-		for ri := range snap.Rules {
+		for ri := range counted {
 			t.Counts[ri] = make([][2]int, len(snap.Rules[ri].Backends))
 		}
 		wg.Add(1)
@@ -241,20 +268,20 @@ func (d *daemon) countConnections(ctx context.Context) connCounts {
 		}()
 	}
 	wg.Wait()
+	// The queues' counts are summed into the first that answered.
 	for i := range tallies {
 		if errs[i] != nil {
 			c.ok = false
 			continue
 		}
+		if c.tally == nil {
+			c.tally = tallies[i].Counts
+			continue
+		}
 		for ri, bs := range tallies[i].Counts {
 			for bi, n := range bs {
-				k := [2]uint32{uint32(ri), uint32(bi)}
-				if n[0] > 0 {
-					c.active[k] += n[0]
-				}
-				if n[1] > 0 {
-					c.inactive[k] += n[1]
-				}
+				c.tally[ri][bi][0] += n[0]
+				c.tally[ri][bi][1] += n[1]
 			}
 		}
 	}

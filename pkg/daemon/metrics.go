@@ -207,7 +207,7 @@ func (d *daemon) collectQueues(s metrics.Sink) {
 func (d *daemon) collectRules(s metrics.Sink, st *publishedStatus) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	in := d.statsInputs(ctx)
+	in := d.statsInputs(ctx, nil)
 	for ri := range st.Rules {
 		r := st.Rules[ri]
 		s.Add(mRuleTier, 1, r.Name, r.VIP.String(), r.Tier)
@@ -234,10 +234,7 @@ func (d *daemon) collectRules(s metrics.Sink, st *publishedStatus) {
 				s.Add(mWeight, float64(b.Weight), r.Name, b.Name, b.WeightState.String())
 			}
 			k := [2]uint32{uint32(r.Slot), b.ID}
-			var t dataplane.Totals
-			if in.live != nil && in.live.backend != nil {
-				t = in.live.backend[k]
-			}
+			t, _ := in.totals(k)
 			rule.Packets, rule.Bytes, rule.Conns = rule.Packets+t.Packets, rule.Bytes+t.Bytes, rule.Conns+t.Conns
 			s.Add(mBEPackets, float64(t.Packets), r.Name, b.Name)
 			s.Add(mBEBytes, float64(t.Bytes), r.Name, b.Name)
@@ -252,7 +249,7 @@ func (d *daemon) collectRules(s metrics.Sink, st *publishedStatus) {
 			if r.Rule != nil {
 				pk = d.probeKeyOf(r.Rule, addr) // services.go
 			}
-			if hs, ok := in.checks[pk]; ok && !hs.LastProbe.IsZero() {
+			if hs, ok := in.check(pk); ok && !hs.LastProbe.IsZero() {
 				s.Add(mCheckLatency, hs.LastLatency.Seconds(), r.Name, service, b.Name)
 				s.Add(mCheckLast, float64(hs.LastProbe.UnixNano())/1e9, r.Name, service, b.Name)
 				s.Add(mHealthSince, float64(hs.Since.UnixNano())/1e9, r.Name, service, b.Name)

@@ -204,7 +204,7 @@ func TestStreamedRowsShareNothingVisible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := d.statsInputs(ctx)
+	in := d.statsInputs(ctx, nil)
 	if len(st.Rules) != n || len(rows) != n {
 		t.Fatalf("%d rules streamed, %d rows; want %d", len(st.Rules), len(rows), n)
 	}
@@ -241,7 +241,7 @@ func TestRuleBuilderAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := d.statsInputs(ctx)
+	in := d.statsInputs(ctx, nil)
 	var b ruleBuilder
 	b.build(o, &rows[0], in) // grow the storage; the digest is computed once
 	b.build(o, &rows[1], in)

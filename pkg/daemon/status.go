@@ -34,8 +34,9 @@ func (o *ops) Status(ctx context.Context, q control.StatusQuery) (*control.Statu
 		out.Summary = summarize(st.Rules, selected, q)
 		in.rates = o.d.rates.latest()
 	} else {
-		in = o.d.statsInputs(ctx)
-		out.Stream = o.streamRules(ctx, page(selected, q.Offset, q.Limit), q.Backend, in)
+		rules := page(selected, q.Offset, q.Limit)
+		in = o.d.statsInputs(ctx, rules)
+		out.Stream = o.streamRules(ctx, rules, q.Backend, in)
 	}
 	if out.Stale, err = o.stale(ctx); err != nil {
 		return nil, err

@@ -208,6 +208,20 @@ func (c *Checker) Status() []Status {
 	return out
 }
 
+// StatusOf returns the status of the target k (false: not probed), as
+// Status would, without copying every target's.
+func (c *Checker) StatusOf(k Key) (Status, bool) {
+	c.mu.Lock()
+	t := c.targets[k]
+	c.mu.Unlock()
+	if t == nil {
+		return Status{}, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.tr.st, true
+}
+
 // stopTargets stops ts: out of the queue, their probes in flight cut
 // short, and waits (releasing c.mu meanwhile) until those have ended, so
 // that no OnChange call for them starts afterwards. They stay in

@@ -634,6 +634,13 @@ func TestOnChangeSerialised(t *testing.T) {
 		if state(s) != "H1" {
 			t.Errorf("%v, want HEALTHY weight 1", s)
 		}
+		// One target's status is what Status has for it.
+		if one, ok := c.StatusOf(s.Key); !ok || one != s {
+			t.Errorf("StatusOf(%v) = %v, %v; Status has %v", s.Key, one, ok, s)
+		}
+	}
+	if _, ok := c.StatusOf(Key{Rule: "none", Backend: netip.AddrFrom4([4]byte{192, 0, 2, 200})}); ok {
+		t.Error("StatusOf a target never set: found")
 	}
 }
 
