@@ -1,6 +1,7 @@
 package neigh
 
 import (
+	"encoding/binary"
 	"errors"
 	"net"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/xlbnet/xlb/pkg/netns"
 )
@@ -216,5 +218,89 @@ func BenchmarkRoute(b *testing.B) {
 				}
 			}
 		})
+	})
+}
+
+// routeMessage is an answer to RTM_GETROUTE as the kernel writes it: a
+// header, an rtmsg and the attributes a next hop reads (those not given
+// are left out), then an attribute it does not read.
+func routeMessage(seq uint32, oif, mtu uint32, gw, via, src []byte) []byte {
+	ne := binary.NativeEndian
+	attr := func(b []byte, typ uint16, v []byte) []byte {
+		b = ne.AppendUint16(b, uint16(unix.SizeofRtAttr+len(v)))
+		b = ne.AppendUint16(b, typ)
+		b = append(b, v...)
+		return append(b, make([]byte, align(len(v))-len(v))...)
+	}
+	b := make([]byte, unix.SizeofNlMsghdr+unix.SizeofRtMsg)
+	b = attr(b, unix.RTA_TABLE, ne.AppendUint32(nil, unix.RT_TABLE_MAIN))
+	if oif != 0 {
+		b = attr(b, unix.RTA_OIF, ne.AppendUint32(nil, oif))
+	}
+	if gw != nil {
+		b = attr(b, unix.RTA_GATEWAY, gw)
+	}
+	if via != nil {
+		b = attr(b, unix.RTA_VIA, append(ne.AppendUint16(nil, unix.AF_INET6), via...))
+	}
+	if src != nil {
+		b = attr(b, unix.RTA_PREFSRC, src)
+	}
+	if mtu != 0 {
+		b = attr(b, unix.RTA_METRICS|unix.NLA_F_NESTED, attr(nil, unix.RTAX_MTU, ne.AppendUint32(nil, mtu)))
+	}
+	ne.PutUint32(b[0:], uint32(len(b)))
+	ne.PutUint16(b[4:], unix.RTM_NEWROUTE)
+	ne.PutUint32(b[8:], seq)
+	return b
+}
+
+// FuzzRouteAnswer: any bytes on a route socket are parsed without a panic;
+// what is not an answer gives neither a route nor an error.
+func FuzzRouteAnswer(f *testing.F) {
+	v4 := func(s string) []byte { return netip.MustParseAddr(s).AsSlice() }
+	f.Add(routeMessage(7, 3, 1400, v4("198.18.0.2"), nil, v4("198.18.0.1")))
+	f.Add(routeMessage(7, 3, 0, nil, netip.MustParseAddr("fd00:18::2").AsSlice(), nil))
+	f.Add(append(routeMessage(6, 3, 0, nil, nil, nil), routeMessage(7, 4, 0, nil, nil, nil)...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s := &routeSocket{seq: 7}
+		rt, done, err := s.parse(b)
+		if !done && (err != nil || rt != (route{})) {
+			t.Fatalf("no answer, yet route %+v, error %v", rt, err)
+		}
+		if done && err == nil && len(b) < unix.SizeofNlMsghdr+unix.SizeofRtMsg {
+			t.Fatalf("a route %+v from %d bytes", rt, len(b))
+		}
+	})
+}
+
+// FuzzRouteFields: the fields a next hop reads come out of an answer as
+// they went in, whatever their values.
+func FuzzRouteFields(f *testing.F) {
+	f.Add(uint32(3), uint32(1400), []byte{198, 18, 0, 2}, false, []byte{198, 18, 0, 1})
+	f.Add(uint32(3), uint32(0), netip.MustParseAddr("fd00:18::2").AsSlice(), true, []byte{198, 18, 0, 1})
+	f.Add(uint32(0), uint32(0), []byte(nil), false, []byte(nil))
+	f.Fuzz(func(t *testing.T, oif, mtu uint32, gw []byte, viaGw bool, src []byte) {
+		gwAddr, gwOK := netip.AddrFromSlice(gw)
+		srcAddr, srcOK := netip.AddrFromSlice(src)
+		if !gwOK {
+			gw = nil
+		}
+		if !srcOK {
+			src = nil
+		}
+		var b []byte
+		if viaGw {
+			b = routeMessage(7, oif, mtu, nil, gw, src)
+		} else {
+			b = routeMessage(7, oif, mtu, gw, nil, src)
+		}
+		rt, done, err := (&routeSocket{seq: 7}).parse(b)
+		if !done || err != nil {
+			t.Fatalf("answer not read: %v", err)
+		}
+		if rt.oif != int(oif) || rt.mtu != int(mtu) || rt.gw != gwAddr || rt.src != srcAddr {
+			t.Errorf("route %+v from oif %d mtu %d gw %v src %v", rt, oif, mtu, gwAddr, srcAddr)
+		}
 	})
 }
