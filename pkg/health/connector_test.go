@@ -1,6 +1,7 @@
 package health
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/xlbnet/xlb/failover"
 )
@@ -215,4 +218,48 @@ func tcpSockets(tb testing.TB, port uint16) []string {
 		}
 	}
 	return found
+}
+
+// TestConnectorDiscardsRemovedBeforeLook: a connect started in a round
+// whose target is removed before the round looks at it (Remove finds it
+// in no table of the connector yet) ends at that look, discarded and its
+// socket closed, instead of joining epoll to wait for its timeout while
+// Remove waits for it.
+func TestConnectorDiscardsRemovedBeforeLook(t *testing.T) {
+	addr := fullListener(t) // a connect to it stays in SYN-SENT
+	c := New(Options{Seed: 5})
+	defer c.Stop()
+	k := newConnector(c)
+	defer unix.Close(k.epfd)
+	probe := func(rule string) *target {
+		tg := Target{Key: Key{Rule: rule, Backend: addr.Addr()}, Check: Check{Kind: TCP, Port: addr.Port(), Timeout: time.Minute}}
+		x := &target{Target: tg, p: newProber(tg, DirectDial, nil)}
+		x.ctx, x.cancel = context.WithCancel(context.Background())
+		k.start(x, time.Now())
+		return x
+	}
+	kept, removed := probe("kept"), probe("removed")
+	defer kept.cancel()
+	if len(k.fresh) != 2 {
+		t.Fatalf("%d connects started, want 2 still connecting", len(k.fresh))
+	}
+	fd := k.fresh[1].fd
+	removed.cancel() // what Remove does to a target with a probe in flight
+	k.mu.Lock()
+	done := k.look(nil)
+	keptConn, keptWatched := k.byTarget[kept]
+	_, removedWatched := k.byTarget[removed]
+	k.mu.Unlock()
+	if keptWatched {
+		defer rawClose(keptConn.fd)
+	}
+	if len(done) != 1 || done[0].t != removed || done[0].r != (Result{}) {
+		t.Errorf("the look ended %v, want the removed target's connect alone, discarded", done)
+	}
+	if removedWatched || !keptWatched {
+		t.Errorf("watched: removed %v, kept %v; want the kept target's connect alone", removedWatched, keptWatched)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != unix.EBADF {
+		t.Errorf("the removed target's socket %d is still open (%v)", fd, err)
+	}
 }
