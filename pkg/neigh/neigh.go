@@ -96,8 +96,11 @@ type Pass struct {
 	// opened when taken.
 	sockets chan *routeSocket
 	// h is the pass's netlink handle for links and neighbours (few
-	// requests: one per interface and neighbour), opened on first use.
-	h     func() (*netlink.Handle, error)
+	// requests: one per interface and neighbour), opened on first use
+	// (handle).
+	hOnce sync.Once
+	h     *netlink.Handle
+	hErr  error
 	mu    sync.Mutex
 	links map[int]*memo[linkAttrs]
 	macs  map[hop]*memo[net.HardwareAddr]
@@ -142,17 +145,21 @@ func (r *Resolver) NewPass(parallel int) *Pass {
 	for range width {
 		p.sockets <- nil
 	}
-	p.h = sync.OnceValues(func() (h *netlink.Handle, err error) {
-		err = r.in(func() (err error) {
-			h, err = netlink.NewHandle(unix.NETLINK_ROUTE)
+	return p
+}
+
+// handle returns the pass's netlink handle, opened on first use.
+func (p *Pass) handle() (*netlink.Handle, error) {
+	p.hOnce.Do(func() {
+		p.hErr = p.r.in(func() (err error) {
+			p.h, err = netlink.NewHandle(unix.NETLINK_ROUTE)
 			return err
 		})
-		if err != nil {
-			return nil, fmt.Errorf("open netlink handle: %w", err)
+		if p.hErr != nil {
+			p.hErr = fmt.Errorf("open netlink handle: %w", p.hErr)
 		}
-		return h, nil
 	})
-	return p
+	return p.h, p.hErr
 }
 
 // Parallel is how many route lookups of the pass run at once: callers
@@ -166,8 +173,9 @@ func (p *Pass) Close() {
 			s.close()
 		}
 	}
-	if h, err := p.h(); err == nil {
-		h.Close()
+	p.hOnce.Do(func() {}) // not opened by now: never
+	if p.h != nil {
+		p.h.Close()
 	}
 }
 
@@ -211,7 +219,7 @@ func (p *Pass) Route(backend netip.Addr) (NextHop, error) {
 	nh := NextHop{Backend: backend, Ifindex: rt.oif, Gateway: rt.gw.Unmap(), Src: rt.src.Unmap()}
 	l := memoOf(p, p.links, rt.oif)
 	l.once.Do(func() {
-		h, err := p.h()
+		h, err := p.handle()
 		if err != nil {
 			l.err = err
 			return
@@ -301,7 +309,7 @@ func family(a netip.Addr) int {
 
 // lookup returns the MAC of a usable neighbour entry for ip, or nil.
 func (p *Pass) lookup(ifindex int, ip netip.Addr) (net.HardwareAddr, error) {
-	h, err := p.h()
+	h, err := p.handle()
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +338,7 @@ func (p *Pass) kick(ifindex int, ip netip.Addr) error {
 		Flags:     netlink.NTF_USE,
 		State:     netlink.NUD_NONE,
 	}
-	h, err := p.h()
+	h, err := p.handle()
 	if err != nil {
 		return err
 	}
