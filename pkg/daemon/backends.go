@@ -24,7 +24,7 @@ func (o *ops) Backends(ctx context.Context, q control.StatusQuery) (control.Rule
 		return nil, err
 	}
 	selected = page(selected, q.Offset, q.Limit)
-	return o.streamRules(ctx, selected, q.Backend, o.d.statsInputs(ctx, selected)), nil
+	return o.streamRules(ctx, selected, q.Backend, false, o.d.statsInputs(ctx, selected)), nil
 }
 
 // streamChunk is how many rules a streamed answer copies per visit to
@@ -40,10 +40,12 @@ const streamChunk = 64
 // yields are built in storage reused from one chunk and rule to the next
 // (ruleBuilder), so an answer of every rule makes a chunk's worth of
 // garbage, not a rule's worth per rule (docs/design.md#read-commands-at-scale).
-func (o *ops) streamRules(ctx context.Context, rules []*ruleStatus, backend string, in statsInputs) control.RuleStream {
+// digests asks for the rules' table digests (status shows them, backend
+// list does not: the first answer after a publication computes them).
+func (o *ops) streamRules(ctx context.Context, rules []*ruleStatus, backend string, digests bool, in statsInputs) control.RuleStream {
 	return func(emit func(*control.Rule) error) error {
 		var rows []ruleRows
-		var b ruleBuilder
+		b := ruleBuilder{digests: digests}
 		only := make(map[string]bool, streamChunk)
 		for len(rules) > 0 {
 			chunk := rules[:min(len(rules), streamChunk)]
@@ -117,7 +119,7 @@ func (in *statsInputs) check(k probeKey) (health.Status, bool) {
 
 // ruleInfo builds a rule's status row in storage of its own.
 func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
-	var b ruleBuilder
+	b := ruleBuilder{digests: true}
 	return *b.build(o, &rr, in)
 }
 
@@ -127,10 +129,11 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 // address is the string the rule's failover state holds, its times point
 // into times.
 type ruleBuilder struct {
-	rule   control.Rule
-	times  []backendTimes // one per row of rule.Backends
-	detail []string
-	addr   []byte // an address formatted to find its state
+	digests bool // compute the table digest (digest.go) of a rule without one
+	rule    control.Rule
+	times   []backendTimes // one per row of rule.Backends
+	detail  []string
+	addr    []byte // an address formatted to find its state
 }
 
 // backendTimes is where a row's optional times live.
@@ -189,7 +192,9 @@ func (b *ruleBuilder) build(o *ops, rr *ruleRows, in statsInputs) *control.Rule 
 	if snap := o.d.engine.Snapshot(); snap != nil && int(rr.slot) < len(snap.Rules) && snap.Rules[rr.slot].Present {
 		table = snap.Rules[rr.slot].Table
 		info.TableSize = table.Size()
-		info.TableDigest = rr.digest                       // digest.go, computed when first asked for
+		if b.digests && rr.status != nil {
+			info.TableDigest = rr.status.Digest() // digest.go, computed when first asked for
+		}
 		if sr := snap.Rules[rr.slot]; sharedSessions(sr) { // sessions.go
 			info.SessionActiveSeconds = sessionActiveWindow(sr.Idle).Duration().Seconds()
 		}

@@ -72,8 +72,8 @@ type ruleRows struct {
 	cfg      *config.Rule
 	state    *failover.State
 	backends []backendRow
-	warm     bool // first round of health checks published (warmup.go)
-	digest   string
+	warm     bool        // first round of health checks published (warmup.go)
+	status   *ruleStatus // the rule's last published status: its table digest
 }
 
 type backendRow struct {
@@ -123,10 +123,7 @@ func (o *ops) rowsOf(ctx context.Context, dst []ruleRows, only func(*config.Rule
 				rr.backends = append(rr.backends, d.row(rv.Rule, b, false))
 			}
 			if rt := d.rules[rv.Rule.Name]; rt != nil {
-				rr.slot, rr.state, rr.warm = rt.slot, rt.prev, rt.warm.warm
-				if rt.status != nil {
-					rr.digest = rt.status.Digest()
-				}
+				rr.slot, rr.state, rr.warm, rr.status = rt.slot, rt.prev, rt.warm.warm, rt.status
 				// Backends removed by a reload, still draining.
 				if len(rt.removed) > 0 {
 					gone := slices.SortedFunc(maps.Keys(rt.removed), netip.Addr.Compare)

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"hash"
 	"slices"
+	"sync"
 
 	xhash "github.com/xlbnet/xlb/hash"
 	"github.com/xlbnet/xlb/pkg/dataplane"
@@ -26,34 +27,48 @@ import (
 // order a process saw reloads in. The seed enters the hash but cannot be
 // read back from it. The first 16 hex digits of a SHA-256 are printed.
 func tableDigest(seed uint64, r *dataplane.Rule) string {
+	// What is hashed goes through one buffer, reused (a digest is computed
+	// by whichever goroutine first asks, several at once): a digest of
+	// every rule, on the first status after a start, makes little garbage.
+	bp := digestBuffers.Get().(*[]byte)
+	defer digestBuffers.Put(bp)
 	h := sha256.New()
-	var b [8]byte
-	put := func(x uint64) {
-		binary.BigEndian.PutUint64(b[:], x)
-		h.Write(b[:])
-	}
-	h.Write([]byte("xlb table digest v1\x00"))
-	put(seed)
-	put(uint64(r.Affinity))
-	digestTable(h, put, r.Table)
+	buf := append((*bp)[:0], "xlb table digest v1\x00"...)
+	buf = binary.BigEndian.AppendUint64(buf, seed)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(r.Affinity))
+	buf = digestTable(h, buf, r.Table)
 	for _, z := range r.ZoneTables() {
 		a := z.Prefix.Addr().As16()
-		h.Write(a[:])
-		put(uint64(z.Prefix.Bits()))
-		digestTable(h, put, z.Table)
+		buf = append(buf, a[:]...)
+		buf = binary.BigEndian.AppendUint64(buf, uint64(z.Prefix.Bits()))
+		buf = digestTable(h, buf, z.Table)
 	}
+	h.Write(buf)
+	*bp = buf[:0]
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
-// digestTable writes one Maglev table: its size, its members sorted by
-// name with their weights, then each slot as the index of its member in
-// that order (0xffff for an empty slot).
-func digestTable(h hash.Hash, put func(uint64), t *xhash.MaglevTable) {
-	if t == nil {
-		put(0)
-		return
+// digestBuffers hold tableDigest's buffers.
+var digestBuffers = sync.Pool{New: func() any { b := make([]byte, 0, digestFlush+64); return &b }}
+
+// digestFlush is how many bytes the buffer collects before it is hashed.
+const digestFlush = 4096
+
+// digestTable appends one Maglev table to buf, hashing buf into h when it
+// is full: its size, its members sorted by name with their weights, then
+// each slot as the index of its member in that order (0xffff for an empty
+// slot).
+func digestTable(h hash.Hash, buf []byte, t *xhash.MaglevTable) []byte {
+	flush := func() {
+		if len(buf) >= digestFlush {
+			h.Write(buf)
+			buf = buf[:0]
+		}
 	}
-	put(uint64(t.Size()))
+	if t == nil {
+		return binary.BigEndian.AppendUint64(buf, 0)
+	}
+	buf = binary.BigEndian.AppendUint64(buf, uint64(t.Size()))
 	members := t.Backends()
 	slices.SortFunc(members, func(a, b xhash.Backend) int { return cmp.Compare(a.Name, b.Name) })
 	// Table ID → position in members (0xffff: none); IDs are backend
@@ -66,29 +81,24 @@ func digestTable(h hash.Hash, put func(uint64), t *xhash.MaglevTable) {
 	for i := range index {
 		index[i] = 0xffff
 	}
-	put(uint64(len(members)))
+	buf = binary.BigEndian.AppendUint64(buf, uint64(len(members)))
 	for i, m := range members {
-		h.Write([]byte(m.Name))
-		h.Write([]byte{0})
-		put(uint64(m.Weight))
+		buf = append(buf, m.Name...)
+		buf = append(buf, 0)
+		buf = binary.BigEndian.AppendUint64(buf, uint64(m.Weight))
 		index[m.ID] = uint16(i)
+		flush()
 	}
 	if t.SlotBytes() == 0 {
-		return // no backends, no slots
+		return buf // no backends, no slots
 	}
-	// The slots, streamed through a small buffer.
-	var buf [4096]byte
-	n := 0
 	for s := range t.Size() {
 		pos := uint16(0xffff)
 		if id, ok := t.SlotID(s); ok && id <= maxID {
 			pos = index[id]
 		}
-		binary.BigEndian.PutUint16(buf[n:], pos)
-		if n += 2; n == len(buf) {
-			h.Write(buf[:])
-			n = 0
-		}
+		buf = binary.BigEndian.AppendUint16(buf, pos)
+		flush()
 	}
-	h.Write(buf[:n])
+	return buf
 }

@@ -36,7 +36,7 @@ func (o *ops) Status(ctx context.Context, q control.StatusQuery) (*control.Statu
 	} else {
 		rules := page(selected, q.Offset, q.Limit)
 		in = o.d.statsInputs(ctx, rules)
-		out.Stream = o.streamRules(ctx, rules, q.Backend, in)
+		out.Stream = o.streamRules(ctx, rules, q.Backend, true, in)
 	}
 	if out.Stale, err = o.stale(ctx); err != nil {
 		return nil, err
