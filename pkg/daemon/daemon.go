@@ -115,7 +115,8 @@ type daemon struct {
 	events    eventLog    // events.go
 	started   time.Time   // when Run started (status: uptime)
 	// startPhases are the start's phases and their durations, logged
-	// with "serving" (where a slow start goes; bench/scale reads them).
+	// with "serving" (where a slow start goes; bench/scale reads them);
+	// at a cold start "nexthops" ran beside "engine".
 	startPhases []any
 }
 
@@ -246,19 +247,33 @@ func (d *daemon) Run(ctx context.Context) (err error) {
 	if err := d.startFromStore(); err != nil {
 		return err
 	}
+	d.resolver = neigh.New(nil)
+	nexthops := time.Duration(-1) // the next-hop pass's time, when it ran beside the engine's start
 	if d.engine == nil {
 		cfg := d.engineConfig()
 		if d.storeDoc() != nil { // after a crash under systemd
 			cfg.Arenas, cfg.Keep = d.store.take, d.registryKeep()
 		}
-		if d.engine, err = engine.Start(cfg); err != nil {
+		// The next-hop pass reads the rules and the kernel's routes and
+		// neighbours, nothing of the data plane, and writes only
+		// d.nexthops, which nothing reads until it is done: it runs
+		// beside the engine's start (the XDP program's verification,
+		// the sockets, the arenas).
+		passed := make(chan time.Duration, 1)
+		go func() {
+			t := time.Now()
+			d.resolveAll(ctx)
+			passed <- time.Since(t)
+		}()
+		d.engine, err = engine.Start(cfg)
+		nexthops = <-passed
+		if err != nil {
 			return fmt.Errorf("start data plane: %w", err)
 		}
 	}
 	d.store.close()
 	d.storeArenas()
 	t := d.phase("engine", d.started)
-	d.resolver = neigh.New(nil)
 	d.checker = health.New(health.Options{OnChange: d.onHealth, Dial: d.dialProbe})
 	if err := d.checker.Set(d.healthTargets()); err != nil {
 		d.exit = exitStop
@@ -266,8 +281,12 @@ func (d *daemon) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("start health checks: %w", err)
 	}
 	t = d.phase("health", t)
-	d.resolveAll(ctx)
-	t = d.phase("nexthops", t)
+	if nexthops < 0 { // an engine taken over from systemd's fd store
+		d.resolveAll(ctx)
+		t = d.phase("nexthops", t)
+	} else {
+		d.startPhases = append(d.startPhases, "nexthops", nexthops.Round(time.Millisecond).String())
+	}
 	if err := d.publish(); err != nil {
 		d.exit = exitStop
 		d.finish()
