@@ -296,3 +296,25 @@ func TestTableDigestGolden(t *testing.T) {
 		}
 	}
 }
+
+// TestKeepNewest: trimming the selected rules' events as they are
+// collected (Status) keeps what sorting them all would: the newest
+// shownEvents, ties in the order they came, merged with the event log.
+func TestKeepNewest(t *testing.T) {
+	base := time.Unix(1e9, 0)
+	var all, trimmed []control.RuleEvent
+	for i := range 2000 {
+		// Few distinct times: many ties, some out of order.
+		ev := control.RuleEvent{Rule: fmt.Sprintf("r%05d", i), At: base.Add(time.Duration((i*7919)%97) * time.Second)}
+		all = append(all, ev)
+		trimmed = append(trimmed, ev)
+		if len(trimmed) >= 4*shownEvents {
+			trimmed = keepNewest(trimmed)
+		}
+	}
+	log := []control.RuleEvent{{Kind: "reload", At: base.Add(96 * time.Second)}, {Kind: "cli", At: base.Add(50 * time.Second)}}
+	want, got := newestEvents(all, log), newestEvents(trimmed, log)
+	if !reflect.DeepEqual(got, want) || len(got) != shownEvents {
+		t.Errorf("trimmed as collected: %d events %v…; all sorted: %d %v…", len(got), got[:3], len(want), want[:3])
+	}
+}

@@ -84,12 +84,22 @@ func (o *ops) Status(ctx context.Context, q control.StatusQuery) (*control.Statu
 		for _, ev := range rs.State.History {
 			tiers = append(tiers, control.RuleEvent{Rule: rs.Name, At: ev.At, Kind: ev.Kind.String(), From: tierName(ev.From, ev.Kind), To: tierName(ev.To, ev.Kind), Group: ev.Group, Reason: ev.Reason})
 		}
+		if len(tiers) >= 4*shownEvents { // only the newest are shown: a status of every rule holds a few
+			tiers = keepNewest(tiers)
+		}
 	}
 	if out.Appliance, err = o.appliance(ctx); err != nil {
 		return nil, err
 	}
 	out.Events = newestEvents(tiers, o.d.events.list()) // events.go
 	return out, nil
+}
+
+// keepNewest sorts evs by time, in place, and keeps the newest shown
+// (newestEvents of evs alone, without a copy).
+func keepNewest(evs []control.RuleEvent) []control.RuleEvent {
+	slices.SortStableFunc(evs, func(a, b control.RuleEvent) int { return a.At.Compare(b.At) })
+	return evs[:copy(evs, evs[len(evs)-min(len(evs), shownEvents):])]
 }
 
 // selectRules returns the published rules q selects, in configuration
