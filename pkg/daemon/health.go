@@ -92,7 +92,6 @@ func (d *daemon) healthChanged(k probeKey, from string, p probe) {
 // healthTargets lists a prober for every backend of every rule that
 // checks health, one per backend of a backend service.
 func (d *daemon) healthTargets() []health.Target {
-	var ts []health.Target
 	// services.go: one prober per backend of a service; a backend whose
 	// prober moved to another rule keeps its verdict until the new
 	// prober's first.
@@ -103,9 +102,16 @@ func (d *daemon) healthTargets() []health.Target {
 			}
 		}
 	}
+	return d.healthTargetsOf(nil)
+}
+
+// healthTargetsOf returns the targets of the rules in only (nil: every
+// rule), with the services' probers as they are.
+func (d *daemon) healthTargetsOf(only map[string]bool) []health.Target {
+	var ts []health.Target
 	for i := range d.cfg.Rules {
 		r := d.cfg.Rules[i]
-		if r.HealthCheck.Type == config.HealthNone {
+		if r.HealthCheck.Type == config.HealthNone || (only != nil && !only[r.Name]) {
 			continue
 		}
 		check := checkOf(r.HealthCheck)

@@ -129,7 +129,7 @@ func (d *daemon) apply(cfg *config.Config, err error, force bool, t0 time.Time) 
 		return nil, fmt.Errorf("reload: %w", err)
 	}
 	d.commitLive(live, old) // reloadkeys.go
-	if err := d.checker.Set(d.healthTargets()); err != nil {
+	if err := d.reloadHealth(oldView, newView, prior, changed); err != nil {
 		d.log.Error("reload health checks", "err", err)
 	}
 	d.reloadBGP(context.Background())
@@ -140,6 +140,45 @@ func (d *daemon) apply(cfg *config.Config, err error, force bool, t0 time.Time) 
 	}
 	d.log.Info("reloaded", "config", cfg.Path, "rules", len(cfg.Rules), "changed", len(changed), "took", time.Since(t0).Round(10*time.Microsecond).String())
 	return revived, nil
+}
+
+// reloadHealth gives the health checker the targets of the rules a reload
+// changed (changed: their names) or removed, and leaves the probers of
+// every other rule running: a rule's targets depend on its own file only
+// (its check, VIP and backends). When a backend service is involved — a
+// changed or removed rule names one, old or new — every target is set
+// again, since a service's prober may move to another of its rules.
+func (d *daemon) reloadHealth(oldView, v *config.View, prior []int, changed []string) error {
+	rules := make(map[string]bool, len(changed))
+	for _, name := range changed {
+		rules[name] = true
+	}
+	kept := make([]bool, len(oldView.Rules))
+	for i := range v.Rules {
+		j := prior[i]
+		if j >= 0 {
+			kept[j] = true
+		}
+		if !rules[v.Rules[i].Rule.Name] {
+			continue
+		}
+		if v.Rules[i].Rule.Service != "" || (j >= 0 && oldView.Rules[j].Rule.Service != "") {
+			return d.checker.Set(d.healthTargets())
+		}
+	}
+	for j, k := range kept {
+		if !k {
+			r := oldView.Rules[j].Rule
+			if r.Service != "" {
+				return d.checker.Set(d.healthTargets())
+			}
+			rules[r.Name] = true
+		}
+	}
+	if len(rules) == 0 {
+		return nil
+	}
+	return d.checker.SetRules(rules, d.healthTargetsOf(rules))
 }
 
 // priorView is v's rule j, nil for -1 (config.View.Prior).

@@ -90,48 +90,7 @@ func New(opts Options) *Checker {
 // new check while keeping their state (health, weight and streaks). The
 // others go on untouched. Nothing changes if a target is invalid or
 // listed twice.
-func (c *Checker) Set(targets []Target) error {
-	want := make(map[Key]Target, len(targets))
-	for _, t := range targets {
-		if err := t.Validate(); err != nil {
-			return fmt.Errorf("set health targets: %w", err)
-		}
-		if _, dup := want[t.Key]; dup {
-			return fmt.Errorf("set health targets: %s listed twice", t.Key)
-		}
-		want[t.Key] = t
-	}
-	c.reload.Lock()
-	defer c.reload.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopped {
-		return ErrStopped
-	}
-	var stop []*target
-	for k, old := range c.targets {
-		if t, ok := want[k]; !ok || t.Check != old.Check {
-			stop = append(stop, old)
-		}
-	}
-	c.stopTargets(stop)
-	for _, old := range stop {
-		delete(c.targets, old.Key)
-	}
-	for k, t := range want {
-		if _, running := c.targets[k]; running {
-			continue
-		}
-		var prev *tracker
-		for _, old := range stop {
-			if old.Key == k {
-				prev = &old.tr // its probe has ended: no lock needed
-			}
-		}
-		c.start(t, prev)
-	}
-	return nil
-}
+func (c *Checker) Set(targets []Target) error { return c.set(nil, targets) }
 
 // Add starts probing t; it fails if t's Key is already probed.
 func (c *Checker) Add(t Target) error {

@@ -19,8 +19,8 @@
 // of its own that ends with it. A target has at most one probe in flight.
 // The goroutine or round that ends a probe feeds the target's rise/fall
 // tracker, reports a change and queues the next probe; a per-target mutex
-// lets Checker.Status read the tracker from other goroutines. Set, Add,
-// Remove and Stop are serialised by one mutex and wait for the probes in
+// lets Checker.Status read the tracker from other goroutines. Set, SetRules,
+// Add, Remove and Stop are serialised by one mutex and wait for the probes in
 // flight of the targets they stop, so when they return no probe of a
 // removed target runs and no OnChange call for it starts. OnChange calls
 // are serialised across all targets (the callback needs no lock of its
@@ -231,7 +231,11 @@
 //     streaks (no dip to UNKNOWN at a reload); the new thresholds apply
 //     from its next probe. A removed target is forgotten; the consumer
 //     knows it removed it, so nothing is reported. A failing Set (invalid
-//     or duplicate target) changes nothing.
+//     or duplicate target) changes nothing. SetRules is Set for the
+//     targets of some rules only: the others are not looked at beyond a
+//     pass over the keys, so a reload of one rule costs that rule's
+//     targets, not every target's (a Set of 100 000 targets is a tenth of
+//     a second and a hundred thousand allocations).
 //   - A probe cut short by Remove, Set or Stop is discarded, not counted.
 //   - No logging here: the consumer logs the changes it receives.
 package health
