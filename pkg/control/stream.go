@@ -3,6 +3,8 @@ package control
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 )
@@ -65,42 +67,89 @@ func writeBackends(w http.ResponseWriter, rules RuleStream, err error) {
 // streamArray writes a JSON array of the values each rule of rules gives.
 // An error once the reply has begun (the client went away, a rule could
 // not be read) aborts the connection: the client sees a cut reply, never
-// a complete one that lacks rules. One json.Encoder encodes every value
-// into its pooled buffer and writes it from there, so a value costs no
-// copy of its bytes (json.Marshal returns a new slice for each).
+// a complete one that lacks rules.
 func streamArray(w http.ResponseWriter, rules RuleStream, values func(r *Rule, emit func(any) error) error) {
 	w.Write([]byte{'['})
-	enc := json.NewEncoder(&elementWriter{w: w})
-	emit := func(v any) error { return enc.Encode(v) }
+	rw := &rowWriter{w: w}
+	emit := rw.write // once: a method value made per rule would be garbage
 	if err := rules(func(r *Rule) error { return values(r, emit) }); err != nil {
 		panic(http.ErrAbortHandler)
 	}
 	w.Write([]byte{']'})
 }
 
-// elementWriter writes what a json.Encoder encodes, one value per Write
-// ending in a newline, as the elements of a JSON array: a comma before
-// every one but the first, and no newline.
-type elementWriter struct {
-	w io.Writer
-	n int
+// rowWriter writes the values of an array, each encoded into one buffer
+// reused from value to value: a backend by appendBackend (encode.go), a
+// rule by encoding/json without its backends, which appendBackend
+// encodes in their place. So an answer of every rule makes no garbage
+// per row (docs/design.md#read-commands-at-scale).
+type rowWriter struct {
+	w    io.Writer
+	n    int
+	buf  []byte
+	head Rule          // the rule being written, without its backends
+	hbuf bytes.Buffer  // head encoded
+	enc  *json.Encoder // into hbuf
 }
 
-var comma = []byte{','}
+// backendsNull is where the backends go in a Rule encoded without them.
+var backendsNull = []byte(`"backends":null`)
 
-func (e *elementWriter) Write(b []byte) (int, error) {
-	v := b
-	if len(v) > 0 && v[len(v)-1] == '\n' {
-		v = v[:len(v)-1]
+func (rw *rowWriter) write(v any) error {
+	buf := rw.buf[:0]
+	if rw.n > 0 {
+		buf = append(buf, ',')
 	}
-	if e.n > 0 {
-		if _, err := e.w.Write(comma); err != nil {
-			return 0, err
+	rw.n++
+	var err error
+	switch v := v.(type) {
+	case *Backend:
+		buf, err = appendBackend(buf, v)
+	case *Rule:
+		buf, err = rw.appendRule(buf, v)
+	default:
+		err = fmt.Errorf("encode reply: no encoder for %T", v)
+	}
+	rw.buf = buf
+	if err != nil {
+		return err
+	}
+	_, err = rw.w.Write(buf)
+	return err
+}
+
+// appendRule appends r as encoding/json encodes it.
+func (rw *rowWriter) appendRule(buf []byte, r *Rule) ([]byte, error) {
+	if rw.enc == nil {
+		rw.enc = json.NewEncoder(&rw.hbuf)
+	}
+	rw.head = *r
+	rw.head.Backends = nil
+	rw.hbuf.Reset()
+	if err := rw.enc.Encode(&rw.head); err != nil {
+		return buf, err
+	}
+	head := bytes.TrimSuffix(rw.hbuf.Bytes(), []byte{'\n'})
+	// As for rulesNull: no field before backends has one of that name.
+	i := bytes.Index(head, backendsNull)
+	if i < 0 {
+		return buf, errors.New("encode reply: no backends field")
+	}
+	buf = append(buf, head[:i+len(`"backends":`)]...)
+	if r.Backends == nil {
+		buf = append(buf, "null"...)
+	} else {
+		buf = append(buf, '[')
+		for j := range r.Backends {
+			if j > 0 {
+				buf = append(buf, ',')
+			}
+			var err error
+			if buf, err = appendBackend(buf, &r.Backends[j]); err != nil {
+				return buf, err
+			}
 		}
+		buf = append(buf, ']')
 	}
-	e.n++
-	if _, err := e.w.Write(v); err != nil {
-		return 0, err
-	}
-	return len(b), nil
+	return append(buf, head[i+len(backendsNull):]...), nil
 }

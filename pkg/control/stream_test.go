@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -130,7 +131,7 @@ func TestStreamedReplies(t *testing.T) {
 // tricky are strings encoding/json escapes or formats in its own way:
 // HTML characters, quotes, control characters, U+2028, invalid UTF-8,
 // and addresses of both families.
-var tricky = []string{"<a href=\"x\">&amp;</a>", "back\\slash\ttab\nline\x01\x1f", "\u2028\u2029 é ☃ 😀", "bad \xff\xfe utf-8",
+var tricky = []string{"<a href=\"x\">&amp;</a>", "back\\slash\ttab\nline\x01\x1f\b\f\r\x7f", "\u2028\u2029 é ☃ 😀", "bad \xff\xfe utf-8",
 	"2001:db8::1", "fd00:0:0:1::ff", "198.18.0.1", ""}
 
 // fillValue sets every field of v, recursively, to a value derived from
@@ -194,7 +195,7 @@ func fillValue(v reflect.Value, seed *int) {
 // with zero values, and with strings it escapes.
 func TestStreamedBytesAsEncodingJSON(t *testing.T) {
 	var rules []Rule
-	rules = append(rules, Rule{Backends: []Backend{}}, Rule{Backends: []Backend{{}}})
+	rules = append(rules, Rule{}, Rule{Backends: []Backend{}}, Rule{Backends: []Backend{{}}})
 	for seed := range 40 {
 		var r Rule
 		fillValue(reflect.ValueOf(&r).Elem(), &seed)
@@ -247,6 +248,20 @@ func TestStreamedBytesAsEncodingJSON(t *testing.T) {
 	}
 }
 
+// TestNotFiniteRefused: a number JSON cannot hold fails a backend's
+// encoding, as it fails encoding/json's (the answer is cut, not wrong).
+func TestNotFiniteRefused(t *testing.T) {
+	for _, f := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		for _, b := range []Backend{{Share: f}, {PacketsPerSec: f}, {Traffic: Traffic{BytesPerSec: f}}, {CheckInfo: CheckInfo{ProbeLatencySeconds: f}}} {
+			_, jerr := json.Marshal(&b)
+			_, err := appendBackend(nil, &b)
+			if jerr == nil || err == nil {
+				t.Errorf("%v: encoding/json %v, appendBackend %v; want both to fail", f, jerr, err)
+			}
+		}
+	}
+}
+
 // TestRuleClone: a clone shares no memory with its rule: changing every
 // field of the rule, through its pointers and slices, leaves the clone's
 // encoding as it was.
@@ -279,5 +294,47 @@ func TestRuleClone(t *testing.T) {
 		if after, _ := json.Marshal(&c); !bytes.Equal(before, after) {
 			t.Errorf("seed %d: the clone changed with its rule", seed)
 		}
+	}
+}
+
+// BenchmarkRowEncoding is a backend row of a streamed answer, as health
+// checks leave it (two times set), encoded by rowWriter against
+// encoding/json's Encoder of the same row into the same writer (the
+// reference: what a stream wrote with before).
+func BenchmarkRowEncoding(b *testing.B) {
+	at := time.Date(2026, 12, 2, 8, 40, 1, 123456789, time.UTC)
+	rows := make([]Backend, 100)
+	for i := range rows {
+		rows[i] = Backend{Rule: "r00042", Address: fmt.Sprintf("198.19.%d.%d", i/250, 1+i%250), Group: "g", Role: "primary", RoleSource: "config",
+			Admin: "IN_SERVICE", AdminSource: "config", Health: "HEALTHY", WeightConfigured: -1, WeightSource: "config", WeightEffective: 1,
+			Share: 0.0100059, Eligible: true, Tier: "PRIMARY", Usable: true, Slot: uint32(i), Packets: 123456, PacketsPerSec: 10.5,
+			Traffic:   Traffic{Bytes: 98765432, BytesPerSec: 1234.25, NewConnections: 77, NewConnectionsPerSec: 0.5},
+			CheckInfo: CheckInfo{LastCheck: &at, ProbeLatencySeconds: 0.000213, HealthSince: &at, HealthChanges: 1}}
+	}
+	for _, tc := range []struct {
+		name  string
+		write func(w io.Writer) func(*Backend) error
+	}{
+		{"rowWriter", func(w io.Writer) func(*Backend) error {
+			rw := &rowWriter{w: w}
+			return func(r *Backend) error { return rw.write(r) }
+		}},
+		{"encoding-json", func(w io.Writer) func(*Backend) error {
+			enc := json.NewEncoder(w)
+			return func(r *Backend) error { return enc.Encode(r) }
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			write := tc.write(io.Discard)
+			b.ReportAllocs()
+			for b.Loop() {
+				for i := range rows {
+					if err := write(&rows[i]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/row")
+		})
 	}
 }
