@@ -274,7 +274,7 @@ func (d *daemon) Run(ctx context.Context) (err error) {
 	d.store.close()
 	d.storeArenas()
 	t := d.phase("engine", d.started)
-	d.checker = health.New(health.Options{OnChange: d.onHealth, Dial: d.dialProbe})
+	d.checker = health.New(d.healthOptions())
 	if err := d.checker.Set(d.healthTargets()); err != nil {
 		d.exit = exitStop
 		d.finish()

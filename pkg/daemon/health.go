@@ -27,6 +27,22 @@ type probeKey struct {
 	addr netip.Addr
 }
 
+// healthOptions are the checker's: verdicts to onHealth, the probes of
+// data-path rules through dialProbe (probepath.go), and a warning when its
+// bound on probes in flight makes probes late.
+func (d *daemon) healthOptions() health.Options {
+	return health.Options{OnChange: d.onHealth, Dial: d.dialProbe, OnLate: d.probesLate}
+}
+
+// probesLate logs, at most once a minute (health.LateReportEvery), that
+// probes started late because the checker's probes in flight, each a
+// socket, were at their bound: half the open-file limit, the other half
+// being the control plane's (pkg/health doc.go, "Decisions").
+func (d *daemon) probesLate(late uint64, maxInFlight int) {
+	d.log.Warn("health probes started late since the last such line: probes in flight at their bound (half the open-file limit), checks run less often than their interval",
+		"late_probes", late, "max_in_flight", maxInFlight)
+}
+
 // onHealth receives a prober's change (on a prober goroutine).
 func (d *daemon) onHealth(s health.Status) {
 	p := probe{health: s.Health, weight: s.Weight, weightState: s.WeightState, since: s.Since}

@@ -120,7 +120,7 @@ func prepareSuccessor(opts Options, offer *handover.Offer) (_ *daemon, notes []s
 	d.controlLn = inheritedListener(offer, controlFile, d)
 	d.metricsLn = inheritedListener(offer, metricsFile, d)
 	d.resolver = neigh.New(nil)
-	d.checker = health.New(health.Options{OnChange: d.onHealth, Dial: d.dialProbe})
+	d.checker = health.New(d.healthOptions())
 	if err := d.checker.Set(d.healthTargets()); err != nil {
 		return nil, nil, fmt.Errorf("start health checks: %w", err)
 	}

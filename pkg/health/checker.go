@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Checker probes a set of targets, each on its own schedule, and reports
@@ -43,6 +45,17 @@ type Checker struct {
 	probes  sync.WaitGroup // probes in flight
 	loops   sync.WaitGroup // the scheduler and the connector
 	started atomic.Uint64  // probes started since New
+
+	// The bound on probes in flight (doc.go, "Decisions"). running and
+	// heldAt are under mu.
+	maxInFlight int
+	running     int           // probes in flight that hold a socket (all but NONE)
+	heldAt      time.Time     // the latest round that left due probes to the next
+	late        atomic.Uint64 // probes started after a round that held them back
+
+	// The scheduler's alone: what Options.OnLate was last told, and when.
+	lateReported uint64
+	lateReportAt time.Time
 }
 
 // target is one prober: its configuration, its schedule and its state.
@@ -75,6 +88,10 @@ func New(opts Options) *Checker {
 		opts.Clock = realClock{}
 	}
 	c.opts = opts
+	c.maxInFlight = opts.MaxInFlight
+	if c.maxInFlight <= 0 {
+		c.maxInFlight = defaultMaxInFlight()
+	}
 	if c.seed == 0 {
 		c.seed = rand.Uint64()
 	}
@@ -146,6 +163,28 @@ func (c *Checker) Stop() {
 
 // Probes returns how many probes the Checker has started since New.
 func (c *Checker) Probes() uint64 { return c.started.Load() }
+
+// Late returns how many probes have started late since New because the
+// bound on probes in flight held them back a round or more.
+func (c *Checker) Late() uint64 { return c.late.Load() }
+
+// MaxInFlight returns the bound on probes in flight (Options.MaxInFlight,
+// or the default derived from the open-file limit).
+func (c *Checker) MaxInFlight() int { return c.maxInFlight }
+
+// defaultMaxInFlight is half the process's open-file limit: the soft
+// limit of RLIMIT_NOFILE, which Go raises to the hard one at start. The
+// other half is the daemon's own (control connections, rule files,
+// netlink, AF_XDP and BGP sockets, a reload's second set of them); a
+// limit that cannot be read gives the bound of the usual default limit,
+// 1024.
+func defaultMaxInFlight() int {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil || lim.Cur < 2 {
+		return 512
+	}
+	return int(min(lim.Cur/2, 1<<20))
+}
 
 // Status returns the status of every target, sorted by rule then backend.
 func (c *Checker) Status() []Status {
@@ -259,10 +298,11 @@ const schedulerTick = 20 * time.Millisecond
 
 // schedule is the scheduler goroutine: it sleeps until the earliest due
 // time (but at least schedulerTick after it last started probes) and
-// starts every probe that is due: the connector's on this goroutine, the
-// others on a goroutine each. While the connector has connections in
-// flight it also wakes every schedulerTick (or at their deadline) to end
-// those that are done.
+// starts every probe that is due, up to the bound on probes in flight:
+// the connector's on this goroutine, the others on a goroutine each. Due
+// probes over the bound wait for the next round, earliest first. While
+// the connector has connections in flight it also wakes every
+// schedulerTick (or at their deadline) to end those that are done.
 func (c *Checker) schedule() {
 	defer c.loops.Done()
 	var due []*target
@@ -271,19 +311,36 @@ func (c *Checker) schedule() {
 		c.mu.Lock()
 		now := c.opts.Clock.Now()
 		due = due[:0]
+		held := false
 		for len(c.queue) > 0 && !c.queue[0].due.After(now) {
-			t := heap.Pop(&c.queue).(*target)
+			t := c.queue[0]
+			if t.Check.Kind != NoProbe { // NONE holds no socket
+				if c.running >= c.maxInFlight {
+					held = true
+					break
+				}
+				c.running++
+			}
+			heap.Pop(&c.queue)
+			if !t.due.After(c.heldAt) {
+				c.late.Add(1) // it was due in a round that held it back
+			}
 			t.busy = true
 			c.probes.Add(1)
 			c.started.Add(1)
 			due = append(due, t)
 		}
 		wait := time.Duration(-1)
-		if len(c.queue) > 0 {
+		switch {
+		case held:
+			c.heldAt = now
+			wait = schedulerTick
+		case len(c.queue) > 0:
 			wait = c.queue[0].due.Sub(now)
 		}
 		conns := c.conns
 		c.mu.Unlock()
+		c.reportLate(now)
 		for i, t := range due {
 			if t.fast {
 				conns.start(t, now)
@@ -333,6 +390,21 @@ func (c *Checker) schedule() {
 	}
 }
 
+// reportLate tells Options.OnLate how many probes started late since its
+// last call: at once the first time, then at most once per
+// LateReportEvery. Called by the scheduler.
+func (c *Checker) reportLate(now time.Time) {
+	late := c.late.Load()
+	if c.opts.OnLate == nil || late == c.lateReported {
+		return
+	}
+	if !c.lateReportAt.IsZero() && now.Sub(c.lateReportAt) < LateReportEvery {
+		return
+	}
+	c.opts.OnLate(late-c.lateReported, c.maxInFlight)
+	c.lateReported, c.lateReportAt = late, now
+}
+
 // probe runs one probe of t on its own goroutine.
 func (c *Checker) probe(t *target) {
 	began := time.Now() // probe timeouts run on real time, so does their latency
@@ -351,6 +423,9 @@ func (c *Checker) finish(t *target, r Result) {
 	}
 	c.mu.Lock()
 	t.busy = false
+	if t.Check.Kind != NoProbe {
+		c.running--
+	}
 	if !t.removed && t.Check.Kind != NoProbe {
 		t.due = t.due.Add(nextPeriod(t.rng, t.Check.Interval))
 		if now := c.opts.Clock.Now(); t.due.Before(now) {

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -262,4 +263,88 @@ func TestConnectorDiscardsRemovedBeforeLook(t *testing.T) {
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != unix.EBADF {
 		t.Errorf("the removed target's socket %d is still open (%v)", fd, err)
 	}
+}
+
+// TestMaxInFlight: many connect-only probes due at once against a backend
+// that drops SYNs never hold more than MaxInFlight sockets; the probes
+// over the bound start in later rounds, late but not lost, each ends as
+// the timeout it is (the wait is not counted in it), and OnLate says so
+// once. Without the bound every due probe opens its socket in one round.
+func TestMaxInFlight(t *testing.T) {
+	addr := fullListener(t) // every connect hangs until its timeout
+	const targets, bound, timeout = 24, 4, 300 * time.Millisecond
+	// The last of targets/bound batches starts after the others timed out.
+	const lastWait = (targets/bound - 1) * timeout
+	var mu sync.Mutex
+	var reports [][2]uint64
+	onLate := func(late uint64, maxInFlight int) {
+		mu.Lock()
+		reports = append(reports, [2]uint64{late, uint64(maxInFlight)})
+		mu.Unlock()
+	}
+	base := openFDs(t)
+	c := New(Options{Seed: 6, MaxInFlight: bound, OnLate: onLate})
+	defer c.Stop()
+	for i := range targets {
+		tg := Target{Key: Key{Rule: fmt.Sprintf("r%02d", i), Backend: addr.Addr()}, Check: Check{
+			Kind: TCP, Port: addr.Port(), Interval: 10 * time.Millisecond, Timeout: timeout, HealthyThreshold: 1, UnhealthyThreshold: 1,
+		}}
+		if err := c.Add(tg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	peak, probed := 0, 0
+	for deadline := start.Add(20 * time.Second); probed < targets; time.Sleep(2 * time.Millisecond) {
+		peak = max(peak, openFDs(t)-base)
+		probed = 0
+		for _, s := range c.Status() {
+			if !s.LastProbe.IsZero() {
+				probed++
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d targets probed after 20 s", probed, targets)
+		}
+	}
+	took := time.Since(start)
+	c.Stop()
+	// The connector's epoll instance is the one descriptor beside them.
+	if peak > bound+1 {
+		t.Errorf("%d descriptors open at once, want at most %d sockets and the epoll instance", peak, bound)
+	}
+	if took < lastWait {
+		t.Errorf("every target probed after %s: the bound of %d held nothing back", took, bound)
+	}
+	for _, s := range c.Status() {
+		if s.Health != failover.HealthUnhealthy || !errors.Is(s.LastError, ErrTimeout) || !strings.Contains(s.LastError.Error(), "after 300ms") {
+			t.Errorf("%v, want UNHEALTHY on a timeout after 300ms", s)
+		}
+		if s.LastLatency < timeout || s.LastLatency >= lastWait {
+			t.Errorf("%s: latency %s, want the timeout's %s from the probe's start, not from when it was due", s.Key, s.LastLatency, timeout)
+		}
+	}
+	if late := c.Late(); late < targets-bound {
+		t.Errorf("%d probes counted late, want at least the %d held back in the first round", late, targets-bound)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reports) != 1 || reports[0][0] == 0 || reports[0][1] != bound {
+		t.Errorf("OnLate calls %v, want one (the next a minute later at the earliest) with late > 0 and the bound %d", reports, bound)
+	}
+}
+
+// openFDs counts the process's open descriptors.
+func openFDs(tb testing.TB) int {
+	tb.Helper()
+	f, err := os.Open("/proc/self/fd")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return len(names)
 }

@@ -11,8 +11,9 @@
 // rule, since each rule may use its own port or path and the backend may
 // report another weight for each). One scheduler goroutine owns the
 // schedule: a heap of the targets' next due times. It sleeps until the
-// earliest, and in each round starts every probe that is due: a
-// connect-only TCP probe that goes direct (Check.Direct, or no
+// earliest, and in each round starts every probe that is due, up to a
+// bound on the probes in flight (Options.MaxInFlight; the others wait for
+// the next round): a connect-only TCP probe that goes direct (Check.Direct, or no
 // Options.Dial) with the real clock on the scheduler itself, through the
 // connector (a non-blocking connect whose end it takes from one epoll
 // instance in the same or a later round); every other probe on a goroutine
@@ -208,6 +209,29 @@
 //     a context and a timer). BenchmarkCheckerScale measures the whole at
 //     10 000 backends beside a raw connect and a net.Dialer connect
 //     (bench/README.md).
+//   - Descriptors: every probe in flight holds a socket (the connector's
+//     from the start of its round to the round that ends it, the others
+//     for their goroutine's life), and a scheduler that fell behind (a
+//     busy machine, a stall) finds a whole stretch of the schedule due at
+//     once. So the probes in flight are bounded, by default to half the
+//     process's open-file limit (RLIMIT_NOFILE's soft limit at New, which
+//     Go raises to the hard one; 512 if it cannot be read): the other
+//     half is the daemon's, whose own descriptors (control connections,
+//     rule files read at a reload, netlink, AF_XDP, BGP, a hand-over's
+//     copies) are a few hundred at most, and whose control plane must
+//     keep working however the probes fare. Without it, 100 000 targets
+//     whose connects hung took every descriptor of a daemon limited to
+//     20 000, and reload and backend undrain failed with "too many open
+//     files" (bench/README.md). NONE holds no socket and is not counted.
+//     A due probe over the bound waits for the next round, earliest due
+//     first: late, not lost, not failed, and its timeout runs from its
+//     start, so the wait changes no verdict; its next due time follows
+//     from the one it missed, as for a probe that outlasted its period.
+//     The bound is of probes, not rate: while it holds, each target is
+//     probed less often than its interval. That shows: Checker.Late
+//     counts the probes that started after a round that held them back,
+//     and Options.OnLate hears of them at once, then at most once a
+//     minute (the daemon logs a warning).
 //   - A connect-only probe ends SYN, SYN-ACK, RST: its socket delays the
 //     handshake's last ACK (TCP_QUICKACK off before connect; the kernel
 //     holds it up to 200 ms) and closes with a zero linger, which sends a

@@ -96,7 +96,25 @@ type Options struct {
 	// Seed makes probe jitter reproducible: the same seed and target give
 	// the same schedule. 0 picks a random seed.
 	Seed uint64
+
+	// MaxInFlight bounds the probes in flight at once, each of which holds
+	// a socket: a due probe over the bound waits for a later round of the
+	// scheduler (it starts late; its verdict does not change). 0 means
+	// half the process's open-file limit (RLIMIT_NOFILE's soft limit) when
+	// New runs, leaving the other half to the rest of the process.
+	MaxInFlight int
+
+	// OnLate receives, on the scheduler, how many probes started late
+	// because MaxInFlight held them back since its previous call, and the
+	// bound: at once the first time, then at most once per LateReportEvery
+	// while probes keep starting late. It must return quickly.
+	OnLate func(late uint64, maxInFlight int)
 }
+
+// LateReportEvery is the shortest time between two calls of
+// Options.OnLate: a log line a minute at most, however long probes run
+// late.
+const LateReportEvery = time.Minute
 
 // ErrStopped is returned by Set and Add after Stop.
 var ErrStopped = errors.New("health checker stopped")
