@@ -92,6 +92,13 @@
 //     capture refused before anything was captured (no such rule, another
 //     capture running: 409) is an ordinary error reply; a capture ends
 //     when the client goes away, so it needs no count or duration.
+//   - A streamed answer's backend rows are encoded by hand (encode.go) into
+//     one reused buffer, the rest of each rule by encoding/json: the same
+//     bytes as encoding/json's, without reflection or garbage per row, so a
+//     read of every rule does not grow the daemon's heap with the rules
+//     (docs/design.md#read-commands-at-scale). A field added to Backend
+//     needs its line in appendBackend (TestStreamedBytesAsEncodingJSON
+//     fails without it).
 //   - Request bodies are limited to 64 KiB and must be one JSON object with
 //     no unknown fields, so a misspelt field is an error, not a silent
 //     default.
