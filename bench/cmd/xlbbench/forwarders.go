@@ -25,6 +25,16 @@ type forwarder struct {
 	mu       sync.Mutex
 	reloaded string
 	reloads  chan struct{}
+	// Log lines that say "too many open files" (the process ran out of
+	// descriptors), and xlb's warnings that health probes started late.
+	emfileLines, lateProbeLines int
+}
+
+// logCounts returns the counts of the log lines watched for.
+func (f *forwarder) logCounts() (emfile, lateProbes int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.emfileLines, f.lateProbeLines
 }
 
 // lastReload returns the latest "msg=reloaded" line, waiting up to
@@ -164,6 +174,15 @@ func startAndWaitFor(cmd *exec.Cmd, ready string, cleanup func(), timeout time.D
 				if len(tail) > 256 {
 					tail = tail[1:]
 				}
+			}
+			if l := sc.Text(); strings.Contains(l, "too many open files") || strings.Contains(l, "health probes started late") {
+				f.mu.Lock()
+				if strings.Contains(l, "too many open files") {
+					f.emfileLines++
+				} else {
+					f.lateProbeLines++
+				}
+				f.mu.Unlock()
 			}
 			if strings.Contains(sc.Text(), "msg=reloaded") {
 				f.mu.Lock()

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -119,11 +120,21 @@ type ScaleResults struct {
 	// With health TCP: the daemon's CPU (all threads, of one CPU) over
 	// ProbeWindowSec once every backend had its first verdict, and the
 	// probes the gateway answered per second meanwhile (probeListener).
-	ProbeWindowSec float64  `json:"probe_window_sec,omitempty"`
-	DaemonCPU      float64  `json:"daemon_cpu_of_one,omitempty"`
-	ProbesPerSec   float64  `json:"probes_per_sec,omitempty"`
-	HeapProfile    string   `json:"heap_profile,omitempty"`
-	HeapTop        []string `json:"heap_top,omitempty"`
+	ProbeWindowSec float64 `json:"probe_window_sec,omitempty"`
+	DaemonCPU      float64 `json:"daemon_cpu_of_one,omitempty"`
+	ProbesPerSec   float64 `json:"probes_per_sec,omitempty"`
+	// FDsPeak is the most descriptors the daemon held at once (its
+	// /proc/PID/fd, counted every fdSample from serving to the end), and
+	// FDLimit its RLIMIT_NOFILE soft limit: health probes must leave the
+	// control plane room under it.
+	FDsPeak int `json:"fds_peak"`
+	FDLimit int `json:"fd_limit"`
+	// The daemon's log lines saying "too many open files", and its
+	// warnings that health probes started late (at most one a minute).
+	EMFILELines     int      `json:"emfile_log_lines"`
+	LateProbesLines int      `json:"late_probes_log_lines"`
+	HeapProfile     string   `json:"heap_profile,omitempty"`
+	HeapTop         []string `json:"heap_top,omitempty"`
 }
 
 // Read is one read command: its median wall time over the repeats and the
@@ -598,6 +609,8 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 	}
 	defer fw.Stop("xlb")
 	res.StartSec = time.Since(t0).Seconds()
+	fdsPeak := watchFDs(ctx, fw.pid)
+	defer func() { _ = fdsPeak() }()
 	if cpu, err := procCPU(fw.pid); err == nil {
 		res.StartCPUSec = cpu.Seconds()
 	}
@@ -729,6 +742,9 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 		return err
 	}
 	res.RSSHWMMiB = max(res.RSSHWMMiB, res.ReadsHWMAfterMiB) // the reads reset the peak
+	res.FDsPeak, res.FDLimit = fdsPeak(), fdLimit(fw.pid)
+	res.EMFILELines, res.LateProbesLines = fw.logCounts()
+	progress("daemon descriptors: peak %d, limit %d; log lines: %d too many open files, %d probes late", res.FDsPeak, res.FDLimit, res.EMFILELines, res.LateProbesLines)
 
 	if o.heap {
 		if res.HeapProfile, res.HeapTop, err = heapProfile(app, o.out, res.Date, ""); err != nil {
@@ -747,6 +763,61 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 	printScale(os.Stdout, &res)
 	fmt.Fprintln(os.Stderr, "results:", name)
 	return nil
+}
+
+// fdSample is how often watchFDs counts the daemon's descriptors.
+const fdSample = 100 * time.Millisecond
+
+// watchFDs counts pid's open descriptors every fdSample until the returned
+// function is called, which returns the most it counted.
+func watchFDs(ctx context.Context, pid int) (stop func() int) {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	done := make(chan struct{})
+	peak := make(chan int, 1)
+	go func() {
+		most := 0
+		tick := time.NewTicker(fdSample)
+		defer tick.Stop()
+		for {
+			if f, err := os.Open(dir); err == nil {
+				names, _ := f.Readdirnames(-1)
+				f.Close()
+				most = max(most, len(names))
+			}
+			select {
+			case <-tick.C:
+			case <-done:
+				peak <- most
+				return
+			case <-ctx.Done():
+				peak <- most
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	var most int
+	return func() int {
+		once.Do(func() { close(done); most = <-peak })
+		return most
+	}
+}
+
+// fdLimit is pid's soft limit of open files (0: unknown).
+func fdLimit(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "Max open files"); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				n, _ := strconv.Atoi(f[0])
+				return n
+			}
+		}
+	}
+	return 0
 }
 
 // probeCPU waits until the daemon reports no backend without a verdict,
@@ -978,6 +1049,7 @@ func printScale(w io.Writer, r *ScaleResults) {
 	if r.Health == "TCP" {
 		fmt.Fprintf(w, "| health TCP: daemon CPU, probes/s | %.1f %% of one CPU, %.0f/s |\n", 100*r.DaemonCPU, r.ProbesPerSec)
 	}
+	fmt.Fprintf(w, "| daemon descriptors: peak / limit | %d / %d (log lines: %d too many open files, %d probes late) |\n", r.FDsPeak, r.FDLimit, r.EMFILELines, r.LateProbesLines)
 	if len(r.StartCPUTop) > 0 {
 		fmt.Fprintf(w, "\nCPU of the start %s:\n%s\n", r.StartCPUProfile, strings.Join(r.StartCPUTop, "\n"))
 	}

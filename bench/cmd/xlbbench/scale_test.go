@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"net/netip"
 	"os"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/xlbnet/xlb/pkg/config"
 )
@@ -189,5 +193,35 @@ func TestTCPOpens(t *testing.T) {
 	defer live.Close()
 	if _, _, err := tcpOpens(live); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestWatchFDs: the descriptor watch sees descriptors opened while it
+// runs, and fdLimit reads the process's soft open-file limit.
+func TestWatchFDs(t *testing.T) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if got := fdLimit(os.Getpid()); uint64(got) != lim.Cur {
+		t.Errorf("fdLimit %d, want the soft limit %d", got, lim.Cur)
+	}
+	before := watchFDs(context.Background(), os.Getpid())
+	base := before()
+	peak := watchFDs(context.Background(), os.Getpid())
+	var files []*os.File
+	for range 50 {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	time.Sleep(3 * fdSample)
+	for _, f := range files {
+		f.Close()
+	}
+	if got := peak(); got < base+50 {
+		t.Errorf("peak %d descriptors, want at least %d + the 50 opened", got, base)
 	}
 }
