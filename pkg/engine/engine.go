@@ -310,7 +310,7 @@ func (e *Engine) newWorker(q *queue) error {
 	}
 	tables := dataplane.FlowTables{Conntrack: q.table, Sessions: e.sessions, Fragments: e.frags, Peers: e.peers}
 	sock := q.sock
-	q.worker = dataplane.NewWorker(sock.Rings(), &e.snapshot, tables, e.cfg.Clock, func() { sock.Poll(1) })
+	q.worker = dataplane.NewWorker(sock.Rings(), &e.snapshot, tables, e.cfg.Clock, idleWait(sock))
 	e.shareExceptions(q)
 	return nil
 }
