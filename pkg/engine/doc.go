@@ -39,7 +39,7 @@
 //	arenas.go    the arenas' pages: logged when the engine serves, read
 //	             for status and metrics (ArenaPages)
 //	procs.go     the Ps added to GOMAXPROCS for the running workers,
-//	             ControlProcs
+//	             ControlProcs, an idle worker's wait (idleWait)
 //	fleet.go     [fleet] (Config.PeerEntries): the peer table (an arena
 //	             handed over and kept like the session table) given to every
 //	             worker, and each worker's exception scan and hand-off ring
@@ -60,7 +60,11 @@
 //     workers held; with a P each, the kernel shares the CPUs between the
 //     worker threads and the control plane's, and Config.WorkerNice is
 //     the knob that favours the workers. Parallel control work sizes
-//     itself by ControlProcs (GOMAXPROCS without the workers' Ps).
+//     itself by ControlProcs (GOMAXPROCS without the workers' Ps). An
+//     idle worker passes through Go's scheduler every 4 ms
+//     (runtime.Gosched): otherwise Go's monitor takes a goroutine that
+//     is never rescheduled for one running for over 10 ms, preempts it
+//     and retakes its P at every poll, and wakes every 20 µs itself.
 //   - Every other method runs on its caller's goroutine, the daemon's
 //     control goroutine, one at a time; Snapshot, Stats, BackendStats,
 //     Shared, SetCapture and ArenaPages are safe from any goroutine (the

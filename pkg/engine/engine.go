@@ -310,7 +310,7 @@ func (e *Engine) newWorker(q *queue) error {
 	}
 	tables := dataplane.FlowTables{Conntrack: q.table, Sessions: e.sessions, Fragments: e.frags, Peers: e.peers}
 	sock := q.sock
-	q.worker = dataplane.NewWorker(sock.Rings(), &e.snapshot, tables, e.cfg.Clock, idleWait(sock))
+	q.worker = dataplane.NewWorker(sock.Rings(), &e.snapshot, tables, e.cfg.Clock, idleWait(func() { sock.Poll(1) }))
 	e.shareExceptions(q)
 	return nil
 }

@@ -4,8 +4,6 @@ import (
 	"runtime"
 	"sync"
 	"time"
-
-	"github.com/xlbnet/xlb/ring"
 )
 
 // procs counts the Go Ps the running workers hold, process-wide (several
@@ -69,12 +67,12 @@ func ControlProcs() int {
 // two thread switches) lets the monitor see the worker rescheduled.
 const yieldEvery = 4 * time.Millisecond
 
-// idleWait is a worker's sleep on an idle queue: its socket's poll, up to
-// 1 ms, and every yieldEvery a pass through the scheduler.
-func idleWait(sock *ring.Socket) func() {
+// idleWait is a worker's sleep on an idle queue: poll (its socket's, up
+// to 1 ms), and every yieldEvery a pass through the scheduler.
+func idleWait(poll func()) func() {
 	last := time.Now()
 	return func() {
-		sock.Poll(1)
+		poll()
 		if now := time.Now(); now.Sub(last) >= yieldEvery {
 			last = now
 			runtime.Gosched()
