@@ -66,32 +66,7 @@ func BenchmarkControlBesideIdleWorkers(b *testing.B) {
 				addProcs(workers)
 				defer removeProcs(workers)
 			}
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			for range workers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					runtime.LockOSThread()
-					defer runtime.UnlockOSThread()
-					fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					defer unix.Close(fd)
-					fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						unix.Poll(fds, 1) // never readable: the idle worker's sleep
-					}
-				}()
-			}
-			defer func() { close(stop); wg.Wait() }()
+			defer idleWorkers(b, workers, false)()
 			var r0, r1 unix.Rusage
 			unix.Getrusage(unix.RUSAGE_SELF, &r0)
 			b.ResetTimer()
@@ -154,45 +129,52 @@ func BenchmarkIdleWorkers(b *testing.B) {
 			addProcs(workers)
 			defer removeProcs(workers)
 			for b.Loop() {
-				stop := make(chan struct{})
-				var wg sync.WaitGroup
-				for range workers {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						runtime.LockOSThread()
-						defer runtime.UnlockOSThread()
-						fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						defer unix.Close(fd)
-						fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-						idle := func() { unix.Poll(fds, 1) }
-						if yield {
-							idle = idleWait(idle)
-						}
-						for {
-							select {
-							case <-stop:
-								return
-							default:
-							}
-							idle()
-						}
-					}()
-				}
+				stop := idleWorkers(b, workers, yield)
 				var r0, r1 unix.Rusage
 				unix.Getrusage(unix.RUSAGE_SELF, &r0)
 				const window = 500 * time.Millisecond
 				time.Sleep(window)
 				unix.Getrusage(unix.RUSAGE_SELF, &r1)
-				close(stop)
-				wg.Wait()
+				stop()
 				cpu := time.Duration(r1.Utime.Nano() + r1.Stime.Nano() - r0.Utime.Nano() - r0.Stime.Nano())
 				b.ReportMetric(100*cpu.Seconds()/window.Seconds(), "cpu-%/op")
 			}
 		})
 	}
+}
+
+// idleWorkers starts n idle workers: goroutines locked to their threads,
+// asleep in 1-ms ppolls of an eventfd that is never readable, through
+// idleWait when yield is set. stop ends them and waits.
+func idleWorkers(b *testing.B, n int, yield bool) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			defer unix.Close(fd)
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			idle := func() { unix.Poll(fds, 1) }
+			if yield {
+				idle = idleWait(idle)
+			}
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				idle()
+			}
+		}()
+	}
+	return func() { close(done); wg.Wait() }
 }
