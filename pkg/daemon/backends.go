@@ -129,7 +129,7 @@ func (o *ops) ruleInfo(rr ruleRows, in statsInputs) control.Rule {
 // address is the string the rule's failover state holds, its times point
 // into times.
 type ruleBuilder struct {
-	digests bool // compute the table digest (digest.go) of a rule without one
+	digests bool // fill TableDigest (digest.go: computed when first asked for after the rule's publication)
 	rule    control.Rule
 	times   []backendTimes // one per row of rule.Backends
 	detail  []string
