@@ -62,6 +62,8 @@ type scaleOptions struct {
 	servingTimeout  time.Duration
 	startCPU        time.Duration
 	jsonReads       bool
+	scrapes         []string      // metrics queries to scrape ("": the whole endpoint)
+	scrapeCPU       time.Duration // profile the daemon over this long of full scrapes
 }
 
 // ScaleResults is the JSON file of one scale run (bench/results/<date>-scale.json).
@@ -135,6 +137,13 @@ type ScaleResults struct {
 	LateProbesLines int      `json:"late_probes_log_lines"`
 	HeapProfile     string   `json:"heap_profile,omitempty"`
 	HeapTop         []string `json:"heap_top,omitempty"`
+	// Scrapes of the metrics endpoint after start, before the reads.
+	Scrapes []Scrape `json:"scrapes,omitempty"`
+	// With --scrape-cpu: the daemon's CPU and allocation profiles over
+	// back-to-back full scrapes, and their tops.
+	ScrapeProfiles []string `json:"scrape_profiles,omitempty"`
+	ScrapeCPUTop   []string `json:"scrape_cpu_top,omitempty"`
+	ScrapeAllocTop []string `json:"scrape_alloc_top,omitempty"`
 }
 
 // Read is one read command: its median wall time over the repeats and the
@@ -168,14 +177,29 @@ func scaleMain(args []string) int {
 	fs.DurationVar(&o.probeWindow, "probe-window", 20*time.Second, "with TCP health: how long to measure the daemon's CPU once every backend has a verdict")
 	fs.BoolVar(&o.jsonReads, "json-reads", true, "run the reads that print every rule (status --json, backend list --json: minutes at 1000 rules on a busy machine)")
 	fs.DurationVar(&o.startCPU, "start-cpu", 0, "take a CPU profile of the daemon over this long from its start (needs --heap's profile endpoint; 0: none)")
+	fs.Func("scrape", "a query of the metrics endpoint to scrape --repeat times after start, e.g. \"scope=rule\" (repeatable; \"full\": none; \"off\": no scrape; default: full and \"scope=appliance&scope=queue&scope=rule\")", func(v string) error {
+		switch v {
+		case "full":
+			v = ""
+		case "off":
+			o.scrapes = []string{}
+			return nil
+		}
+		o.scrapes = append(o.scrapes, v)
+		return nil
+	})
+	fs.DurationVar(&o.scrapeCPU, "scrape-cpu", 0, "profile the daemon's CPU and allocations over this long of back-to-back full scrapes (needs --heap's profile endpoint; 0: none)")
 	fs.DurationVar(&o.servingTimeout, "serving-timeout", 5*time.Minute, "how long `xlb run` may take to serve")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	o.health = strings.ToUpper(o.health)
 	if o.xlb == "" || fs.NArg() > 0 || o.rules < 1 || o.backends < 1 || (o.health != "NONE" && o.health != "TCP") {
-		fmt.Fprintln(os.Stderr, "usage: xlbbench scale --xlb PATH [--rules N] [--backends M] [--pool P] [--queues Q] [--health NONE|TCP] [--interval D] [--repeat R] [--heap=false] [--out DIR]")
+		fmt.Fprintln(os.Stderr, "usage: xlbbench scale --xlb PATH [--rules N] [--backends M] [--pool P] [--queues Q] [--health NONE|TCP] [--interval D] [--repeat R] [--heap=false] [--scrape QUERY|full|off]... [--scrape-cpu D] [--out DIR]")
 		return 2
+	}
+	if o.scrapes == nil {
+		o.scrapes = defaultScrapes
 	}
 	if o.pool == 0 {
 		o.pool = max(min(o.rules*o.backends, 10000), o.backends+1, o.rules)
@@ -295,10 +319,10 @@ hash_seed = "0x1ab5eed"
 %srules_dir = "rules.d"
 state_file = %q
 control_socket = %q
-metrics_listen = ""
+metrics_listen = %q
 [conntrack]
 max_entries = 65536
-`, size, filepath.Join(dir, "state.toml"), filepath.Join(dir, "xlb.sock"))
+`, size, filepath.Join(dir, "state.toml"), filepath.Join(dir, "xlb.sock"), scaleMetrics)
 	cfg := filepath.Join(dir, "xlb.toml")
 	if err := os.WriteFile(cfg, []byte(main), 0o644); err != nil {
 		return "", err
@@ -631,6 +655,15 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 	}
 	if startCPU != nil {
 		if err := <-startCPU; err != nil {
+			return err
+		}
+	}
+
+	if res.Scrapes, err = measureScrapes(ctx, o, app, fw.pid, progress); err != nil {
+		return err
+	}
+	if o.heap && o.scrapeCPU > 0 {
+		if res.ScrapeProfiles, res.ScrapeCPUTop, res.ScrapeAllocTop, err = scrapeProfiles(ctx, o, app, res.Date); err != nil {
 			return err
 		}
 	}
@@ -1044,6 +1077,14 @@ func printScale(w io.Writer, r *ScaleResults) {
 		fmt.Fprintf(w, "| `%s` | %.3f s (%d bytes, CLI peak RSS %.0f MiB, daemon peak %.0f MiB) |\n", rd.Command, rd.Sec, rd.Bytes, rd.CLIMaxRSSMiB, rd.DaemonPeakMiB)
 	}
 	fmt.Fprintf(w, "| lookup over the control socket (no CLI) | %.2f ms |\n", 1000*r.LookupSocketSec)
+	for _, sc := range r.Scrapes {
+		q := sc.Query
+		if q == "" {
+			q = "(all)"
+		}
+		fmt.Fprintf(w, "| scrape `/metrics` %s | %.3f s, %d series, %d bytes (%d gzip), daemon CPU %.3f s, RSS %.0f → peak %.0f → %.0f MiB |\n",
+			q, sc.Sec, sc.Series, sc.Bytes, sc.WireBytes, sc.DaemonCPUSec, sc.RSSBeforeMiB, sc.DaemonPeakMiB, sc.RSSAfterMiB)
+	}
 	fmt.Fprintf(w, "| daemon RSS peak before → after the reads | %.0f → %.0f MiB |\n", r.ReadsHWMBeforeMiB, r.ReadsHWMAfterMiB)
 	fmt.Fprintf(w, "| daemon RSS peak (VmHWM) | %.0f MiB |\n", r.RSSHWMMiB)
 	if r.Health == "TCP" {
@@ -1055,6 +1096,10 @@ func printScale(w io.Writer, r *ScaleResults) {
 	}
 	if len(r.StartHeapTop) > 0 {
 		fmt.Fprintf(w, "\nheap (in use) one second after start %s:\n%s\n", r.StartHeapProfile, strings.Join(r.StartHeapTop, "\n"))
+	}
+	if len(r.ScrapeCPUTop) > 0 {
+		fmt.Fprintf(w, "\nCPU over full scrapes %s:\n%s\n", r.ScrapeProfiles[0], strings.Join(r.ScrapeCPUTop, "\n"))
+		fmt.Fprintf(w, "\nallocations over them %s:\n%s\n", r.ScrapeProfiles[1], strings.Join(r.ScrapeAllocTop, "\n"))
 	}
 	if len(r.HeapTop) > 0 {
 		fmt.Fprintf(w, "\nheap (in use) %s:\n%s\n", r.HeapProfile, strings.Join(r.HeapTop, "\n"))

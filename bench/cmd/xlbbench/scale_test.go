@@ -225,3 +225,13 @@ func TestWatchFDs(t *testing.T) {
 		t.Errorf("peak %d descriptors, want at least %d + the 50 opened", got, base)
 	}
 }
+
+// TestCountSeries: the scrape's sample lines are those that are neither
+// comments nor empty, and the bytes are the text's.
+func TestCountSeries(t *testing.T) {
+	text := "# HELP a_total A.\n# TYPE a_total counter\na_total{q=\"0\"} 1\na_total{q=\"1\"} 2\n\nb 3\n" + strings.Repeat("#", 100000) + "\n"
+	n, series, err := countSeries(strings.NewReader(text))
+	if err != nil || n != len(text) || series != 3 {
+		t.Errorf("countSeries: %d bytes, %d series, %v; want %d bytes, 3 series", n, series, err, len(text))
+	}
+}
