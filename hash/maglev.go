@@ -419,13 +419,20 @@ func fill[T slotID](sc *scratch, slots []T, bs []Backend, turns []uint32, m uint
 	return placement(slots)
 }
 
-// walk runs turns by walking the preference lists.
+// walk runs turns by walking the preference lists. Its loads and
+// stores skip Go's bounds checks: every slot it touches is below m
+// (next and the steps are reduced mod m, and wrap keeps sums below m),
+// taken holds ⌈m/64⌉ words and slots m slots (fill's callers).
 func walk[T slotID](slots, ids []T, taken []uint64, next []uint32, steps []probeSteps, turns []uint32, m uint32) {
+	bitset := unsafe.Pointer(unsafe.SliceData(taken))
+	table := unsafe.Pointer(unsafe.SliceData(slots))
+	var width T
 	for _, i := range turns {
 		st := &steps[i]
-		c := probe(taken, next[i], st, m)
-		taken[c>>6] |= 1 << (c & 63)
-		slots[c] = ids[i]
+		c := probe(bitset, next[i], st, m)
+		word := (*uint64)(unsafe.Add(bitset, uintptr(c>>6)*8))
+		*word |= 1 << (c & 63)
+		*(*T)(unsafe.Add(table, uintptr(c)*unsafe.Sizeof(width))) = ids[i]
 		next[i] = wrap(c+st[1], m)
 	}
 }
@@ -437,34 +444,45 @@ func wrap(x, m uint32) uint32 {
 	return d + m&uint32(int32(d)>>31)
 }
 
-// probeWidth is how many places of a list probe tests at a time (a
-// power of two): one at a time, the walk's exit is a mispredicted branch
-// at most turns. 2, 4 and 8 measured (bench/README.md, section 5): 4 is
-// as good as 2 and better than 8.
+// probeWidth is how many places of a list probe tests at a time: one
+// at a time, the walk's exit is a mispredicted branch at most turns. 2,
+// 4 and 8 measured (bench/README.md, section 5): 4 is as good as 2 and
+// better than 8. probe is written out for 4.
 const probeWidth = 4
+
+// probe is written out for exactly four places (a compile error here
+// says probeWidth changed without it).
+const _ = uint(probeWidth-4) + uint(4-probeWidth)
 
 // probeSteps are a backend's skip times 0 to probeWidth, mod M.
 type probeSteps [probeWidth + 1]uint32
 
+// vacant reports 1 when slot x is not taken in the bitset of taken slots
+// at bitset, 0 when it is (x below the table size: no bounds check).
+func vacant(bitset unsafe.Pointer, x uint32) uint32 {
+	return uint32(^*(*uint64)(unsafe.Add(bitset, uintptr(x>>6)*8))>>(x&63)) & 1
+}
+
 // probe returns the first slot not taken of the list c, c+skip, … (mod
-// m). It tests probeWidth places at a time, independent of each other
-// (c plus a precomputed multiple of skip), and branches once for all of
-// them. It is a function of its own, not inlined, so that its values
-// stay in registers.
+// m) in the bitset at bitset. It tests four places at a time,
+// independent of each other (c plus a precomputed multiple of skip),
+// and branches once for all of them. It is written out and its loads
+// are unchecked (walk says why they are in range): Go does not unroll
+// the loop over the steps, and that loop and the checks were a sixth of
+// a build (bench/README.md, section 5). It is a function of its own, not
+// inlined, so that its values stay in registers.
 //
 //go:noinline
-func probe(taken []uint64, c uint32, st *probeSteps, m uint32) uint32 {
+func probe(bitset unsafe.Pointer, c uint32, st *probeSteps, m uint32) uint32 {
+	s1, s2, s3, s4 := st[1], st[2], st[3], st[4]
 	for {
-		free := uint32(^taken[c>>6]>>(c&63)) & 1
-		for k, step := range st[1:probeWidth] {
-			x := wrap(c+step, m)
-			free |= (uint32(^taken[x>>6]>>(x&63)) & 1) << (k + 1)
-		}
+		c1, c2, c3 := wrap(c+s1, m), wrap(c+s2, m), wrap(c+s3, m)
+		free := vacant(bitset, c) | vacant(bitset, c1)<<1 | vacant(bitset, c2)<<2 | vacant(bitset, c3)<<3
 		if free != 0 {
 			// The first free place, without a branch on which it is.
 			return wrap(c+st[bits.TrailingZeros32(free)&(probeWidth-1)], m)
 		}
-		c = wrap(c+st[probeWidth], m)
+		c = wrap(c+s4, m)
 	}
 }
 
