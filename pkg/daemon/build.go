@@ -60,7 +60,7 @@ func failoverInput(rv *config.RuleView, known func(b *config.BackendView, fb *fa
 		roleOf[g.Name] = g.Role
 		addGroup(failover.Group{Name: g.Name, Role: roles.of(g.Role), Zone: g.Zone, CapacityScaler: g.CapacityScaler, Preferred: g.Preferred})
 	}
-	var bs []failover.Backend
+	bs := make([]failover.Backend, 0, len(rv.Backends))
 	for i := range rv.Backends {
 		b := &rv.Backends[i]
 		gname := groupName(b, roleOf[b.Group])
