@@ -3,8 +3,10 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -123,7 +125,22 @@ type publication struct {
 	// weights and size share one, and a rule computed again without a
 	// change of its eligible set gets its table back without a build.
 	tables hash.Tables
+	// firstTiers gathers, during one publication, the rules computed for
+	// the first time (a start, a reload that adds rules) by the tier they
+	// start on: their first eligible set is logged as one line per tier
+	// (logFirstTiers), not one per rule (a thousand lines at a start).
+	firstTiers map[failover.Tier]firstTier
 }
+
+// firstTier is the rules that started on one tier in a publication.
+type firstTier struct {
+	count  int
+	names  []string // the first firstTierNames, file order
+	reason string   // the first rule's
+}
+
+// firstTierNames is how many rules a first-tier line names.
+const firstTierNames = 5
 
 // touch marks rules to be computed at the next publication: a rule's
 // name marks every rule of its backend service, a service's name all its
@@ -222,6 +239,7 @@ func (s *ruleStatus) Digest() string {
 // that shares every other rule with the previous one, and then the status,
 // the BGP announcements and the state document.
 func (d *daemon) publish() error {
+	defer d.logFirstTiers()
 	now := time.Now()
 	p := &d.pub
 	p.gen++
@@ -327,6 +345,37 @@ func (d *daemon) publish() error {
 	return nil
 }
 
+// firstTier counts a rule's first eligible set (its switch from NONE).
+func (p *publication) firstTier(rule string, ev failover.Event) {
+	if p.firstTiers == nil {
+		p.firstTiers = map[failover.Tier]firstTier{}
+	}
+	ft := p.firstTiers[ev.To]
+	if ft.count == 0 {
+		ft.reason = ev.Reason
+	}
+	ft.count++
+	if len(ft.names) < firstTierNames {
+		ft.names = append(ft.names, rule)
+	}
+	p.firstTiers[ev.To] = ft
+}
+
+// logFirstTiers logs the first eligible sets of a publication, one line
+// per tier, and forgets them.
+func (d *daemon) logFirstTiers() {
+	tiers := slices.Sorted(maps.Keys(d.pub.firstTiers))
+	for _, t := range tiers {
+		ft := d.pub.firstTiers[t]
+		names := strings.Join(ft.names, ",")
+		if ft.count > len(ft.names) {
+			names += fmt.Sprintf(",… (%d more)", ft.count-len(ft.names))
+		}
+		d.log.Info("eligible set", "rules", ft.count, "event", failover.EventTierSwitch.String(), "from", failover.TierNone.String(), "to", t.String(), "names", names, "reason", ft.reason)
+	}
+	clear(d.pub.firstTiers)
+}
+
 // prepare runs one rule's eligible-set engine: the first, serial part
 // of computing a rule. It changes the rule's runtime (its failover
 // state, removed backends) but publishes nothing.
@@ -349,6 +398,10 @@ func (d *daemon) prepare(rv *config.RuleView, now time.Time) (computed, error) {
 		return computed{}, fmt.Errorf("rule %s: %w", r.Name, err)
 	}
 	for _, ev := range st.Events {
+		if ev.Kind == failover.EventTierSwitch && ev.From == failover.TierNone {
+			d.pub.firstTier(r.Name, ev)
+			continue
+		}
 		d.log.Info("eligible set", "rule", r.Name, "event", ev.Kind.String(), "from", ev.From.String(), "to", ev.To.String(), "group", ev.Group, "reason", ev.Reason)
 	}
 	// Forget removed backends once their entries are over.
