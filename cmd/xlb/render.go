@@ -244,6 +244,10 @@ func printStatusTail(w io.Writer, st *control.Status, now time.Time) {
 				// One probe decides for every rule of a backend service.
 				rule = fmt.Sprintf("service %s (%s)", e.Service, strings.Join(e.Rules, ", "))
 				what += " probed through " + e.Rule
+			case len(e.Rules) > 0:
+				// One probe decides for rules with equal direct checks.
+				rule = "rules " + strings.Join(e.Rules, ", ")
+				what += " probed through " + e.Rule
 			case e.Service != "":
 				rule = fmt.Sprintf("%s (service %s)", e.Rule, e.Service)
 			case rule == "":

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -274,5 +275,18 @@ func TestCopyIndented(t *testing.T) {
 		if err := copyIndented(io.Discard, bytes.NewReader(compact[:len(compact)/2])); err == nil {
 			t.Errorf("value %d: an answer cut in half printed without an error", i)
 		}
+	}
+}
+
+// A verdict shared by rules with their own backends (equal direct checks)
+// names them in xlb status, with the rule whose probe decided.
+func TestRenderNamesSharedProbe(t *testing.T) {
+	st := renderStatus()
+	st.Events = append(st.Events, control.RuleEvent{At: renderNow, Kind: "health", Rule: "web4", Rules: []string{"api4", "web4"},
+		Backend: "198.51.100.10", From: "HEALTHY", To: "UNHEALTHY", Reason: "connection refused"})
+	var status strings.Builder
+	printStatus(&status, st, renderNow)
+	if want := "rules api4, web4  health HEALTHY → UNHEALTHY 198.51.100.10 probed through web4  connection refused"; !strings.Contains(status.String(), want) {
+		t.Errorf("status does not have %q:\n%s", want, status.String())
 	}
 }

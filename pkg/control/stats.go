@@ -47,7 +47,9 @@ type CheckInfo struct {
 	HealthChanges       uint64     `json:"health_changes"`         // changes since the check started: flaps
 	// ProbeRule is the rule whose probe decides the backend's health when
 	// the rule names a backend service (one probe per backend of a
-	// service); "" for a rule with its own backends, which probes itself.
+	// service), or when another rule with its own backends and an equal
+	// direct check probes the backend for both; "" when the rule's own
+	// probe decides and it names no service.
 	ProbeRule string `json:"probe_rule,omitempty"`
 }
 

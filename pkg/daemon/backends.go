@@ -261,8 +261,11 @@ func (b *ruleBuilder) build(o *ops, rr *ruleRows, in statsInputs) *control.Rule 
 			probeErr = check.LastError.Error() // the last probe's: a cause can change without the verdict
 		}
 		if probeErr != "" && row.Health != failover.HealthHealthy.String() {
-			if r.Service != "" { // services.go: one probe decides for every rule of the service
+			switch { // services.go: one probe decides for every rule of a share group
+			case r.Service != "":
 				probeErr = fmt.Sprintf("backend service %s, probed through rule %s: %s", r.Service, pk.rule, probeErr)
+			case pk.rule != r.Name:
+				probeErr = fmt.Sprintf("probed through rule %s (the same direct check): %s", pk.rule, probeErr)
 			}
 			detail = append(detail, probeErr)
 		}
@@ -290,7 +293,7 @@ func (b *ruleBuilder) build(o *ops, rr *ruleRows, in statsInputs) *control.Rule 
 			row.CheckInfo = control.CheckInfo{ProbeLatencySeconds: check.LastLatency.Seconds(), HealthChanges: check.Changes,
 				LastCheck: timeOr(&times.lastCheck, check.LastProbe), HealthSince: timeOr(&times.healthSince, check.Since)}
 		}
-		if r.Service != "" {
+		if r.Service != "" || pk.rule != r.Name {
 			row.ProbeRule = pk.rule
 		}
 		info.AddBackend(row)

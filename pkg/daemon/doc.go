@@ -16,9 +16,10 @@
 //	enums.go     configuration enums → runtime values: one table per enum
 //	             (the engine's attach and bind modes among them)
 //	health.go    health verdicts from the probers, applied on the control goroutine
-//	services.go  backend services: one prober per backend of a service, whose
-//	             verdict every rule of the service reads; what a CLI change
-//	             given through a service's rule applies to
+//	services.go  share groups: one prober per backend of a backend service,
+//	             or of the rules with their own backends and an equal direct
+//	             check, whose verdict every rule of the group reads; what a
+//	             CLI change given through a service's rule applies to
 //	probepath.go data-path probes: which rules' checks take the data path, the
 //	             templates their probes use (the published snapshot's), the
 //	             probe path's life (pkg/probepath), the checker's dialer

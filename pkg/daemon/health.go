@@ -85,15 +85,19 @@ func (d *daemon) applyProbes() bool {
 }
 
 // healthChanged records a verdict change of key as an event and a log
-// line. A backend service's verdict names the service and every rule that
-// takes it, with the rule whose probe decided; a rule with its own
-// backends is named alone, as its own service.
+// line. A shared verdict (services.go) names what it decides: a backend
+// service's its service, and every rule of its share group that has the
+// backend, with the rule whose probe decided; a verdict no other rule
+// shares names its rule alone.
 func (d *daemon) healthChanged(k probeKey, from string, p probe) {
 	e := control.RuleEvent{Kind: eventHealth, Rule: k.rule, Backend: k.addr.String(), From: from, To: p.health.String(), Reason: p.lastError}
 	attrs := []any{"rule", k.rule}
 	if f, ok := d.probers.followers(k); ok {
 		e.Service, e.Rules = f.service, f.rules
-		attrs = []any{"backend_service", f.service, "rules", strings.Join(f.rules, ","), "probe_rule", k.rule}
+		attrs = []any{"rules", strings.Join(f.rules, ","), "probe_rule", k.rule}
+		if f.service != "" {
+			attrs = append([]any{"backend_service", f.service}, attrs...)
+		}
 	}
 	d.events.add(e)
 	// A backend going down is what an operator greps for.
@@ -105,24 +109,16 @@ func (d *daemon) healthChanged(k probeKey, from string, p probe) {
 	d.log.Log(context.Background(), level, "health", attrs...)
 }
 
-// healthTargets lists a prober for every backend of every rule that
-// checks health, one per backend of a backend service.
+// healthTargets groups every rule's probes again (services.go) and lists
+// a prober for every backend of every rule that checks health, one per
+// backend of a share group.
 func (d *daemon) healthTargets() []health.Target {
-	// services.go: one prober per backend of a service; a backend whose
-	// prober moved to another rule keeps its verdict until the new
-	// prober's first.
-	for from, to := range d.probers.set(d.cfg) {
-		if p, ok := d.probes[from]; ok {
-			if _, has := d.probes[to]; !has {
-				d.probes[to] = p
-			}
-		}
-	}
+	d.regroupProbes(nil)
 	return d.healthTargetsOf(nil)
 }
 
 // healthTargetsOf returns the targets of the rules in only (nil: every
-// rule), with the services' probers as they are.
+// rule), with the share groups' probers as they are.
 func (d *daemon) healthTargetsOf(only map[string]bool) []health.Target {
 	var ts []health.Target
 	for i := range d.cfg.Rules {
@@ -134,7 +130,7 @@ func (d *daemon) healthTargetsOf(only map[string]bool) []health.Target {
 		dataPathHost(r, &check) // probepath.go
 		for _, gb := range r.Backends() {
 			if d.probeKeyOf(r, gb.Addr).rule != r.Name {
-				continue // another rule of its service probes it
+				continue // another rule of its share group probes it
 			}
 			ts = append(ts, health.Target{Key: health.Key{Rule: r.Name, Backend: gb.Addr}, Check: check})
 		}

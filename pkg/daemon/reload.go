@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/xlbnet/xlb/pkg/config"
@@ -120,16 +121,29 @@ func (d *daemon) apply(cfg *config.Config, err error, force bool, t0 time.Time) 
 	if all {
 		d.touchAll()
 	}
+	// The probes of the changed and removed rules are grouped again
+	// (services.go) before the publication, which reads verdicts through
+	// the groups.
+	regrouped := append(slices.Clone(changed), goneRules(oldView, prior)...)
+	probers := d.regroupProbes(regrouped)
 	d.touchBackends(d.resolveNew(context.Background(), changed)) // nexthop.go
 	if err := d.publish(); err != nil {
 		d.cfg, d.state = old, oldState
 		d.view = oldView
 		d.touchAll() // the next publication starts from the configuration as it is
 		live.abort()
+		// Back to the old groups; the probers that moved twice may not be
+		// those the checker runs.
+		for name := range d.regroupProbes(regrouped) {
+			probers[name] = true
+		}
+		if err := d.reloadHealth(regrouped, probers); err != nil {
+			d.log.Error("reload health checks", "err", err)
+		}
 		return nil, fmt.Errorf("reload: %w", err)
 	}
 	d.commitLive(live, old) // reloadkeys.go
-	if err := d.reloadHealth(oldView, newView, prior, changed); err != nil {
+	if err := d.reloadHealth(regrouped, probers); err != nil {
 		d.log.Error("reload health checks", "err", err)
 	}
 	d.reloadBGP(context.Background())
@@ -143,42 +157,40 @@ func (d *daemon) apply(cfg *config.Config, err error, force bool, t0 time.Time) 
 }
 
 // reloadHealth gives the health checker the targets of the rules a reload
-// changed (changed: their names) or removed, and leaves the probers of
-// every other rule running: a rule's targets depend on its own file only
-// (its check, VIP and backends). When a backend service is involved — a
-// changed or removed rule names one, old or new — every target is set
-// again, since a service's prober may move to another of its rules.
-func (d *daemon) reloadHealth(oldView, v *config.View, prior []int, changed []string) error {
-	rules := make(map[string]bool, len(changed))
-	for _, name := range changed {
+// changed or removed (names) and of those that became or stopped being the
+// prober of a shared backend (probers: regroupProbes), and leaves the
+// probers of every other rule running: a rule's targets depend on its own
+// file and its share groups' probers only.
+func (d *daemon) reloadHealth(names []string, probers map[string]bool) error {
+	rules := make(map[string]bool, len(names)+len(probers))
+	for _, name := range names {
 		rules[name] = true
 	}
-	kept := make([]bool, len(oldView.Rules))
-	for i := range v.Rules {
-		j := prior[i]
-		if j >= 0 {
-			kept[j] = true
-		}
-		if !rules[v.Rules[i].Rule.Name] {
-			continue
-		}
-		if v.Rules[i].Rule.Service != "" || (j >= 0 && oldView.Rules[j].Rule.Service != "") {
-			return d.checker.Set(d.healthTargets())
-		}
-	}
-	for j, k := range kept {
-		if !k {
-			r := oldView.Rules[j].Rule
-			if r.Service != "" {
-				return d.checker.Set(d.healthTargets())
-			}
-			rules[r.Name] = true
-		}
+	for name := range probers {
+		rules[name] = true
 	}
 	if len(rules) == 0 {
 		return nil
 	}
 	return d.checker.SetRules(rules, d.healthTargetsOf(rules))
+}
+
+// goneRules names the rules of old that v no longer has (prior:
+// config.View.Prior of v).
+func goneRules(old *config.View, prior []int) []string {
+	kept := make([]bool, len(old.Rules))
+	for _, j := range prior {
+		if j >= 0 {
+			kept[j] = true
+		}
+	}
+	var gone []string
+	for j, k := range kept {
+		if !k {
+			gone = append(gone, old.Rules[j].Rule.Name)
+		}
+	}
+	return gone
 }
 
 // priorView is v's rule j, nil for -1 (config.View.Prior).

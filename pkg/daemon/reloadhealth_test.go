@@ -115,29 +115,44 @@ func TestReloadHealthTargets(t *testing.T) {
 }
 
 // BenchmarkReloadHealth: a reload that adds one backend to one of n rules
-// of 100 backends, every rule TCP-checked (n × 100 targets), with the
-// checker set for the changed rule only (SetRules) against every target
-// set again (the same reload followed by a Set of every target, which is
-// what a reload did instead of SetRules).
+// of 100 backends, every rule TCP-checked, with the checker set for the
+// changed rule only (SetRules) against every target set again (the same
+// reload followed by a Set of every target, which is what a reload did
+// instead of SetRules). Each rule has backends of its own (n × 100
+// targets), or (shared) draws them from a pool of n × 10 addresses as
+// bench/scale does, so that every address serves 10 rules with equal
+// direct checks: one target per address (services.go).
 func BenchmarkReloadHealth(b *testing.B) {
-	for _, n := range []int{100, 1000} {
+	for _, layout := range []struct{ n, pool int }{{100, 0}, {1000, 0}, {1000, 10000}} {
+		n := layout.n
+		backend := func(i, j int) netip.Addr {
+			if layout.pool == 0 {
+				return scaleBackend(i, j)
+			}
+			p := (i*100 + j) % layout.pool
+			return scaleBackend(p/100, p%100)
+		}
 		files := map[string]string{}
+		seen := map[netip.Addr]bool{}
 		var addrs []netip.Addr
 		var rule0 []netip.Addr
 		for i := range n {
 			var bs []string
 			for j := range 100 {
-				a := scaleBackend(i, j)
+				a := backend(i, j)
 				bs = append(bs, a.String())
 				if i == n/2 {
 					rule0 = append(rule0, a)
 				}
+				if !seen[a] {
+					seen[a] = true
+					addrs = append(addrs, a)
+				}
 			}
 			files[fmt.Sprintf("rules.d/r%05d.toml", i)] = vipRule(fmt.Sprintf("198.18.%d.%d", 16+i/250, 1+i%250), fmt.Sprintf("name = \"r%05d\"", i), healthGroup(bs...))
-			for j := range 102 {
-				addrs = append(addrs, scaleBackend(i, j))
-			}
 		}
+		extra := scaleBackend(n/2, 100) // in no rule, nor in the pool
+		addrs = append(addrs, extra)
 		d, dir := healthDaemon(b, files, addrs)
 		name := fmt.Sprintf("r%05d", n/2)
 		file := filepath.Join(dir, "rules.d", name+".toml")
@@ -146,11 +161,18 @@ func BenchmarkReloadHealth(b *testing.B) {
 			bs = append(bs, a.String())
 		}
 		texts := []string{
-			vipRule(fmt.Sprintf("198.18.%d.%d", 16+(n/2)/250, 1+(n/2)%250), "name = \""+name+"\"", healthGroup(append(slices.Clone(bs), scaleBackend(n/2, 100).String())...)),
+			vipRule(fmt.Sprintf("198.18.%d.%d", 16+(n/2)/250, 1+(n/2)%250), "name = \""+name+"\"", healthGroup(append(slices.Clone(bs), extra.String())...)),
 			vipRule(fmt.Sprintf("198.18.%d.%d", 16+(n/2)/250, 1+(n/2)%250), "name = \""+name+"\"", healthGroup(bs...)),
 		}
+		prefix := fmt.Sprintf("rules=%d", n)
+		if layout.pool > 0 {
+			prefix += fmt.Sprintf("/shared=%d", layout.pool)
+			if got := len(d.checker.Status()); got != layout.pool {
+				b.Fatalf("%s: %d targets, want one per address of the pool, %d", prefix, got, layout.pool)
+			}
+		}
 		for _, how := range []string{"changed-rules", "every-target"} {
-			b.Run(fmt.Sprintf("rules=%d/%s", n, how), func(b *testing.B) {
+			b.Run(prefix+"/"+how, func(b *testing.B) {
 				b.ReportAllocs()
 				for i := 0; b.Loop(); i++ {
 					b.StopTimer()

@@ -1,0 +1,223 @@
+package daemon
+
+import (
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/xlbnet/xlb/failover"
+	"github.com/xlbnet/xlb/pkg/config"
+	"github.com/xlbnet/xlb/pkg/health"
+)
+
+// loadRules loads an xlb.toml without health_check_path (checks probe
+// directly unless a rule says otherwise) and the rule files given.
+func loadRules(t *testing.T, files map[string]string) *config.Config {
+	t.Helper()
+	dir := t.TempDir()
+	files["xlb.toml"] = "interface = \"eth0\"\nhash_seed = \"0x5eed1ab\"\nstate_file = \"" + filepath.Join(dir, "state.toml") + "\"\n"
+	for name, text := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, _, err := config.Load(filepath.Join(dir, "xlb.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// targetList is the rule and backend of each target, sorted.
+func targetList(ts []health.Target) string {
+	var out []string
+	for _, tg := range ts {
+		out = append(out, tg.Rule+" "+tg.Backend.String())
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}
+
+// Rules with their own backends share the probe of a backend when it is
+// the same probe: an equal check, taken directly. Rule a has x and y, b
+// has x and z: with equal direct checks x is probed once, by a (first in
+// file order), and b reads a's verdict; with another port, interval or
+// kind, or through the data path (each probe goes to its rule's VIP),
+// each rule probes x itself.
+func TestEqualDirectChecksShareProbes(t *testing.T) {
+	x, y, z := "198.51.100.10", "198.51.100.11", "198.51.100.12"
+	for _, tc := range []struct {
+		name   string
+		change func(string) string // of b's file
+		want   string
+		shared bool
+	}{
+		{"equal direct checks", func(s string) string { return s }, "a " + x + ", a " + y + ", b " + z, true},
+		{"another port", func(s string) string { return strings.Replace(s, "port = 80", "port = 8080", 1) }, "a " + x + ", a " + y + ", b " + x + ", b " + z, false},
+		{"another interval", func(s string) string { return strings.Replace(s, "port = 80", "port = 80\ninterval = \"7s\"", 1) }, "a " + x + ", a " + y + ", b " + x + ", b " + z, false},
+		{"another kind", func(s string) string {
+			return strings.Replace(s, "type = \"TCP\"", "type = \"HTTP\"", 1)
+		}, "a " + x + ", a " + y + ", b " + x + ", b " + z, false},
+		{"both through the data path", func(s string) string { return strings.Replace(s, "port = 80", "port = 80\npath = \"DATA_PATH\"", 1) }, "a " + x + ", a " + y + ", b " + x + ", b " + z, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := vipRule("203.0.113.10", "", healthGroup(x, y))
+			if tc.name == "both through the data path" {
+				a = tc.change(a)
+			}
+			cfg := loadRules(t, map[string]string{
+				"rules.d/a.toml": a,
+				"rules.d/b.toml": tc.change(vipRule("203.0.113.11", "", healthGroup(x, z))),
+			})
+			var log strings.Builder
+			d := &daemon{cfg: cfg, probes: map[probeKey]probe{}, pendingProbes: map[probeKey]probe{}, nexthops: map[nhKey]nexthop{},
+				log: slog.New(slog.NewTextHandler(&log, nil))}
+			if got := targetList(d.healthTargets()); got != tc.want {
+				t.Fatalf("targets %s, want %s", got, tc.want)
+			}
+			bx := d.probeKeyOf(cfg.Rule("b"), addr(x))
+			if shared := bx.rule == "a"; shared != tc.shared {
+				t.Fatalf("b's %s is read from %v, shared %v, want %v", x, bx, shared, tc.shared)
+			}
+			if !tc.shared {
+				return
+			}
+			// b takes a's verdict; the change names both rules.
+			d.nexthops[nhKey{addr(x), false}] = nexthop{}
+			d.pendingProbes[probeKey{"a", addr(x)}] = probe{health: failover.HealthUnhealthy, lastError: "connection refused"}
+			if !d.applyProbes() {
+				t.Fatal("no change applied")
+			}
+			var fb failover.Backend
+			d.applyHealth(cfg.Rule("b"), addr(x), &fb, true)
+			if fb.Health != failover.HealthUnhealthy {
+				t.Errorf("b's %s is %s, want a's verdict UNHEALTHY", x, fb.Health)
+			}
+			ev := d.events.list()
+			if len(ev) != 1 || ev[0].Rule != "a" || strings.Join(ev[0].Rules, ",") != "a,b" || ev[0].Service != "" {
+				t.Errorf("events %+v, want one naming rules a and b, probed through a", ev)
+			}
+			if !strings.Contains(log.String(), "rules=a,b probe_rule=a backend="+x) {
+				t.Errorf("log line does not name both rules and the prober:\n%s", log.String())
+			}
+			if _, ok := d.probers.followers(probeKey{"a", addr(y)}); ok {
+				t.Errorf("a's %s, probed for a alone, names followers", y)
+			}
+		})
+	}
+}
+
+// publishedHealth is the health of backend b of rule in d's published
+// status ("" if absent).
+func publishedHealth(d *daemon, rule string, b string) string {
+	for _, r := range d.Status().Rules {
+		if r == nil || r.Name != rule || r.State == nil {
+			continue
+		}
+		for _, fb := range r.State.Backends {
+			if fb.Name == b {
+				return fb.Health.String()
+			}
+		}
+	}
+	return ""
+}
+
+// TestSharedProbeReload: reloads regroup the probes of the rules they
+// change, and a backend keeps its verdict while its probe moves. Rules a
+// and b have x with equal direct checks (a probes it), b also y. The
+// prober a removed, b probes x and it stays HEALTHY in b (no UNKNOWN in
+// between); a back, b keeps probing x and a reads it; b's check changed,
+// the rules split and a probes x again, with the verdict b had.
+func TestSharedProbeReload(t *testing.T) {
+	x, y := "198.51.100.10", "198.51.100.11"
+	ruleA := vipRule("203.0.113.10", "", healthGroup(x))
+	ruleB := vipRule("203.0.113.11", "", healthGroup(x, y))
+	d, dir := healthDaemon(t, map[string]string{"rules.d/a.toml": ruleA, "rules.d/b.toml": ruleB}, []netip.Addr{addr(x), addr(y)})
+	probed := func() string {
+		var got []string
+		for _, s := range d.checker.Status() {
+			got = append(got, s.Rule+" "+s.Backend.String())
+		}
+		slices.Sort(got)
+		return strings.Join(got, ", ")
+	}
+	if got, want := probed(), "a "+x+", b "+y; got != want {
+		t.Fatalf("at start: probed %s, want %s", got, want)
+	}
+	// The first verdicts, as the probers would report them.
+	d.onHealth(health.Status{Key: health.Key{Rule: "a", Backend: addr(x)}, Health: failover.HealthHealthy})
+	d.onHealth(health.Status{Key: health.Key{Rule: "b", Backend: addr(y)}, Health: failover.HealthHealthy})
+	if err := do(d, func() error { d.applyProbes(); return d.publish() }); err != nil {
+		t.Fatal(err)
+	}
+	for _, rb := range [][2]string{{"a", x}, {"b", x}, {"b", y}} {
+		if h := publishedHealth(d, rb[0], rb[1]); h != "HEALTHY" {
+			t.Fatalf("before the reloads: rule %s backend %s %q, want HEALTHY", rb[0], rb[1], h)
+		}
+	}
+	before := len(d.events.list())
+	for _, step := range []struct {
+		what    string
+		change  map[string]string
+		want    string
+		healthy [][2]string
+	}{
+		{"the prober a removed", map[string]string{"rules.d/a.toml": ""}, "b " + x + ", b " + y, [][2]string{{"b", x}, {"b", y}}},
+		{"a back (b keeps probing)", map[string]string{"rules.d/a.toml": ruleA}, "b " + x + ", b " + y, [][2]string{{"a", x}, {"b", x}, {"b", y}}},
+		{"b's check on another port (split)", map[string]string{"rules.d/b.toml": strings.Replace(ruleB, "port = 80", "port = 8080", 1)},
+			"a " + x + ", b " + x + ", b " + y, [][2]string{{"a", x}, {"b", x}, {"b", y}}},
+	} {
+		for name, text := range step.change {
+			p := filepath.Join(dir, name)
+			if text == "" {
+				os.Remove(p)
+			} else if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := do(d, func() error { _, err := d.Reload(false); return err }); err != nil {
+			t.Fatalf("%s: %v", step.what, err)
+		}
+		if got := probed(); got != step.want {
+			t.Errorf("%s: probed %s, want %s", step.what, got, step.want)
+		}
+		// As the reload published it, and as every rule computed again
+		// reads it.
+		for _, again := range []bool{false, true} {
+			if again {
+				if err := do(d, func() error { d.touchAll(); return d.publish() }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, rb := range step.healthy {
+				if h := publishedHealth(d, rb[0], rb[1]); h != "HEALTHY" {
+					t.Errorf("%s (computed again %v): rule %s backend %s published %q, want HEALTHY (the last verdict until the new prober's first)", step.what, again, rb[0], rb[1], h)
+				}
+			}
+		}
+	}
+	// The split left each rule its own check.
+	ports := map[string]uint16{}
+	for _, tg := range d.healthTargetsOf(nil) {
+		if tg.Backend == addr(x) {
+			ports[tg.Rule] = tg.Check.Port
+		}
+	}
+	if ports["a"] != 80 || ports["b"] != 8080 {
+		t.Errorf("after the split, %s is probed on ports %v, want a 80 and b 8080", x, ports)
+	}
+	for _, e := range d.events.list()[before:] {
+		if e.Kind == eventHealth {
+			t.Errorf("a reload made a health event: %+v", e)
+		}
+	}
+}
