@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/xlbnet/xlb/failover"
 	"github.com/xlbnet/xlb/pkg/buildinfo"
 	"github.com/xlbnet/xlb/pkg/config"
@@ -22,10 +20,12 @@ import (
 // declared below (and where their values live: bgpFamilies in
 // appliance.go), filled at scrape time by collect from the workers'
 // counters, the published status, the conntrack tables (through each
-// worker's mailbox, bounded by a timeout) and the health checker. Adding
-// a metric: declare it with family (name xlb_<what>_<unit>, _total for
-// counters), emit it in collect or the collect function of its file, and
-// TestMetricsLint checks the name on a scrape; pkg/metrics/doc has the
+// worker's mailbox, bounded by a timeout) and the health checker, for the
+// scopes the scrape asks for. Adding a metric: declare it with family
+// (name xlb_<what>_<unit>, _total for counters) in its scope, emit it in
+// collect or the collect function of its file (a rule or backend
+// family's samples together), and TestMetricsLint and
+// TestMetricsTextAsGathered check it on a scrape; pkg/metrics/doc has the
 // rules.
 
 // metricFamilies lists every family the daemon's collector exports; family
@@ -48,40 +48,40 @@ var (
 
 // Per queue.
 var (
-	mRX        = family("xlb_rx_packets_total", "Frames received from the AF_XDP socket, per queue.", metrics.Counter, "queue")
-	mTX        = family("xlb_tx_packets_total", "Frames handed to the TX ring (fragments, replies and ICMP errors included), per queue.", metrics.Counter, "queue")
-	mVerdicts  = family("xlb_verdict_packets_total", "Received packets by what became of them (tx, reply, drop, pass), per queue; each packet counts once.", metrics.Counter, "queue", "verdict")
-	mDrops     = family("xlb_drop_packets_total", "Packets dropped, by reason, per queue (drops only: passes are xlb_pass_packets_total).", metrics.Counter, "queue", "reason")
-	mPasses    = family("xlb_pass_packets_total", "Frames that were not xlb's to handle (not IP, unsupported L2), by reason, per queue.", metrics.Counter, "queue", "reason")
-	mEncap     = family("xlb_encap_results_total", "Encapsulation results, per queue.", metrics.Counter, "queue", "result")
-	mTracked   = family("xlb_tracked_packets_total", "Packets placed by an existing connection-tracking entry, per queue.", metrics.Counter, "queue")
-	mKernelRXD = family("xlb_kernel_rx_dropped_total", "Frames the kernel dropped before the socket (XDP_STATISTICS: rx_dropped + rx_ring_full), per queue.", metrics.Counter, "queue")
-	mXSK       = family("xlb_xsk_events_total", "The kernel's XDP_STATISTICS of the queue's AF_XDP socket: rx_dropped, rx_invalid_descs, tx_invalid_descs, rx_ring_full, rx_fill_ring_empty, tx_ring_empty.", metrics.Counter, "queue", "event")
-	mCTEntries = family("xlb_conntrack_entries", "Connection-tracking entries in use (expired ones until reclaimed), per queue.", metrics.Gauge, "queue")
-	mCTCap     = family("xlb_conntrack_capacity", "Connection-tracking slots, per queue.", metrics.Gauge, "queue")
-	mCTEvents  = family("xlb_conntrack_events_total", "Connection-tracking events (hit, miss, insert, insert_failure, evictions, expirations; new flows by kind: miss_syn, miss_non_syn, miss_other; insert_skipped by the new-entry rate; confirmed), per queue.", metrics.Counter, "queue", "event")
+	mRX        = family("xlb_rx_packets_total", "Frames received from the AF_XDP socket, per queue.", metrics.Counter, "queue").In(metrics.ScopeQueue)
+	mTX        = family("xlb_tx_packets_total", "Frames handed to the TX ring (fragments, replies and ICMP errors included), per queue.", metrics.Counter, "queue").In(metrics.ScopeQueue)
+	mVerdicts  = family("xlb_verdict_packets_total", "Received packets by what became of them (tx, reply, drop, pass), per queue; each packet counts once.", metrics.Counter, "queue", "verdict").In(metrics.ScopeQueue)
+	mDrops     = family("xlb_drop_packets_total", "Packets dropped, by reason, per queue (drops only: passes are xlb_pass_packets_total).", metrics.Counter, "queue", "reason").In(metrics.ScopeQueue)
+	mPasses    = family("xlb_pass_packets_total", "Frames that were not xlb's to handle (not IP, unsupported L2), by reason, per queue.", metrics.Counter, "queue", "reason").In(metrics.ScopeQueue)
+	mEncap     = family("xlb_encap_results_total", "Encapsulation results, per queue.", metrics.Counter, "queue", "result").In(metrics.ScopeQueue)
+	mTracked   = family("xlb_tracked_packets_total", "Packets placed by an existing connection-tracking entry, per queue.", metrics.Counter, "queue").In(metrics.ScopeQueue)
+	mKernelRXD = family("xlb_kernel_rx_dropped_total", "Frames the kernel dropped before the socket (XDP_STATISTICS: rx_dropped + rx_ring_full), per queue.", metrics.Counter, "queue").In(metrics.ScopeQueue)
+	mXSK       = family("xlb_xsk_events_total", "The kernel's XDP_STATISTICS of the queue's AF_XDP socket: rx_dropped, rx_invalid_descs, tx_invalid_descs, rx_ring_full, rx_fill_ring_empty, tx_ring_empty.", metrics.Counter, "queue", "event").In(metrics.ScopeQueue)
+	mCTEntries = family("xlb_conntrack_entries", "Connection-tracking entries in use (expired ones until reclaimed), per queue.", metrics.Gauge, "queue").In(metrics.ScopeQueue)
+	mCTCap     = family("xlb_conntrack_capacity", "Connection-tracking slots, per queue.", metrics.Gauge, "queue").In(metrics.ScopeQueue)
+	mCTEvents  = family("xlb_conntrack_events_total", "Connection-tracking events (hit, miss, insert, insert_failure, evictions, expirations; new flows by kind: miss_syn, miss_non_syn, miss_other; insert_skipped by the new-entry rate; confirmed), per queue.", metrics.Counter, "queue", "event").In(metrics.ScopeQueue)
 )
 
 // Per rule and backend.
 var (
-	mRuleTier     = family("xlb_rule_tier", "1 for the eligible tier each rule serves from.", metrics.Gauge, "rule", "vip", "tier")
-	mRuleService  = family("xlb_rule_backend_service", "Constant 1 for each rule that names a backend service, labelled with it.", metrics.Gauge, "rule", "backend_service")
-	mRuleSwitches = family("xlb_rule_tier_switches_total", "Eligible-tier changes since start (the last 64 are in xlb status).", metrics.Counter, "rule")
-	mRulePackets  = family("xlb_rule_packets_total", "Packets the rule sent to its backends.", metrics.Counter, "rule")
-	mRuleBytes    = family("xlb_rule_bytes_total", "IP bytes (as received) the rule sent to its backends.", metrics.Counter, "rule")
-	mRuleConns    = family("xlb_rule_connections_total", "New connections the rule placed (tracked flows placed by the Maglev table).", metrics.Counter, "rule")
-	mHealthy      = family("xlb_backend_healthy", "1 when the backend's health check passes; backend_service is the rule's service (the rule's own name for a rule with its own backends), whose one probe decides for all its rules.", metrics.Gauge, "rule", "backend_service", "backend")
-	mEligible     = family("xlb_backend_eligible", "1 when the backend takes new connections of the rule.", metrics.Gauge, "rule", "backend")
-	mWeight       = family("xlb_backend_weight", "The weight the health check reported (0 unless its state is OK), WEIGHTED_MAGLEV rules only.", metrics.Gauge, "rule", "backend", "weight_state")
-	mBEPackets    = family("xlb_backend_packets_total", "Packets sent to the backend, all queues.", metrics.Counter, "rule", "backend")
-	mBEBytes      = family("xlb_backend_bytes_total", "IP bytes (as received, before encapsulation) sent to the backend, all queues.", metrics.Counter, "rule", "backend")
-	mBEConns      = family("xlb_backend_connections_total", "New connections placed on the backend.", metrics.Counter, "rule", "backend")
-	mBEActive     = family("xlb_backend_connections_active", "Tracked connections of the backend that have seen neither FIN nor RST (IPVS ActiveConn); for a PER_SESSION rule with a CLIENT_IP or CLIENT_IP_PROTO affinity, its sessions that carried a packet within the last 10 s (half the idle timeout if shorter).", metrics.Gauge, "rule", "backend")
-	mBEInactive   = family("xlb_backend_connections_inactive", "Tracked connections of the backend that saw a FIN or RST, or a SYN not yet answered (IPVS InActConn); for a PER_SESSION rule with a CLIENT_IP or CLIENT_IP_PROTO affinity, its sessions idle longer than that, kept for affinity until they expire.", metrics.Gauge, "rule", "backend")
-	mCheckLatency = family("xlb_backend_check_latency_seconds", "How long the backend's last health probe took.", metrics.Gauge, "rule", "backend_service", "backend")
-	mCheckLast    = family("xlb_backend_check_last_timestamp_seconds", "When the backend's last health probe ended, in seconds since the epoch.", metrics.Gauge, "rule", "backend_service", "backend")
-	mHealthSince  = family("xlb_backend_health_change_timestamp_seconds", "When the backend's health last changed, in seconds since the epoch.", metrics.Gauge, "rule", "backend_service", "backend")
-	mHealthFlaps  = family("xlb_backend_health_changes_total", "Health changes since the backend's check started (rate() != 0: flapping).", metrics.Counter, "rule", "backend_service", "backend")
+	mRuleTier     = family("xlb_rule_tier", "1 for the eligible tier each rule serves from.", metrics.Gauge, "rule", "vip", "tier").In(metrics.ScopeRule)
+	mRuleService  = family("xlb_rule_backend_service", "Constant 1 for each rule that names a backend service, labelled with it.", metrics.Gauge, "rule", "backend_service").In(metrics.ScopeRule)
+	mRuleSwitches = family("xlb_rule_tier_switches_total", "Eligible-tier changes since start (the last 64 are in xlb status).", metrics.Counter, "rule").In(metrics.ScopeRule)
+	mRulePackets  = family("xlb_rule_packets_total", "Packets the rule sent to its backends.", metrics.Counter, "rule").In(metrics.ScopeRule)
+	mRuleBytes    = family("xlb_rule_bytes_total", "IP bytes (as received) the rule sent to its backends.", metrics.Counter, "rule").In(metrics.ScopeRule)
+	mRuleConns    = family("xlb_rule_connections_total", "New connections the rule placed (tracked flows placed by the Maglev table).", metrics.Counter, "rule").In(metrics.ScopeRule)
+	mHealthy      = family("xlb_backend_healthy", "1 when the backend's health check passes; backend_service is the rule's service (the rule's own name for a rule with its own backends), whose one probe decides for all its rules.", metrics.Gauge, "rule", "backend_service", "backend").In(metrics.ScopeBackend)
+	mEligible     = family("xlb_backend_eligible", "1 when the backend takes new connections of the rule.", metrics.Gauge, "rule", "backend").In(metrics.ScopeBackend)
+	mWeight       = family("xlb_backend_weight", "The weight the health check reported (0 unless its state is OK), WEIGHTED_MAGLEV rules only.", metrics.Gauge, "rule", "backend", "weight_state").In(metrics.ScopeBackend)
+	mBEPackets    = family("xlb_backend_packets_total", "Packets sent to the backend, all queues.", metrics.Counter, "rule", "backend").In(metrics.ScopeBackend)
+	mBEBytes      = family("xlb_backend_bytes_total", "IP bytes (as received, before encapsulation) sent to the backend, all queues.", metrics.Counter, "rule", "backend").In(metrics.ScopeBackend)
+	mBEConns      = family("xlb_backend_connections_total", "New connections placed on the backend.", metrics.Counter, "rule", "backend").In(metrics.ScopeBackend)
+	mBEActive     = family("xlb_backend_connections_active", "Tracked connections of the backend that have seen neither FIN nor RST (IPVS ActiveConn); for a PER_SESSION rule with a CLIENT_IP or CLIENT_IP_PROTO affinity, its sessions that carried a packet within the last 10 s (half the idle timeout if shorter).", metrics.Gauge, "rule", "backend").In(metrics.ScopeBackend)
+	mBEInactive   = family("xlb_backend_connections_inactive", "Tracked connections of the backend that saw a FIN or RST, or a SYN not yet answered (IPVS InActConn); for a PER_SESSION rule with a CLIENT_IP or CLIENT_IP_PROTO affinity, its sessions idle longer than that, kept for affinity until they expire.", metrics.Gauge, "rule", "backend").In(metrics.ScopeBackend)
+	mCheckLatency = family("xlb_backend_check_latency_seconds", "How long the backend's last health probe took.", metrics.Gauge, "rule", "backend_service", "backend").In(metrics.ScopeBackend)
+	mCheckLast    = family("xlb_backend_check_last_timestamp_seconds", "When the backend's last health probe ended, in seconds since the epoch.", metrics.Gauge, "rule", "backend_service", "backend").In(metrics.ScopeBackend)
+	mHealthSince  = family("xlb_backend_health_change_timestamp_seconds", "When the backend's health last changed, in seconds since the epoch.", metrics.Gauge, "rule", "backend_service", "backend").In(metrics.ScopeBackend)
+	mHealthFlaps  = family("xlb_backend_health_changes_total", "Health changes since the backend's check started (rate() != 0: flapping).", metrics.Counter, "rule", "backend_service", "backend").In(metrics.ScopeBackend)
 )
 
 // startMetrics serves /metrics on the configured address ("" disables
@@ -122,26 +122,41 @@ func (d *daemon) startMetrics() func() {
 
 // metricsRegistry is the daemon's collector with the Go and process
 // collectors.
-func (d *daemon) metricsRegistry() (*prometheus.Registry, error) {
+func (d *daemon) metricsRegistry() (*metrics.Registry, error) {
 	return metrics.NewRegistry(metrics.NewCollector(metricFamilies, d.collect))
 }
 
-// collect writes one scrape. It runs on the scraping goroutine.
+// collect writes one scrape: the families of the scopes it asks for, on
+// the scraping goroutine, without a lock the control goroutine holds
+// while it works (which locks: pkg/metrics/doc.go, Decisions).
 func (d *daemon) collect(s metrics.Sink) {
-	st := d.Status()
-	bi := buildinfo.Read()
-	s.Add(mBuildInfo, 1, bi.Version, bi.Revision, bi.GoVersion)
-	s.Add(mInfo, 1, st.XDPMode, strconv.FormatBool(st.ZeroCopy), strconv.Itoa(len(st.Queues)))
-	s.Add(mStarted, float64(d.started.UnixNano())/1e9)
-	s.Add(mReloads, float64(d.reloadsOK.Load()), "ok")
-	s.Add(mReloads, float64(d.reloadsRejected.Load()), "rejected")
-	if d.engine != nil {
-		d.collectQueues(s)
-		collectArenaPages(s, d.arenaPages()) // arena_pages.go
+	var st publishedStatus
+	if s.Wants(metrics.ScopeAppliance | metrics.ScopeRule | metrics.ScopeBackend) {
+		st = d.Status()
 	}
-	d.collectRules(s, &st)
-	d.collectBGP(s)   // appliance.go
-	d.collectFleet(s) // fleet.go
+	if s.Wants(metrics.ScopeAppliance) {
+		bi := buildinfo.Read()
+		s.Add(mBuildInfo, 1, bi.Version, bi.Revision, bi.GoVersion)
+		s.Add(mInfo, 1, st.XDPMode, strconv.FormatBool(st.ZeroCopy), strconv.Itoa(len(st.Queues)))
+		s.Add(mStarted, float64(d.started.UnixNano())/1e9)
+		s.Add(mReloads, float64(d.reloadsOK.Load()), "ok")
+		s.Add(mReloads, float64(d.reloadsRejected.Load()), "rejected")
+	}
+	if d.engine != nil {
+		if s.Wants(metrics.ScopeQueue) {
+			d.collectQueues(s)
+		}
+		if s.Wants(metrics.ScopeAppliance) {
+			collectArenaPages(s, d.arenaPages()) // arena_pages.go
+		}
+	}
+	if s.Wants(metrics.ScopeRule | metrics.ScopeBackend) {
+		d.collectRules(s, &st)
+	}
+	if s.Wants(metrics.ScopeAppliance) {
+		d.collectBGP(s)   // appliance.go
+		d.collectFleet(s) // fleet.go
+	}
 }
 
 // collectQueues writes the per-queue families.
@@ -203,62 +218,134 @@ func (d *daemon) collectQueues(s metrics.Sink) {
 	}
 }
 
-// collectRules writes the per-rule and per-backend families.
+// collectRules writes the per-rule and per-backend families. Each
+// family's samples go out together (the text exposition wants them so,
+// and metrics.Handler writes them as they come), so it makes a pass over
+// the rules, or their backends, per family; a pass reads only what its
+// family needs. The per-rule totals are summed in a first pass over the
+// backends, so a rule's totals and its backends' are read a few
+// milliseconds apart, not at once.
 func (d *daemon) collectRules(s metrics.Sink, st *publishedStatus) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	in := d.statsInputs(ctx, nil)
-	for ri := range st.Rules {
-		r := st.Rules[ri]
-		s.Add(mRuleTier, 1, r.Name, r.VIP.String(), r.Tier)
-		if r.Rule != nil && r.Rule.Service != "" {
-			s.Add(mRuleService, 1, r.Name, r.Rule.Service)
+	rules := st.Rules
+	in := statsInputs{checker: d.checker}
+	if s.Wants(metrics.ScopeBackend) {
+		in = d.statsInputs(ctx, nil) // backends.go: the connection tally of every rule
+	} else if e := d.engine; e != nil && e.Snapshot() != nil {
+		in.bstats = e.BackendStats() // the totals alone
+	}
+	if s.Wants(metrics.ScopeRule) {
+		for _, r := range rules {
+			s.Add(mRuleTier, 1, r.Name, r.VIP.String(), r.Tier)
 		}
-		n := 0
-		for _, ev := range r.State.History {
-			if ev.Kind == failover.EventTierSwitch {
-				n++
+		for _, r := range rules {
+			if r.Rule != nil && r.Rule.Service != "" {
+				s.Add(mRuleService, 1, r.Name, r.Rule.Service)
 			}
 		}
-		s.Add(mRuleSwitches, float64(n), r.Name)
-		var rule dataplane.Totals
-		for bi := range r.State.Backends {
-			b := &r.State.Backends[bi]
+		for _, r := range rules {
+			n := 0
+			for _, ev := range r.State.History {
+				if ev.Kind == failover.EventTierSwitch {
+					n++
+				}
+			}
+			s.Add(mRuleSwitches, float64(n), r.Name)
+		}
+		totals := make([]dataplane.Totals, len(rules))
+		for ri, r := range rules {
+			for bi := range r.State.Backends {
+				t, _ := in.totals([2]uint32{uint32(r.Slot), r.State.Backends[bi].ID})
+				totals[ri].Packets, totals[ri].Bytes, totals[ri].Conns = totals[ri].Packets+t.Packets, totals[ri].Bytes+t.Bytes, totals[ri].Conns+t.Conns
+			}
+		}
+		for ri, r := range rules {
+			s.Add(mRulePackets, float64(totals[ri].Packets), r.Name)
+		}
+		for ri, r := range rules {
+			s.Add(mRuleBytes, float64(totals[ri].Bytes), r.Name)
+		}
+		for ri, r := range rules {
+			s.Add(mRuleConns, float64(totals[ri].Conns), r.Name)
+		}
+	}
+	if !s.Wants(metrics.ScopeBackend) {
+		return
+	}
+	each := func(fn func(r *ruleStatus, b *failover.BackendState, service string)) {
+		for _, r := range rules {
 			service := r.Name // a rule with its own backends is its own service
 			if r.Rule != nil {
 				service = r.Rule.ServiceName()
 			}
-			s.Add(mHealthy, boolValue(b.Health == failover.HealthHealthy), r.Name, service, b.Name)
-			s.Add(mEligible, boolValue(b.Eligible), r.Name, b.Name)
-			if r.Rule == nil || r.Rule.LocalityLBPolicy == config.WeightedMaglev { // plain MAGLEV has no weights to report
-				s.Add(mWeight, float64(b.Weight), r.Name, b.Name, b.WeightState.String())
+			for bi := range r.State.Backends {
+				fn(r, &r.State.Backends[bi], service)
 			}
-			k := [2]uint32{uint32(r.Slot), b.ID}
-			t, _ := in.totals(k)
-			rule.Packets, rule.Bytes, rule.Conns = rule.Packets+t.Packets, rule.Bytes+t.Bytes, rule.Conns+t.Conns
-			s.Add(mBEPackets, float64(t.Packets), r.Name, b.Name)
-			s.Add(mBEBytes, float64(t.Bytes), r.Name, b.Name)
-			s.Add(mBEConns, float64(t.Conns), r.Name, b.Name)
-			if in.conns.ok {
-				active, inactive := in.conns.of(k)
-				s.Add(mBEActive, float64(active), r.Name, b.Name)
-				s.Add(mBEInactive, float64(inactive), r.Name, b.Name)
+		}
+	}
+	each(func(r *ruleStatus, b *failover.BackendState, service string) {
+		s.Add(mHealthy, boolValue(b.Health == failover.HealthHealthy), r.Name, service, b.Name)
+	})
+	each(func(r *ruleStatus, b *failover.BackendState, _ string) {
+		s.Add(mEligible, boolValue(b.Eligible), r.Name, b.Name)
+	})
+	each(func(r *ruleStatus, b *failover.BackendState, _ string) {
+		if r.Rule == nil || r.Rule.LocalityLBPolicy == config.WeightedMaglev { // plain MAGLEV has no weights to report
+			s.Add(mWeight, float64(b.Weight), r.Name, b.Name, b.WeightState.String())
+		}
+	})
+	for _, f := range []*metrics.Family{mBEPackets, mBEBytes, mBEConns} {
+		each(func(r *ruleStatus, b *failover.BackendState, _ string) {
+			t, _ := in.totals([2]uint32{uint32(r.Slot), b.ID})
+			v := t.Packets
+			switch f {
+			case mBEBytes:
+				v = t.Bytes
+			case mBEConns:
+				v = t.Conns
 			}
+			s.Add(f, float64(v), r.Name, b.Name)
+		})
+	}
+	if in.conns.ok {
+		for _, f := range []*metrics.Family{mBEActive, mBEInactive} {
+			each(func(r *ruleStatus, b *failover.BackendState, _ string) {
+				active, inactive := in.conns.of([2]uint32{uint32(r.Slot), b.ID})
+				if f == mBEInactive {
+					active = inactive
+				}
+				s.Add(f, float64(active), r.Name, b.Name)
+			})
+		}
+	}
+	if in.checker == nil {
+		return
+	}
+	for _, f := range []*metrics.Family{mCheckLatency, mCheckLast, mHealthSince, mHealthFlaps} {
+		each(func(r *ruleStatus, b *failover.BackendState, service string) {
 			addr, _ := netip.ParseAddr(b.Name)
 			pk := probeKey{r.Name, addr}
 			if r.Rule != nil {
 				pk = d.probeKeyOf(r.Rule, addr) // services.go
 			}
-			if hs, ok := in.check(pk); ok && !hs.LastProbe.IsZero() {
-				s.Add(mCheckLatency, hs.LastLatency.Seconds(), r.Name, service, b.Name)
-				s.Add(mCheckLast, float64(hs.LastProbe.UnixNano())/1e9, r.Name, service, b.Name)
-				s.Add(mHealthSince, float64(hs.Since.UnixNano())/1e9, r.Name, service, b.Name)
-				s.Add(mHealthFlaps, float64(hs.Changes), r.Name, service, b.Name)
+			hs, ok := in.check(pk)
+			if !ok || hs.LastProbe.IsZero() {
+				return
 			}
-		}
-		s.Add(mRulePackets, float64(rule.Packets), r.Name)
-		s.Add(mRuleBytes, float64(rule.Bytes), r.Name)
-		s.Add(mRuleConns, float64(rule.Conns), r.Name)
+			var v float64
+			switch f {
+			case mCheckLatency:
+				v = hs.LastLatency.Seconds()
+			case mCheckLast:
+				v = float64(hs.LastProbe.UnixNano()) / 1e9
+			case mHealthSince:
+				v = float64(hs.Since.UnixNano()) / 1e9
+			default:
+				v = float64(hs.Changes)
+			}
+			s.Add(f, v, r.Name, service, b.Name)
+		})
 	}
 }
 

@@ -1,13 +1,27 @@
 package daemon
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/xlbnet/xlb/failover"
+	"github.com/xlbnet/xlb/pkg/control"
+	"github.com/xlbnet/xlb/pkg/metrics"
 )
 
 // TestMetricsLint gathers a scrape of a daemon with a published rule and
@@ -59,4 +73,167 @@ func TestMetricsLint(t *testing.T) {
 	if !declared["xlb_drop_packets_total"] || !declared["xlb_pass_packets_total"] {
 		t.Error("drops and passes are not two families")
 	}
+}
+
+// scrapeDaemon is a daemon (no data plane, health NONE: no probe leaves)
+// with a rule of its own backends, one drained, and two rules of a
+// backend service.
+func scrapeDaemon(t *testing.T) *daemon {
+	t.Helper()
+	b := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 9, 0, byte(i)}) }
+	service := "name = \"s\"\n[health_check]\ntype = \"NONE\"\n[encap]\ntype = \"IPIP\"\n[[group]]\nname = \"g\"\nbackends = [\"10.9.0.1\", \"10.9.0.2\"]\n"
+	named := func(name, vip string) string {
+		return fmt.Sprintf("name = %q\nvip = %q\nports = [\"80\"]\nbackend_service = \"s\"\n", name, vip)
+	}
+	d, _ := testDaemon(t, map[string]string{
+		"services.d/s.toml": service,
+		"rules.d/a.toml":    named("a", "198.18.16.1"),
+		"rules.d/b.toml":    named("b", "198.18.16.2"),
+		"rules.d/c.toml":    scaleRuleFile(3, []netip.Addr{b(1), b(3)}),
+	}, []netip.Addr{b(1), b(2), b(3)})
+	o := &ops{d: d}
+	if _, err := o.ChangeBackend(context.Background(), control.BackendChange{Action: control.ActionDrain, Rule: "r00003", Backend: b(3).String()}); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// xlbLines keeps the lines of the xlb_ families (the runtime's values
+// move between two scrapes).
+func xlbLines(text string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(text, "\n") {
+		if strings.HasPrefix(l, "xlb_") || strings.HasPrefix(l, "# HELP xlb_") || strings.HasPrefix(l, "# TYPE xlb_") {
+			b.WriteString(l)
+		}
+	}
+	return b.String()
+}
+
+// scrapeServer serves h on a loopback port until the test ends and
+// returns its /metrics URL.
+func scrapeServer(t *testing.T, h http.Handler) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL + "/metrics"
+}
+
+func scrapeText(t *testing.T, h http.Handler, query string) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics"+query, nil))
+	if rec.Code != 200 {
+		t.Fatalf("GET /metrics%s: %d %s", query, rec.Code, rec.Body)
+	}
+	return rec.Body.String()
+}
+
+// TestMetricsTextAsGathered: the daemon's scrape, written as text as it
+// is collected, has the families, help, types, labels and values that
+// client_golang gathers from the same collector, and those are the
+// scrape's before the text was written as collected
+// (testdata/scrape.golden: client_golang's gather of the daemon's
+// collector at the commit before, its families but the build's and the
+// start time; go test -update rewrites it); it lints.
+func TestMetricsTextAsGathered(t *testing.T) {
+	d := scrapeDaemon(t)
+	reg, err := d.metricsRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := scrapeText(t, metrics.Handler(reg, d.log), "")
+	var names, fixed []string
+	for _, f := range metricFamilies {
+		names = append(names, f.Name)
+		if f != mBuildInfo && f != mStarted {
+			fixed = append(fixed, f.Name)
+		}
+	}
+	text := xlbLines(body)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(text), names...); err != nil {
+		t.Error(err)
+	}
+	golden := filepath.Join("testdata", "scrape.golden")
+	if *updateGolden {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		for _, mf := range mfs {
+			if slices.Contains(fixed, mf.GetName()) {
+				if _, err := expfmt.MetricFamilyToText(&out, mf); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testutil.ScrapeAndCompare(scrapeServer(t, metrics.Handler(reg, d.log)), bytes.NewReader(want), fixed...); err != nil {
+		t.Errorf("the scrape differs from %s: %v", golden, err)
+	}
+	for _, must := range []string{
+		`xlb_backend_healthy{backend="10.9.0.1",backend_service="s",rule="a"} 1`,
+		`xlb_backend_eligible{backend="10.9.0.3",rule="r00003"} 0`,
+		`xlb_rule_backend_service{backend_service="s",rule="b"} 1`,
+		`xlb_rule_packets_total{rule="r00003"} 0`,
+	} {
+		if !strings.Contains(text, must+"\n") {
+			t.Errorf("the scrape lacks %s", must)
+		}
+	}
+	if problems, err := promlint.New(strings.NewReader(body)).Lint(); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+// TestMetricsScope: a scrape of some scopes has exactly the families of
+// those scopes that the whole scrape has, with the same samples.
+func TestMetricsScope(t *testing.T) {
+	d := scrapeDaemon(t)
+	reg, err := d.metricsRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := metrics.Handler(reg, d.log)
+	whole := familyLines(xlbLines(scrapeText(t, h, "")))
+	for _, scope := range []metrics.Scope{metrics.ScopeAppliance, metrics.ScopeQueue, metrics.ScopeRule, metrics.ScopeBackend,
+		metrics.ScopeAppliance | metrics.ScopeQueue | metrics.ScopeRule} {
+		want := map[string]string{}
+		for _, f := range metricFamilies {
+			if f.Scope&scope != 0 && whole[f.Name] != "" {
+				want[f.Name] = whole[f.Name]
+			}
+		}
+		got := familyLines(xlbLines(scrapeText(t, h, "?scope="+scope.String())))
+		if !maps.Equal(got, want) {
+			t.Errorf("scope %s: families %v, want %v", scope, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+		}
+		if len(want) == 0 && scope != metrics.ScopeQueue { // no data plane: no queues
+			t.Errorf("scope %s: nothing to compare", scope)
+		}
+	}
+}
+
+// familyLines maps each family of a text to its lines.
+func familyLines(text string) map[string]string {
+	out := map[string]string{}
+	for _, l := range strings.SplitAfter(text, "\n") {
+		if rest, ok := strings.CutPrefix(l, "# HELP "); ok {
+			name, _, _ := strings.Cut(rest, " ")
+			out[name] = ""
+		}
+		for name := range out {
+			if strings.HasPrefix(l, name+"{") || strings.HasPrefix(l, name+" ") || strings.HasPrefix(l, "# HELP "+name+" ") || strings.HasPrefix(l, "# TYPE "+name+" ") {
+				out[name] += l
+			}
+		}
+	}
+	return out
 }

@@ -64,6 +64,7 @@ type scaleOptions struct {
 	jsonReads       bool
 	scrapes         []string      // metrics queries to scrape ("": the whole endpoint)
 	scrapeCPU       time.Duration // profile the daemon over this long of full scrapes
+	scrapeSave      string        // a directory for each query's first scrape
 }
 
 // ScaleResults is the JSON file of one scale run (bench/results/<date>-scale.json).
@@ -188,6 +189,7 @@ func scaleMain(args []string) int {
 		o.scrapes = append(o.scrapes, v)
 		return nil
 	})
+	fs.StringVar(&o.scrapeSave, "scrape-save", "", "write each --scrape query's first scrape (its text) into this directory as scrapeN.txt")
 	fs.DurationVar(&o.scrapeCPU, "scrape-cpu", 0, "profile the daemon's CPU and allocations over this long of back-to-back full scrapes (needs --heap's profile endpoint; 0: none)")
 	fs.DurationVar(&o.servingTimeout, "serving-timeout", 5*time.Minute, "how long `xlb run` may take to serve")
 	if err := fs.Parse(args); err != nil {

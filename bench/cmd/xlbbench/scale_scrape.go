@@ -73,8 +73,9 @@ func scrapeClient(ns *netns.NS) *http.Client {
 }
 
 // scrapeOnce GETs /metrics?query and returns its wall time (until the
-// last byte), the bytes sent and their text, and the sample lines.
-func scrapeOnce(ctx context.Context, c *http.Client, query string) (d time.Duration, wire, text, series int, format string, err error) {
+// last byte), the bytes sent and their text, and the sample lines; save
+// (if not nil) gets the text.
+func scrapeOnce(ctx context.Context, c *http.Client, query string, save io.Writer) (d time.Duration, wire, text, series int, format string, err error) {
 	url := "http://" + scaleMetrics + "/metrics"
 	if query != "" {
 		url += "?" + query
@@ -104,6 +105,9 @@ func scrapeOnce(ctx context.Context, c *http.Client, query string) (d time.Durat
 		if r, err = gzip.NewReader(r); err != nil {
 			return d, 0, 0, 0, "", fmt.Errorf("scrape %s: %w", url, err)
 		}
+	}
+	if save != nil {
+		r = io.TeeReader(r, save)
 	}
 	text, series, err = countSeries(r)
 	if err != nil {
@@ -146,12 +150,21 @@ func measureScrapes(ctx context.Context, o scaleOptions, app string, pid int, pr
 			return nil, err
 		}
 		var cpus []float64
-		for range o.repeat {
+		for i := range o.repeat {
+			var save io.Writer
+			if o.scrapeSave != "" && i == 0 {
+				f, err := os.Create(filepath.Join(o.scrapeSave, fmt.Sprintf("scrape%d.txt", len(out))))
+				if err != nil {
+					return nil, err
+				}
+				defer f.Close()
+				save = f
+			}
 			c0, err := procCPU(pid)
 			if err != nil {
 				return nil, err
 			}
-			d, wire, text, series, format, err := scrapeOnce(ctx, c, q)
+			d, wire, text, series, format, err := scrapeOnce(ctx, c, q, save)
 			if err != nil {
 				return nil, err
 			}
@@ -213,7 +226,7 @@ func scrapeProfiles(ctx context.Context, o scaleOptions, app, date string) (file
 			return []string{stem + ".cpu.pb.gz", stem + ".allocs.pb.gz"}, cpuTop, allocTop, nil
 		default:
 		}
-		if _, _, _, _, _, err := scrapeOnce(ctx, c, ""); err != nil {
+		if _, _, _, _, _, err := scrapeOnce(ctx, c, "", nil); err != nil {
 			<-done
 			return nil, nil, nil, err
 		}
