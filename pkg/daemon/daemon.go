@@ -274,8 +274,7 @@ func (d *daemon) Run(ctx context.Context) (err error) {
 	d.store.close()
 	d.storeArenas()
 	t := d.phase("engine", d.started)
-	d.checker = health.New(d.healthOptions())
-	if err := d.checker.Set(d.healthTargets()); err != nil {
+	if err := d.startHealth(); err != nil { // health.go
 		d.exit = exitStop
 		d.finish()
 		return fmt.Errorf("start health checks: %w", err)

@@ -67,6 +67,11 @@ func (d *daemon) applyProbes() bool {
 	d.pendingMu.Unlock()
 	changed := false
 	for k, p := range pending {
+		if d.probers.prober(k.rule, k.addr) != k.rule {
+			// Parked by a prober a reload has since handed to another
+			// rule of its share group (services.go): read by nobody.
+			continue
+		}
 		old, had := d.probes[k]
 		if !had || old.health != p.health || old.weight != p.weight || old.weightState != p.weightState {
 			changed = true
@@ -107,6 +112,25 @@ func (d *daemon) healthChanged(k probeKey, from string, p probe) {
 	}
 	attrs = append(attrs, "backend", k.addr, "health", p.health.String(), "weight", p.weight, "weight_state", p.weightState.String(), "error", p.lastError)
 	d.log.Log(context.Background(), level, "health", attrs...)
+}
+
+// startHealth starts the checker on every target and says how many
+// probers the checked backends of the rules take: fewer than the backends
+// when rules share probes (services.go).
+func (d *daemon) startHealth() error {
+	d.checker = health.New(d.healthOptions())
+	ts := d.healthTargets()
+	if err := d.checker.Set(ts); err != nil {
+		return err
+	}
+	checked := 0
+	for _, r := range d.cfg.Rules {
+		if r.HealthCheck.Type != config.HealthNone {
+			checked += r.BackendCount()
+		}
+	}
+	d.log.Info("health checks", "targets", len(ts), "rule_backends", checked)
+	return nil
 }
 
 // healthTargets groups every rule's probes again (services.go) and lists

@@ -215,9 +215,27 @@ func TestSharedProbeReload(t *testing.T) {
 	if ports["a"] != 80 || ports["b"] != 8080 {
 		t.Errorf("after the split, %s is probed on ports %v, want a 80 and b 8080", x, ports)
 	}
+	// b's check back to a's: b reads a's probe of x again, and a verdict
+	// b's former prober had parked is read by nobody.
+	if err := os.WriteFile(filepath.Join(dir, "rules.d/b.toml"), []byte(ruleB), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := do(d, func() error { _, err := d.Reload(false); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := probed(), "a "+x+", b "+y; got != want {
+		t.Errorf("b rejoined: probed %s, want %s", got, want)
+	}
+	d.onHealth(health.Status{Key: health.Key{Rule: "b", Backend: addr(x)}, Health: failover.HealthUnhealthy})
+	if err := do(d, func() error { d.applyProbes(); d.touchAll(); return d.publish() }); err != nil {
+		t.Fatal(err)
+	}
+	if h := publishedHealth(d, "b", x); h != "HEALTHY" {
+		t.Errorf("a verdict parked by b's former probe of %s made it %s, want a's HEALTHY", x, h)
+	}
 	for _, e := range d.events.list()[before:] {
 		if e.Kind == eventHealth {
-			t.Errorf("a reload made a health event: %+v", e)
+			t.Errorf("a health event after the first verdicts (a reload's, or a stale verdict's): %+v", e)
 		}
 	}
 }

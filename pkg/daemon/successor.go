@@ -14,7 +14,6 @@ import (
 	"github.com/xlbnet/xlb/pkg/config"
 	"github.com/xlbnet/xlb/pkg/engine"
 	"github.com/xlbnet/xlb/pkg/handover"
-	"github.com/xlbnet/xlb/pkg/health"
 	"github.com/xlbnet/xlb/pkg/neigh"
 )
 
@@ -120,8 +119,7 @@ func prepareSuccessor(opts Options, offer *handover.Offer) (_ *daemon, notes []s
 	d.controlLn = inheritedListener(offer, controlFile, d)
 	d.metricsLn = inheritedListener(offer, metricsFile, d)
 	d.resolver = neigh.New(nil)
-	d.checker = health.New(d.healthOptions())
-	if err := d.checker.Set(d.healthTargets()); err != nil {
+	if err := d.startHealth(); err != nil {
 		return nil, nil, fmt.Errorf("start health checks: %w", err)
 	}
 	if err := d.publish(); err != nil {

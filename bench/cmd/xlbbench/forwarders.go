@@ -28,6 +28,16 @@ type forwarder struct {
 	// Log lines that say "too many open files" (the process ran out of
 	// descriptors), and xlb's warnings that health probes started late.
 	emfileLines, lateProbeLines int
+	// healthLine is xlb's "health checks" line: how many probers it
+	// started for how many checked backends of rules.
+	healthLine string
+}
+
+// healthChecks returns xlb's "health checks" line ("" before it came).
+func (f *forwarder) healthChecks() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.healthLine
 }
 
 // logCounts returns the counts of the log lines watched for.
@@ -182,6 +192,11 @@ func startAndWaitFor(cmd *exec.Cmd, ready string, cleanup func(), timeout time.D
 				} else {
 					f.lateProbeLines++
 				}
+				f.mu.Unlock()
+			}
+			if strings.Contains(sc.Text(), `msg="health checks"`) {
+				f.mu.Lock()
+				f.healthLine = sc.Text()
 				f.mu.Unlock()
 			}
 			if strings.Contains(sc.Text(), "msg=reloaded") {

@@ -126,6 +126,11 @@ type ScaleResults struct {
 	ProbeWindowSec float64 `json:"probe_window_sec,omitempty"`
 	DaemonCPU      float64 `json:"daemon_cpu_of_one,omitempty"`
 	ProbesPerSec   float64 `json:"probes_per_sec,omitempty"`
+	// HealthTargets are the probers the daemon started (its "health
+	// checks" line) for HealthRuleBackends checked backends of rules:
+	// fewer when rules share a probe (pkg/daemon services.go).
+	HealthTargets      int `json:"health_targets,omitempty"`
+	HealthRuleBackends int `json:"health_rule_backends,omitempty"`
 	// FDsPeak is the most descriptors the daemon held at once (its
 	// /proc/PID/fd, counted every fdSample from serving to the end), and
 	// FDLimit its RLIMIT_NOFILE soft limit: health probes must leave the
@@ -641,6 +646,9 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 		res.StartCPUSec = cpu.Seconds()
 	}
 	res.StartPhases = logFields(fw.ready, "config", "engine", "health", "nexthops", "publish")
+	hc := logFields(fw.healthChecks(), "targets", "rule_backends") // logged before serving
+	res.HealthTargets, _ = strconv.Atoi(hc["targets"])
+	res.HealthRuleBackends, _ = strconv.Atoi(hc["rule_backends"])
 	time.Sleep(time.Second)
 	if res.RSSStartMiB, _, err = rssMiB(fw.pid); err != nil {
 		return err
@@ -1090,6 +1098,7 @@ func printScale(w io.Writer, r *ScaleResults) {
 	fmt.Fprintf(w, "| daemon RSS peak before → after the reads | %.0f → %.0f MiB |\n", r.ReadsHWMBeforeMiB, r.ReadsHWMAfterMiB)
 	fmt.Fprintf(w, "| daemon RSS peak (VmHWM) | %.0f MiB |\n", r.RSSHWMMiB)
 	if r.Health == "TCP" {
+		fmt.Fprintf(w, "| health TCP: probers for checked rule backends | %d for %d |\n", r.HealthTargets, r.HealthRuleBackends)
 		fmt.Fprintf(w, "| health TCP: daemon CPU, probes/s | %.1f %% of one CPU, %.0f/s |\n", 100*r.DaemonCPU, r.ProbesPerSec)
 	}
 	fmt.Fprintf(w, "| daemon descriptors: peak / limit | %d / %d (log lines: %d too many open files, %d probes late) |\n", r.FDsPeak, r.FDLimit, r.EMFILELines, r.LateProbesLines)
