@@ -42,6 +42,34 @@ func healthDaemon(tb testing.TB, files map[string]string, addrs []netip.Addr) (*
 	return d, dir
 }
 
+// probedTargets lists the rule and backend of every target d's checker
+// probes, sorted.
+func probedTargets(d *daemon) string {
+	var got []string
+	for _, s := range d.checker.Status() {
+		got = append(got, s.Rule+" "+s.Backend.String())
+	}
+	slices.Sort(got)
+	return strings.Join(got, ", ")
+}
+
+// reloadWith writes the files of change into dir ("" removes one) and
+// reloads d.
+func reloadWith(tb testing.TB, d *daemon, dir string, change map[string]string) {
+	tb.Helper()
+	for name, text := range change {
+		p := filepath.Join(dir, name)
+		if text == "" {
+			os.Remove(p)
+		} else if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := do(d, func() error { _, err := d.Reload(false); return err }); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 func healthGroup(addrs ...string) string {
 	return "[[group]]\nname = \"g\"\nbackends = [\"" + strings.Join(addrs, "\", \"") + "\"]\n"
 }
@@ -63,28 +91,8 @@ func TestReloadHealthTargets(t *testing.T) {
 		addrs = append(addrs, addr(a))
 	}
 	d, dir := healthDaemon(t, files, addrs)
-	probed := func() string {
-		var got []string
-		for _, s := range d.checker.Status() {
-			got = append(got, s.Rule+" "+s.Backend.String())
-		}
-		slices.Sort(got)
-		return strings.Join(got, ", ")
-	}
-	reload := func(change map[string]string) {
-		t.Helper()
-		for name, text := range change {
-			p := filepath.Join(dir, name)
-			if text == "" {
-				os.Remove(p)
-			} else if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := do(d, func() error { _, err := d.Reload(false); return err }); err != nil {
-			t.Fatal(err)
-		}
-	}
+	probed := func() string { return probedTargets(d) }
+	reload := func(change map[string]string) { t.Helper(); reloadWith(t, d, dir, change) }
 	if got, want := probed(), "a 198.51.100.10, a 198.51.100.11, b 198.51.100.20, c 198.51.100.30"; got != want {
 		t.Fatalf("at start: %s, want %s", got, want)
 	}

@@ -41,12 +41,21 @@ func serviceConfigWith(t *testing.T, change map[string]string) *config.Config {
 	for name, text := range change {
 		files[name] = text
 	}
+	return loadFiles(t, dir, files)
+}
+
+// loadFiles writes files into dir (one given "" is left out) and loads
+// dir/xlb.toml.
+func loadFiles(t *testing.T, dir string, files map[string]string) *config.Config {
+	t.Helper()
 	for name, text := range files {
 		if text == "" {
 			continue
 		}
 		p := filepath.Join(dir, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package daemon
 import (
 	"log/slog"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,20 +19,7 @@ func loadRules(t *testing.T, files map[string]string) *config.Config {
 	t.Helper()
 	dir := t.TempDir()
 	files["xlb.toml"] = "interface = \"eth0\"\nhash_seed = \"0x5eed1ab\"\nstate_file = \"" + filepath.Join(dir, "state.toml") + "\"\n"
-	for name, text := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg, _, err := config.Load(filepath.Join(dir, "xlb.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return loadFiles(t, dir, files)
 }
 
 // targetList is the rule and backend of each target, sorted.
@@ -142,14 +128,7 @@ func TestSharedProbeReload(t *testing.T) {
 	ruleA := vipRule("203.0.113.10", "", healthGroup(x))
 	ruleB := vipRule("203.0.113.11", "", healthGroup(x, y))
 	d, dir := healthDaemon(t, map[string]string{"rules.d/a.toml": ruleA, "rules.d/b.toml": ruleB}, []netip.Addr{addr(x), addr(y)})
-	probed := func() string {
-		var got []string
-		for _, s := range d.checker.Status() {
-			got = append(got, s.Rule+" "+s.Backend.String())
-		}
-		slices.Sort(got)
-		return strings.Join(got, ", ")
-	}
+	probed := func() string { return probedTargets(d) }
 	if got, want := probed(), "a "+x+", b "+y; got != want {
 		t.Fatalf("at start: probed %s, want %s", got, want)
 	}
@@ -176,17 +155,7 @@ func TestSharedProbeReload(t *testing.T) {
 		{"b's check on another port (split)", map[string]string{"rules.d/b.toml": strings.Replace(ruleB, "port = 80", "port = 8080", 1)},
 			"a " + x + ", b " + x + ", b " + y, [][2]string{{"a", x}, {"b", x}, {"b", y}}},
 	} {
-		for name, text := range step.change {
-			p := filepath.Join(dir, name)
-			if text == "" {
-				os.Remove(p)
-			} else if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := do(d, func() error { _, err := d.Reload(false); return err }); err != nil {
-			t.Fatalf("%s: %v", step.what, err)
-		}
+		reloadWith(t, d, dir, step.change)
 		if got := probed(); got != step.want {
 			t.Errorf("%s: probed %s, want %s", step.what, got, step.want)
 		}
@@ -217,12 +186,7 @@ func TestSharedProbeReload(t *testing.T) {
 	}
 	// b's check back to a's: b reads a's probe of x again, and a verdict
 	// b's former prober had parked is read by nobody.
-	if err := os.WriteFile(filepath.Join(dir, "rules.d/b.toml"), []byte(ruleB), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := do(d, func() error { _, err := d.Reload(false); return err }); err != nil {
-		t.Fatal(err)
-	}
+	reloadWith(t, d, dir, map[string]string{"rules.d/b.toml": ruleB})
 	if got, want := probed(), "a "+x+", b "+y; got != want {
 		t.Errorf("b rejoined: probed %s, want %s", got, want)
 	}
