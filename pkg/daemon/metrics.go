@@ -322,32 +322,42 @@ func (d *daemon) collectRules(s metrics.Sink, st *publishedStatus) {
 	if in.checker == nil {
 		return
 	}
-	for _, f := range []*metrics.Family{mCheckLatency, mCheckLast, mHealthSince, mHealthFlaps} {
+	// The health checks' status, read once per backend (the checker's lock
+	// for a lookup each) for the four families that show it: 32 bytes a
+	// backend, as the connection tally.
+	n := 0
+	for _, r := range rules {
+		n += len(r.State.Backends)
+	}
+	checks := make([]checkValues, 0, n)
+	each(func(r *ruleStatus, b *failover.BackendState, _ string) {
+		addr, _ := netip.ParseAddr(b.Name)
+		pk := probeKey{r.Name, addr}
+		if r.Rule != nil {
+			pk = d.probeKeyOf(r.Rule, addr) // services.go
+		}
+		var c checkValues
+		if hs, ok := in.check(pk); ok && !hs.LastProbe.IsZero() {
+			c = checkValues{hs.LastLatency.Seconds(), float64(hs.LastProbe.UnixNano()) / 1e9, float64(hs.Since.UnixNano()) / 1e9, float64(hs.Changes)}
+		}
+		checks = append(checks, c)
+	})
+	for fi, f := range []*metrics.Family{mCheckLatency, mCheckLast, mHealthSince, mHealthFlaps} {
+		i := 0
 		each(func(r *ruleStatus, b *failover.BackendState, service string) {
-			addr, _ := netip.ParseAddr(b.Name)
-			pk := probeKey{r.Name, addr}
-			if r.Rule != nil {
-				pk = d.probeKeyOf(r.Rule, addr) // services.go
+			c := &checks[i]
+			i++
+			if c[1] != 0 { // probed
+				s.Add(f, c[fi], r.Name, service, b.Name)
 			}
-			hs, ok := in.check(pk)
-			if !ok || hs.LastProbe.IsZero() {
-				return
-			}
-			var v float64
-			switch f {
-			case mCheckLatency:
-				v = hs.LastLatency.Seconds()
-			case mCheckLast:
-				v = float64(hs.LastProbe.UnixNano()) / 1e9
-			case mHealthSince:
-				v = float64(hs.Since.UnixNano()) / 1e9
-			default:
-				v = float64(hs.Changes)
-			}
-			s.Add(f, v, r.Name, service, b.Name)
 		})
 	}
 }
+
+// checkValues are a backend's health check figures as the families show
+// them: the last probe's latency and end, when the health last changed,
+// and the changes; zero before the first probe.
+type checkValues [4]float64
 
 func boolValue(b bool) float64 {
 	if b {
