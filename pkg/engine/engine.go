@@ -146,8 +146,8 @@ type Engine struct {
 	pages arenaPagesCache // arenas.go
 }
 
-// Start loads and attaches the XDP program, opens a socket per queue and
-// starts the workers. Until Publish, workers drop VIP traffic (no-rule)
+// Start loads the XDP program while it opens a socket per queue, then
+// attaches the program, registers the sockets and starts the workers. Until Publish, workers drop VIP traffic (no-rule)
 // and the program redirects nothing (its VIP set is empty).
 func Start(cfg Config) (_ *Engine, err error) {
 	if cfg.Log == nil {
@@ -179,6 +179,26 @@ func Start(cfg Config) (_ *Engine, err error) {
 	if cfg.FragmentEntries == 0 {
 		cfg.FragmentEntries = max(cfg.MaxEntries/16, 1024)
 	}
+	// The program's load (its maps and the kernel's verifier, about
+	// 100 ms) runs beside the arenas and the sockets, which do not need
+	// it; it is attached once they are ready, and the sockets registered
+	// after that.
+	loaded := make(chan error, 1)
+	go func() {
+		var err error
+		e.prog, err = e.openProgram()
+		loaded <- err
+	}()
+	waited := false
+	waitProgram := func() error {
+		waited = true
+		return <-loaded
+	}
+	defer func() { // before the deferred Close, which closes the program too
+		if !waited {
+			_ = waitProgram()
+		}
+	}()
 	shared := conntrack.ArenaInfo{ClockBase: cfg.ClockBase, Ifindex: e.ifindex}
 	if e.sessions, err = e.sharedTable(sessionsFile, cfg.SessionEntries, cfg.Seed^0x5e55, shared); err != nil {
 		return nil, err
@@ -190,16 +210,6 @@ func Start(cfg Config) (_ *Engine, err error) {
 		if e.peers, err = e.sharedTable(peersFile, cfg.PeerEntries, cfg.Seed^0xf1ee, shared); err != nil {
 			return nil, err
 		}
-	}
-	if e.prog, err = e.openProgram(); err != nil {
-		return nil, err
-	}
-	if e.mode, err = e.prog.Attach(e.ifindex, cfg.XDPMode); err != nil {
-		return nil, err
-	}
-	cfg.Log.Info("xdp program attached", "interface", cfg.Interface, "mode", e.mode.String())
-	if why := e.prog.NativeRefused(); why != nil {
-		cfg.Log.Warn("native XDP refused: running in generic mode", "interface", cfg.Interface, "reason", why.Error(), "hint", nativeHint(l.Attrs().MTU))
 	}
 	per := cfg.MaxEntries / len(qs)
 	for _, id := range qs {
@@ -215,6 +225,19 @@ func Start(cfg Config) (_ *Engine, err error) {
 		if err := e.newWorker(q); err != nil {
 			return nil, fmt.Errorf("queue %d: %w", id, err)
 		}
+	}
+	if err := waitProgram(); err != nil {
+		return nil, err
+	}
+	if e.mode, err = e.prog.Attach(e.ifindex, cfg.XDPMode); err != nil {
+		return nil, err
+	}
+	cfg.Log.Info("xdp program attached", "interface", cfg.Interface, "mode", e.mode.String())
+	if why := e.prog.NativeRefused(); why != nil {
+		cfg.Log.Warn("native XDP refused: running in generic mode", "interface", cfg.Interface, "reason", why.Error(), "hint", nativeHint(l.Attrs().MTU))
+	}
+	for _, q := range e.queues {
+		id, sock := q.id, q.sock
 		if err := e.prog.Register(id, sock.FD()); err != nil {
 			return nil, fmt.Errorf("queue %d: %w", id, err)
 		}
