@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"log/slog"
 	"net/netip"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/xlbnet/xlb/failover"
 	"github.com/xlbnet/xlb/pkg/config"
+	"github.com/xlbnet/xlb/pkg/control"
 	"github.com/xlbnet/xlb/pkg/health"
 )
 
@@ -159,6 +161,12 @@ func TestSharedProbeReload(t *testing.T) {
 		if got := probed(); got != step.want {
 			t.Errorf("%s: probed %s, want %s", step.what, got, step.want)
 		}
+		if step.what == "a back (b keeps probing)" {
+			// backend list shows a's row with b's verdict and prober.
+			if rows := backendRows(t, d); rows["a "+x] != "HEALTHY probe_rule=b" || rows["b "+x] != "HEALTHY probe_rule=" {
+				t.Errorf("%s: backend list shows %v, want a's %s HEALTHY probed through b", step.what, rows, x)
+			}
+		}
 		// As the reload published it, and as every rule computed again
 		// reads it.
 		for _, again := range []bool{false, true} {
@@ -175,6 +183,9 @@ func TestSharedProbeReload(t *testing.T) {
 		}
 	}
 	// The split left each rule its own check.
+	if rows := backendRows(t, d); rows["a "+x] != "HEALTHY probe_rule=" || rows["b "+x] != "HEALTHY probe_rule=" {
+		t.Errorf("after the split, backend list shows %v, want a and b each with its own probe of %s", rows, x)
+	}
 	ports := map[string]uint16{}
 	for _, tg := range d.healthTargetsOf(nil) {
 		if tg.Backend == addr(x) {
@@ -202,4 +213,25 @@ func TestSharedProbeReload(t *testing.T) {
 			t.Errorf("a health event after the first verdicts (a reload's, or a stale verdict's): %+v", e)
 		}
 	}
+}
+
+// backendRows is what backend list shows of each rule's backend: its
+// health and the rule whose probe decides it, by "rule backend".
+func backendRows(t *testing.T, d *daemon) map[string]string {
+	t.Helper()
+	stream, err := (&ops{d: d}).Backends(context.Background(), control.StatusQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	err = stream(func(r *control.Rule) error {
+		for _, b := range r.Backends {
+			rows[r.Name+" "+b.Address] = b.Health + " probe_rule=" + b.ProbeRule
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
 }
