@@ -703,7 +703,10 @@ func TestSecondDaemon(t *testing.T) {
 }
 
 // scrapeAt fetches /metrics at addr inside the appliance's namespace.
-func scrapeAt(l *lab.Lab, addr string) (string, error) {
+func scrapeAt(l *lab.Lab, addr string) (string, error) { return scrapePath(l, addr, "/metrics") }
+
+// scrapePath is scrapeAt of another path (a query).
+func scrapePath(l *lab.Lab, addr, path string) (string, error) {
 	var body string
 	err := l.XLB.Do(func() error {
 		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
@@ -712,7 +715,7 @@ func scrapeAt(l *lab.Lab, addr string) (string, error) {
 		}
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(5 * time.Second))
-		fmt.Fprintf(c, "GET /metrics HTTP/1.0\r\n\r\n")
+		fmt.Fprintf(c, "GET %s HTTP/1.0\r\n\r\n", path)
 		b, err := io.ReadAll(c)
 		body = string(b)
 		return err

@@ -222,4 +222,21 @@ func TestEndToEndMetrics(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
+	// A scrape of the queue and rule scopes: those families, the same
+	// rule totals (the traffic is over), no backend or Go family.
+	scoped, err := scrapePath(l, "127.0.0.1:9641", "/metrics?scope=queue,rule")
+	if err != nil || !strings.HasPrefix(scoped, "HTTP/1.0 200") {
+		t.Fatalf("scrape ?scope=queue,rule: %v\n%s", err, scoped)
+	}
+	m, ms := metricValues(body), metricValues(scoped)
+	for _, want := range []string{`xlb_rule_packets_total{rule="web4"}`, `xlb_rule_connections_total{rule="web4"}`, `xlb_drop_packets_total{queue="0",reason="no-rule"}`} {
+		if _, ok := ms[want]; !ok || ms[want] != m[want] {
+			t.Errorf("?scope=queue,rule: %s = %v, %v in the whole scrape", want, ms[want], m[want])
+		}
+	}
+	for k := range ms {
+		if strings.HasPrefix(k, "xlb_backend_") || strings.HasPrefix(k, "go_") || strings.HasPrefix(k, "xlb_build_info") {
+			t.Errorf("?scope=queue,rule has %s", k)
+		}
+	}
 }
