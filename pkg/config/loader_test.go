@@ -126,7 +126,8 @@ func TestLoaderReportsAsLoad(t *testing.T) {
 }
 
 // BenchmarkLoad: a configuration of 1000 rules of 100 backends loaded
-// whole (Load) and by a Loader after one rule file changed.
+// whole (Load) and by a Loader after one rule file changed, and laid
+// under an empty state (Apply, as a start does).
 func BenchmarkLoad(b *testing.B) {
 	files := map[string]string{}
 	for i := range 1000 {
@@ -141,6 +142,18 @@ func BenchmarkLoad(b *testing.B) {
 		for b.Loop() {
 			if _, _, err := Load(path); err != nil {
 				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Apply", func(b *testing.B) {
+		cfg, _, err := Load(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if v := Apply(cfg, &State{}); len(v.Rules) != 1000 {
+				b.Fatalf("%d rules in the view", len(v.Rules))
 			}
 		}
 	})

@@ -3,7 +3,10 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -59,9 +62,27 @@ type BackendView struct {
 func Apply(cfg *Config, st *State) *View {
 	byKey := st.byBackend()
 	v := &View{Rules: make([]RuleView, len(cfg.Rules))}
-	for ri := range cfg.Rules {
-		v.Rules[ri] = applyRule(cfg.Rules[ri], st, byKey)
+	// The rules' views are independent (applyRule reads cfg, st and
+	// byKey only): a start lays out every backend of every rule, 100 000
+	// at 1000 rules of 100, so the rules are shared out among the CPUs in
+	// runs of applyRun.
+	const applyRun = 64
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), (len(cfg.Rules)+applyRun-1)/applyRun) {
+		wg.Go(func() {
+			for {
+				from := int(next.Add(applyRun)) - applyRun
+				if from >= len(cfg.Rules) {
+					return
+				}
+				for ri := from; ri < min(from+applyRun, len(cfg.Rules)); ri++ {
+					v.Rules[ri] = applyRule(cfg.Rules[ri], st, byKey)
+				}
+			}
+		})
 	}
+	wg.Wait()
 	v.Stale = st.stale(cfg)
 	return v
 }

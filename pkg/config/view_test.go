@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -133,5 +134,41 @@ func TestPairRules(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestApplyOverManyRules: Apply shares the rules out among goroutines in
+// runs; every rule's view is the one applyRule gives it alone, in
+// configuration order, overrides included (a drain of a backend of a
+// rule in the last, short run).
+func TestApplyOverManyRules(t *testing.T) {
+	files := map[string]string{}
+	for i := range 300 {
+		files[fmt.Sprintf("rules.d/r%04d.toml", i)] = ruleText(fmt.Sprintf("r%04d", i), fmt.Sprintf("198.18.%d.%d", 16+i/250, 1+i%250), "80",
+			fmt.Sprintf("10.%d.%d.1", 1+i/250, i%250), fmt.Sprintf("10.%d.%d.2", 1+i/250, i%250))
+	}
+	cfg, _, err := Load(writeConfig(t, files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := LoadState("/nonexistent/state.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Drain(cfg, "r0299", netip.MustParseAddr("10.2.49.2"), time.Unix(100, 0)); err != nil {
+		t.Fatal(err)
+	}
+	v := Apply(cfg, st)
+	if len(v.Rules) != len(cfg.Rules) {
+		t.Fatalf("%d rule views for %d rules", len(v.Rules), len(cfg.Rules))
+	}
+	byKey := st.byBackend()
+	for i, r := range cfg.Rules {
+		if want := applyRule(r, st, byKey); !reflect.DeepEqual(v.Rules[i], want) {
+			t.Fatalf("rule %d (%s): view\n%+v\nalone\n%+v", i, r.Name, v.Rules[i], want)
+		}
+	}
+	if last := v.Rules[len(v.Rules)-1]; last.Rule.Name != "r0299" || !last.Backends[1].Drained {
+		t.Errorf("the last rule's view is %s with backends %+v, want r0299 with its second backend drained", last.Rule.Name, last.Backends)
 	}
 }
