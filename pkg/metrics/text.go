@@ -132,7 +132,7 @@ func (t *textWriter) add(f *Family, v float64, labelValues []string) {
 		return
 	}
 	for _, v := range labelValues {
-		if !utf8.ValidString(v) {
+		if !plain(v) && !utf8.ValidString(v) {
 			t.refuse(fmt.Errorf("metrics: %s: a label value that is not UTF-8", f.Name))
 			return
 		}
@@ -219,10 +219,22 @@ func kindName(k Kind) string {
 	return "untyped"
 }
 
+// plain says whether s is ASCII without a backslash, newline or double
+// quote: valid UTF-8 that needs no escaping, as rule names and addresses
+// are (one pass over the bytes, where a check for each took two).
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= utf8.RuneSelf || c == '\\' || c == '\n' || c == '"' {
+			return false
+		}
+	}
+	return true
+}
+
 // appendEscaped appends s with backslash and newline escaped (and the
 // double quote, in a label value).
 func appendEscaped(b []byte, s string, quote bool) []byte {
-	if !strings.ContainsAny(s, "\\\n\"") {
+	if plain(s) {
 		return append(b, s...)
 	}
 	for i := 0; i < len(s); i++ {

@@ -42,6 +42,7 @@ func collectScoped(s Sink) {
 	}
 	s.Add(sRule, 7, "web", "203.0.113.10")
 	s.Add(sRule, 123456789012, "api", "2001:db8::1")
+	s.Add(sRule, 2, "café", "198.51.100.1") // UTF-8 beyond ASCII, as is
 	s.Add(sBackend, 1, "web", "web", "192.0.2.11")
 	s.Add(sBackend, 0, "web", "web", "192.0.2.10")
 	s.Add(sBackend, 1, "api", "pool", "192.0.2.10")
