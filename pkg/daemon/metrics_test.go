@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/xlbnet/xlb/failover"
 	"github.com/xlbnet/xlb/pkg/control"
@@ -236,4 +240,79 @@ func familyLines(text string) map[string]string {
 		}
 	}
 	return out
+}
+
+// TestScrapeBesideReload: a scrape whose client stops reading half-way
+// (its writes blocked in the middle of the backend families) holds
+// nothing the control path needs: a reload and a CLI drain complete
+// beside it, and the scrape then ends whole.
+func TestScrapeBesideReload(t *testing.T) {
+	const n, m = 100, 80 // 8000 backends: megabytes of text
+	d, dir := scaleDaemon(t, n, m)
+	reg, err := d.metricsRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(metrics.Handler(reg, d.log))
+	srv.Listener = smallBuffers{srv.Listener} // reads_test.go
+	srv.Start()
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{DisableCompression: true, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			c.(*net.TCPConn).SetReadBuffer(64 << 10)
+		}
+		return c, err
+	}}}
+	resp, err := client.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	head := make([]byte, 16<<10)
+	if _, err := io.ReadFull(resp.Body, head); err != nil {
+		t.Fatal(err)
+	}
+	scraping := func() bool {
+		buf := make([]byte, 1<<20)
+		return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "metrics.(*textWriter).add")
+	}
+	time.Sleep(300 * time.Millisecond) // the handler's writes fill the buffers and block
+	if !scraping() {
+		t.Fatal("the scrape is not blocked in its writes: nothing to test beside")
+	}
+
+	last := n - 1
+	var bs []netip.Addr
+	for j := range m + 1 {
+		bs = append(bs, scaleBackend(last, j))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rules.d", fmt.Sprintf("r%05d.toml", last)), []byte(scaleRuleFile(last, bs)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	o := &ops{d: d}
+	if _, err := o.Reload(ctx, control.ReloadRequest{}); err != nil {
+		t.Fatalf("reload beside a stalled scrape: %v", err)
+	}
+	if _, err := o.ChangeBackend(ctx, control.BackendChange{Action: control.ActionDrain, Rule: "r00001", Backend: scaleBackend(1, 0).String()}); err != nil {
+		t.Fatalf("drain beside a stalled scrape: %v", err)
+	}
+	if !scraping() {
+		t.Fatal("the scrape ended before the reload and the drain: they were not beside it")
+	}
+
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	mfs, err := parser.TextToMetricFamilies(bytes.NewReader(append(head, rest...)))
+	if err != nil {
+		t.Fatalf("the scrape after the stall does not parse: %v", err)
+	}
+	if got := len(mfs["xlb_backend_healthy"].GetMetric()); got < n*m {
+		t.Errorf("%d samples of xlb_backend_healthy, want at least %d", got, n*m)
+	}
 }
