@@ -90,7 +90,9 @@
 //     backend takes the health checker's lock and, for a rule of a
 //     backend service, the probers' lock, each for one map lookup; the
 //     BGP runtime's lock for a copy of its VIP decisions; the fleet node
-//     answers from its own goroutine.
+//     answers from its own goroutine. Nothing is held while the text is
+//     written: a reload and a CLI change complete beside a scrape whose
+//     client stopped reading (the daemon's TestScrapeBesideReload).
 //   - The registry is the package's own (NewRegistry), not the global
 //     default one, so tests build as many as they like.
 //   - A collect error (a sample with the wrong labels) does not fail the
