@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/xlbnet/xlb/pkg/health/healthtest"
@@ -99,21 +100,49 @@ func TestEndToEndHealthCheckKinds(t *testing.T) {
 			Health: fmt.Sprintf("type = \"TCP\"\nport = %d\nresponse = %q\n%s", tcpCheckPort, healthtest.Answer, every)},
 		lab.Rule{Name: "http4", VIP: l.Opts.VIP4, Protocol: "TCP", Ports: `["9445"]`, Encap: "IPIP",
 			Health: fmt.Sprintf("type = \"HTTP\"\nport = %d\nrequest_path = \"/\"\nresponse = %q\n%s", httpCheckPort, healthtest.BodyText, every)})
+	// tcp6s has tcp6's backends and an equal direct check: one probe of
+	// each backend decides for both (pkg/daemon services.go).
+	tcp6s := rules[len(rules)-2]
+	tcp6s.Name, tcp6s.Ports = "tcp6s", `["9446"]`
+	rules = append(rules, tcp6s)
 	x := xlbIn(t, l, rules)
 
 	all := []int{0, 1, 2}
 	for _, r := range rules {
 		waitHealth(t, l, x, r.Name, "HEALTHY", all...)
 	}
+	st := x.status(t)
+	for _, r := range st.Rules {
+		for _, b := range r.Backends {
+			if want := map[string]string{"tcp6s": "tcp6"}[r.Name]; b.ProbeRule != want {
+				t.Errorf("rule %s backend %s: probe_rule %q, want %q", r.Name, b.Address, b.ProbeRule, want)
+			}
+		}
+	}
+	shared := 0
+	for _, e := range st.Events {
+		switch {
+		case e.Kind == "health" && e.Rule == "tcp6s":
+			t.Errorf("tcp6s probed its backends itself: %+v", e)
+		case e.Kind == "health" && e.Rule == "tcp6":
+			if strings.Join(e.Rules, ",") != "tcp6,tcp6s" {
+				t.Errorf("tcp6's verdict does not name both rules it decides: %+v", e)
+			}
+			shared++
+		}
+	}
+	if shared != len(l.Backends) {
+		t.Errorf("%d health events of tcp6's probes, want %d (one per backend, naming tcp6 and tcp6s)", shared, len(l.Backends))
+	}
 
 	// In each rule one backend answers wrong and another stays silent; the
 	// third answers right.
 	kindOf := func(s checkServers, rule string) *healthtest.Server {
-		return map[string]*healthtest.Server{"web4": s.grpc, "web6": s.h2, "udp4": s.udp, "udp6": s.h2c, "ssl4": s.ssl, "tcp6": s.tcp, "http4": s.http}[rule]
+		return map[string]*healthtest.Server{"web4": s.grpc, "web6": s.h2, "udp4": s.udp, "udp6": s.h2c, "ssl4": s.ssl, "tcp6": s.tcp, "tcp6s": s.tcp, "http4": s.http}[rule]
 	}
 	type downs struct{ wrong, silent, up int }
 	down := map[string]downs{"web4": {0, 1, 2}, "web6": {0, 2, 1}, "udp4": {1, 2, 0}, "udp6": {0, 1, 2},
-		"ssl4": {1, 0, 2}, "tcp6": {2, 1, 0}, "http4": {2, 0, 1}}
+		"ssl4": {1, 0, 2}, "tcp6": {2, 1, 0}, "tcp6s": {2, 1, 0}, "http4": {2, 0, 1}}
 	for rule, d := range down {
 		kindOf(servers[d.wrong], rule).Set(healthtest.Wrong)
 		kindOf(servers[d.silent], rule).Set(healthtest.Silent)

@@ -213,6 +213,16 @@ func TestSharedProbeReload(t *testing.T) {
 			t.Errorf("a health event after the first verdicts (a reload's, or a stale verdict's): %+v", e)
 		}
 	}
+	// a's verdict of x changes: the next publication computes b again.
+	d.onHealth(health.Status{Key: health.Key{Rule: "a", Backend: addr(x)}, Health: failover.HealthUnhealthy})
+	if err := do(d, func() error { d.applyProbes(); return d.publish() }); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"a", "b"} {
+		if h := publishedHealth(d, r, x); h != "UNHEALTHY" {
+			t.Errorf("after a's probe of %s failed, rule %s published %s, want UNHEALTHY", x, r, h)
+		}
+	}
 }
 
 // backendRows is what backend list shows of each rule's backend: its
