@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -253,22 +252,7 @@ func TestScrapeBesideReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(metrics.Handler(reg, d.log))
-	srv.Listener = smallBuffers{srv.Listener} // reads_test.go
-	srv.Start()
-	defer srv.Close()
-	client := &http.Client{Transport: &http.Transport{DisableCompression: true, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err == nil {
-			c.(*net.TCPConn).SetReadBuffer(64 << 10)
-		}
-		return c, err
-	}}}
-	resp, err := client.Get(srv.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := smallBufferGet(t, metrics.Handler(reg, d.log), "/metrics") // reads_test.go
 	head := make([]byte, 16<<10)
 	if _, err := io.ReadFull(resp.Body, head); err != nil {
 		t.Fatal(err)
@@ -282,14 +266,7 @@ func TestScrapeBesideReload(t *testing.T) {
 		t.Fatal("the scrape is not blocked in its writes: nothing to test beside")
 	}
 
-	last := n - 1
-	var bs []netip.Addr
-	for j := range m + 1 {
-		bs = append(bs, scaleBackend(last, j))
-	}
-	if err := os.WriteFile(filepath.Join(dir, "rules.d", fmt.Sprintf("r%05d.toml", last)), []byte(scaleRuleFile(last, bs)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	growRule(t, dir, n-1, m) // reads_test.go: one backend more
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	o := &ops{d: d}

@@ -32,22 +32,7 @@ func TestStatusStreamBesideReload(t *testing.T) {
 	// Small socket buffers on both sides, so the stalled reply stops the
 	// daemon's writes within the first chunk whatever the kernel's
 	// defaults.
-	srv := httptest.NewUnstartedServer(control.NewHandler(&ops{d: d}))
-	srv.Listener = smallBuffers{srv.Listener}
-	srv.Start()
-	defer srv.Close()
-	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err == nil {
-			c.(*net.TCPConn).SetReadBuffer(64 << 10)
-		}
-		return c, err
-	}}}
-	resp, err := client.Get(srv.URL + "/v1/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := smallBufferGet(t, control.NewHandler(&ops{d: d}), "/v1/status")
 	dec := json.NewDecoder(resp.Body)
 	if err := testutil.SeekJSONArray(dec, "rules"); err != nil {
 		t.Fatal(err)
@@ -61,13 +46,7 @@ func TestStatusStreamBesideReload(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 
 	last := n - 1
-	var bs []netip.Addr
-	for j := range m + 1 {
-		bs = append(bs, scaleBackend(last, j))
-	}
-	if err := os.WriteFile(filepath.Join(dir, "rules.d", fmt.Sprintf("r%05d.toml", last)), []byte(scaleRuleFile(last, bs)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	growRule(t, dir, last, m) // one backend more
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -109,6 +88,43 @@ func TestStatusStreamBesideReload(t *testing.T) {
 }
 
 // smallBuffers gives every accepted TCP connection a small send buffer.
+// smallBufferGet serves h with small socket buffers on both sides and
+// GETs path from it (without asking for gzip), so that a reply the test
+// stops reading blocks the handler's writes within its first hundred
+// kilobytes whatever the kernel's defaults.
+func smallBufferGet(t *testing.T, h http.Handler, path string) *http.Response {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener = smallBuffers{srv.Listener}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	client := &http.Client{Transport: &http.Transport{DisableCompression: true, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			c.(*net.TCPConn).SetReadBuffer(64 << 10)
+		}
+		return c, err
+	}}}
+	resp, err := client.Get(srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// growRule writes scaleDaemon's rule i in dir with m+1 backends.
+func growRule(t *testing.T, dir string, i, m int) {
+	t.Helper()
+	var bs []netip.Addr
+	for j := range m + 1 {
+		bs = append(bs, scaleBackend(i, j))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rules.d", fmt.Sprintf("r%05d.toml", i)), []byte(scaleRuleFile(i, bs)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 type smallBuffers struct{ net.Listener }
 
 func (l smallBuffers) Accept() (net.Conn, error) {
