@@ -245,3 +245,31 @@ func backendRows(t *testing.T, d *daemon) map[string]string {
 	}
 	return rows
 }
+
+// A successor groups the probes afresh and may choose another prober than
+// its predecessor did (which kept a prober that still qualified): the
+// verdict carried under the predecessor's prober moves to the new one, so
+// no rule of the group starts UNKNOWN. Here rule b probed x for a and b
+// (a was added later); the successor's prober of x is a, the first.
+func TestSharedProbeAcrossRestart(t *testing.T) {
+	x := "198.51.100.10"
+	cfg := loadRules(t, map[string]string{
+		"rules.d/a.toml": vipRule("203.0.113.10", "", healthGroup(x)),
+		"rules.d/b.toml": vipRule("203.0.113.11", "", healthGroup(x)),
+	})
+	d := &daemon{cfg: cfg, nexthops: map[nhKey]nexthop{{addr(x), false}: {}},
+		probes: map[probeKey]probe{{"b", addr(x)}: {health: failover.HealthHealthy}}} // as restoreState leaves them
+	if got := targetList(d.healthTargets()); got != "a "+x {
+		t.Fatalf("targets %s, want a %s", got, x)
+	}
+	for _, name := range []string{"a", "b"} {
+		var fb failover.Backend
+		d.applyHealth(cfg.Rule(name), addr(x), &fb, true)
+		if fb.Health != failover.HealthHealthy {
+			t.Errorf("rule %s: %s is %s, want the carried HEALTHY", name, x, fb.Health)
+		}
+	}
+	if _, stale := d.probes[probeKey{"b", addr(x)}]; stale {
+		t.Errorf("the verdict under b, read by nobody now, is kept")
+	}
+}
