@@ -177,17 +177,98 @@ func (s *Speaker) onBFD(ev bfd.Event) {
 		return
 	}
 	s.bfdMu.Unlock()
+	if ev.State == bfd.Down {
+		s.log.Warn("bfd session down: bgp session to the peer closed until bfd is up again", "peer", ev.Peer, "diag", ev.Diag)
+	}
+	s.setAdmin(ev.Peer, ev.State != bfd.Up)
+	s.settleAdmin(ev.Peer)
+}
+
+// setAdmin disables (down) or enables the BGP peer.
+func (s *Speaker) setAdmin(peer netip.Addr, down bool) {
 	ctx := context.Background()
-	if ev.State == bfd.Up {
-		if err := s.srv.EnablePeer(ctx, &api.EnablePeerRequest{Address: ev.Peer.String()}); err != nil {
-			s.log.Warn("bfd up: enable bgp peer", "peer", ev.Peer, "err", err)
+	if !down {
+		if err := s.srv.EnablePeer(ctx, &api.EnablePeerRequest{Address: peer.String()}); err != nil {
+			s.log.Warn("bfd up: enable bgp peer", "peer", peer, "err", err)
 		}
 		return
 	}
-	s.log.Warn("bfd session down: bgp session to the peer closed until bfd is up again", "peer", ev.Peer, "diag", ev.Diag)
-	if err := s.srv.DisablePeer(ctx, &api.DisablePeerRequest{Address: ev.Peer.String(), Communication: "BFD down"}); err != nil {
-		s.log.Warn("bfd down: disable bgp peer", "peer", ev.Peer, "err", err)
+	if err := s.srv.DisablePeer(ctx, &api.DisablePeerRequest{Address: peer.String(), Communication: "BFD down"}); err != nil {
+		s.log.Warn("bfd down: disable bgp peer", "peer", peer, "err", err)
 	}
+}
+
+// Admin-state settling: GoBGP holds one admin-state request per peer
+// until the peer's state machine takes it, and drops a second one that
+// comes meanwhile (it logs "previous setting admin state request is
+// still remaining"). A BFD session that goes Down and Up again within a
+// few milliseconds then left its BGP peer disabled for good: the enable
+// was dropped, the disable taken after it. So after each change
+// settleAdmin reads the peer's admin state until it has agreed with the
+// BFD session for settleChecks checks in a row, settleEvery apart,
+// requesting the wanted state again whenever it does not.
+const (
+	settleChecks = 3
+	settleEvery  = 100 * time.Millisecond
+	settleFor    = 30 * time.Second // then it gives up, with a warning
+)
+
+// settleAdmin starts peer's settling unless it runs already (it reads
+// the wanted state at every check, so one settling follows every
+// change).
+func (s *Speaker) settleAdmin(peer netip.Addr) {
+	s.bfdMu.Lock()
+	if s.bfdSettling[peer] {
+		s.bfdMu.Unlock()
+		return
+	}
+	s.bfdSettling[peer] = true
+	s.bfdMu.Unlock()
+	go func() {
+		defer func() {
+			s.bfdMu.Lock()
+			delete(s.bfdSettling, peer)
+			s.bfdMu.Unlock()
+		}()
+		agreed := 0
+		for deadline := time.Now().Add(settleFor); time.Now().Before(deadline); {
+			time.Sleep(settleEvery)
+			s.mu.Lock()
+			stopped := s.stopped
+			s.mu.Unlock()
+			s.bfdMu.Lock()
+			frozen, want := s.bfdFrozen != nil, s.bfdHeld[peer]
+			s.bfdMu.Unlock()
+			if stopped || frozen {
+				return // HoldBFD(false) applies what changed meanwhile
+			}
+			down, ok := s.adminDown(peer)
+			switch {
+			case !ok:
+				return // the peer is gone
+			case down == want:
+				if agreed++; agreed == settleChecks {
+					return
+				}
+			default:
+				agreed = 0
+				s.setAdmin(peer, want)
+			}
+		}
+		s.log.Warn("bgp peer's admin state does not follow its bfd session", "peer", peer, "after", settleFor)
+	}()
+}
+
+// adminDown reports whether GoBGP holds peer administratively down, and
+// whether it has the peer.
+func (s *Speaker) adminDown(peer netip.Addr) (down, ok bool) {
+	err := s.srv.ListPeer(context.Background(), &api.ListPeerRequest{Address: peer.String()}, func(p *api.Peer) {
+		if p.State != nil {
+			ok = true
+			down = p.State.AdminState == api.PeerState_ADMIN_STATE_DOWN
+		}
+	})
+	return down, ok && err == nil
 }
 
 // HoldBFD(true) keeps the BFD sessions from timing out (bfd.Server.Hold)

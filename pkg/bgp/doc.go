@@ -67,6 +67,13 @@
 // reconnect until BFD is Up again, which enables it (RFC 5882 §4.3). The
 // router does the same on its side, so a silent appliance leaves ECMP in
 // the router's detection time (0.25-0.31 s with 100 ms × 3, TestBIRDBFD).
+// GoBGP keeps one pending admin-state request per peer and drops the next
+// while it waits: after a SIGSTOP the session went Down and Up within
+// milliseconds, the enable was dropped and the peer stayed disabled (a
+// lab run, TestFleetBFD). After every change the speaker therefore reads
+// the peer's admin state until it has agreed with the BFD session three
+// times in a row, 100 ms apart, asking again when it does not
+// (settleAdmin, TestAdminStateSettles).
 // A session that never came Up holds nothing: a router without BFD still
 // gets its BGP session. Close and Detach end the BFD sessions with
 // AdminDown, which RFC 5882 §3.2 says routers must not take for a failure

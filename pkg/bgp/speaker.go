@@ -129,6 +129,8 @@ type Speaker struct {
 	// bfdFrozen holds the sessions' states while HoldBFD holds: their
 	// changes meanwhile touch no BGP session.
 	bfdFrozen map[netip.Addr]bfd.State
+	// bfdSettling names the peers whose admin state settleAdmin follows.
+	bfdSettling map[netip.Addr]bool
 }
 
 type peerState struct {
@@ -153,7 +155,7 @@ func Start(ctx context.Context, o Options) (*Speaker, error) {
 	srv := server.NewBgpServer(server.LoggerOption(slog.New(quietHandler{o.Log.Handler()}).With("component", "gobgp"), lvl))
 	go srv.Serve()
 	wctx, cancel := context.WithCancel(context.Background())
-	s := &Speaker{srv: srv, log: o.Log, opts: o, peers: map[netip.Addr]*peerState{}, announced: map[netip.Prefix]uuid.UUID{}, attrs: o.Attrs, cancel: cancel, bfdHeld: map[netip.Addr]bool{}}
+	s := &Speaker{srv: srv, log: o.Log, opts: o, peers: map[netip.Addr]*peerState{}, announced: map[netip.Prefix]uuid.UUID{}, attrs: o.Attrs, cancel: cancel, bfdHeld: map[netip.Addr]bool{}, bfdSettling: map[netip.Addr]bool{}}
 
 	listen := int32(-1)
 	switch {

@@ -333,3 +333,21 @@ func TestImportsNothing(t *testing.T) {
 		t.Errorf("speaker's table %v, want only %s", got, ours)
 	}
 }
+
+// TestAdminStateSettles: a BGP peer whose admin state does not follow its
+// BFD session — here disabled behind the speaker's back while BFD holds
+// nothing, as when GoBGP dropped the enable of a session that went Down
+// and Up within milliseconds — is enabled again by settleAdmin, and its
+// session comes back.
+func TestAdminStateSettles(t *testing.T) {
+	r := startFakeRouter(t, false)
+	s, _ := startSpeaker(t, r, Options{})
+	peer := netip.MustParseAddr("127.0.0.2")
+	if err := s.srv.DisablePeer(context.Background(), &api.DisablePeerRequest{Address: peer.String(), Communication: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "peer administratively down", func() bool { down, ok := s.adminDown(peer); return ok && down })
+	s.settleAdmin(peer)
+	waitUntil(t, 10*time.Second, "peer enabled again", func() bool { down, ok := s.adminDown(peer); return ok && !down })
+	waitUntil(t, 20*time.Second, "session established again", func() bool { return s.Peers()[0].Established() })
+}
