@@ -368,7 +368,7 @@ func (o *ops) ChangeBackend(ctx context.Context, c control.BackendChange) (*cont
 		}
 		d.view = d.view.Reapply(d.cfg, d.state, c.Rule) // the other rules' views stay
 		d.touch(c.Rule)                                 // publish.go: only this rule is computed again
-		if err := d.publish(); err != nil {
+		if err := d.publishConfig(); err != nil {
 			cerr = fmt.Errorf("%s saved but not published: %w", c.Action, err)
 			return
 		}

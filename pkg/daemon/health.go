@@ -75,9 +75,9 @@ func (d *daemon) applyProbes() bool {
 		old, had := d.probes[k]
 		if !had || old.health != p.health || old.weight != p.weight || old.weightState != p.weightState {
 			changed = true
-			d.touch(k.rule) // publish.go: the rules whose verdicts changed are computed again
+			d.touchVerdict(k.rule) // publish.go: the rules whose verdicts changed are computed again
 			if f, ok := d.probers.followers(k); ok && f.service == "" {
-				d.touch(f.rules...) // a service's rules are touched with it (publish.go)
+				d.touchVerdict(f.rules...) // a service's rules are touched with it (publish.go)
 			}
 			if !had || old.health != p.health {
 				from := ""

@@ -115,10 +115,15 @@ type publication struct {
 	// is a rule's or a backend service's (then every rule of the service:
 	// they share its overrides and its probes' verdicts).
 	touched map[string]bool
-	all     bool   // every rule (a change of the hash seed, a restart)
-	gen     uint64 // publications so far
-	snap    *dataplane.Snapshot
-	vips    []engine.VIP // the VIP set published with snap
+	// verdicts names the rules (or services) whose health verdicts or
+	// weights changed since the last health publication: computed by the
+	// publications health changes cause (publish), left for them by those
+	// a reload or a CLI change causes (publishConfig).
+	verdicts map[string]bool
+	all      bool   // every rule (a change of the hash seed, a restart)
+	gen      uint64 // publications so far
+	snap     *dataplane.Snapshot
+	vips     []engine.VIP // the VIP set published with snap
 	// unmatched is the unmatched_vip_traffic the VIP set was made for.
 	unmatched config.UnmatchedVIPTraffic
 	// tables builds every Maglev table: rules with the same backend set,
@@ -151,6 +156,17 @@ func (d *daemon) touch(rules ...string) {
 	}
 	for _, r := range rules {
 		d.pub.touched[r] = true
+	}
+}
+
+// touchVerdict marks rules whose health verdict or weight changed; a
+// rule's name marks every rule of its backend service.
+func (d *daemon) touchVerdict(rules ...string) {
+	if d.pub.verdicts == nil {
+		d.pub.verdicts = map[string]bool{}
+	}
+	for _, r := range rules {
+		d.pub.verdicts[r] = true
 	}
 }
 
@@ -235,10 +251,54 @@ func (s *ruleStatus) Digest() string {
 	return l.v
 }
 
-// publish computes the touched and due rules, publishes a new snapshot
-// that shares every other rule with the previous one, and then the status,
-// the BGP announcements and the state document.
-func (d *daemon) publish() error {
+// stillCold is a cold rule that a publication found still cold: only its
+// pending backends changed.
+type stillCold struct {
+	rt      *ruleRuntime
+	status  *ruleStatus
+	pending []netip.Addr
+}
+
+// publish computes the touched and due rules and those whose verdicts
+// changed, publishes a new snapshot that shares every other rule with the
+// previous one, and then the status, the BGP announcements and the state
+// document.
+func (d *daemon) publish() error { return d.publishTouched(true) }
+
+// publishConfig is publish for a change an operator waits for (a reload,
+// a CLI change): the rules touched only by health verdicts are left for
+// the health publication the pacer has scheduled for them (daemon.serve),
+// so the change costs the rules it changed, not the verdicts that arrived
+// since the last health publication (thousands in a first round of
+// checks).
+func (d *daemon) publishConfig() error { return d.publishTouched(false) }
+
+// touchedServices are the backend services of the rules touched: a name
+// in touched is a rule's or a service's (publication.touched).
+func (d *daemon) touchedServices(touched map[string]bool) map[string]bool {
+	services := map[string]bool{}
+	if len(touched) == 0 || d.pub.all {
+		return services
+	}
+	for i := range d.view.Rules {
+		if r := d.view.Rules[i].Rule; touched[r.Name] || touched[r.ServiceName()] {
+			services[r.ServiceName()] = true
+		}
+	}
+	return services
+}
+
+// publishTouched is publish; withVerdicts: the rules whose verdicts
+// changed are computed too.
+//
+// A cold rule (warmup.go) that a verdict touched and that is still cold
+// is not computed again: its failover input holds no verdict until it is
+// warm, so the computation would give what it gave; only its pending
+// backends are counted again, and its status row is copied with them. In
+// a first round of checks, where verdicts touch every rule every
+// publication, a publication then costs a warm check a rule (a map
+// lookup a backend) until the rules turn warm.
+func (d *daemon) publishTouched(withVerdicts bool) error {
 	defer d.logFirstTiers()
 	now := time.Now()
 	p := &d.pub
@@ -249,23 +309,35 @@ func (d *daemon) publish() error {
 	// done never grows past its capacity: the builders hold pointers
 	// into it while prepare appends.
 	done := make([]computed, 0, len(d.view.Rules))
+	var cold []stillCold
 	builds := startBuilds(d.cfg.HashSeed, d.clock, p.snap != nil && p.snap.Seed == d.cfg.HashSeed)
-	touchedServices := map[string]bool{}
-	if len(p.touched) > 0 && !p.all {
-		for i := range d.view.Rules {
-			if r := d.view.Rules[i].Rule; p.touched[r.Name] || p.touched[r.ServiceName()] {
-				touchedServices[r.ServiceName()] = true
-			}
-		}
+	touchedServices := d.touchedServices(p.touched)
+	var verdictServices map[string]bool
+	if withVerdicts {
+		verdictServices = d.touchedServices(p.verdicts)
 	}
 	for i := range d.view.Rules {
 		rv := &d.view.Rules[i]
-		rt := d.rules[rv.Rule.Name]
-		if rt != nil && rt.status != nil && !p.all && !p.touched[rv.Rule.Name] && !touchedServices[rv.Rule.ServiceName()] && !rt.due(now) {
-			rt.seen = p.gen
-			rules[rt.slot] = rt.status.Built
-			statuses = append(statuses, rt.status)
-			continue
+		name, service := rv.Rule.Name, rv.Rule.ServiceName()
+		rt := d.rules[name]
+		if rt != nil && rt.status != nil && !p.all && !p.touched[name] && !touchedServices[service] && !rt.due(now) {
+			if !withVerdicts || (!p.verdicts[name] && !verdictServices[service]) {
+				rt.seen = p.gen
+				rules[rt.slot] = rt.status.Built
+				statuses = append(statuses, rt.status)
+				continue
+			}
+			if !rt.warm.warm {
+				if warm, pending := d.warmCheck(rv, rt, now); !warm {
+					rt.seen = p.gen
+					rules[rt.slot] = rt.status.Built
+					s := *rt.status
+					s.Pending = pending
+					statuses = append(statuses, &s)
+					cold = append(cold, stillCold{rt, &s, pending})
+					continue
+				}
+			}
 		}
 		c, err := d.prepare(rv, now)
 		if err != nil {
@@ -329,9 +401,16 @@ func (d *daemon) publish() error {
 	d.publishProbeRoutes(snap, done) // probepath.go
 	p.snap, p.vips, p.unmatched, p.all = snap, vips, d.cfg.UnmatchedVIPTraffic, false
 	clear(p.touched)
+	if withVerdicts {
+		clear(p.verdicts)
+	}
 	for _, c := range done {
 		c.rt.status, c.rt.vips, c.rt.cfg = c.status, c.vips, c.status.Rule
 		d.latchWarm(c.status.Name, c.rt, c.status.Warm, c.pending, now)
+	}
+	for _, c := range cold {
+		c.rt.status = c.status
+		d.latchWarm(c.status.Name, c.rt, false, c.pending, now)
 	}
 	st := publishedStatus{Config: d.cfg.Path, Loaded: now, Rules: statuses, Unmatched: d.cfg.UnmatchedVIPTraffic}
 	if d.engine != nil {

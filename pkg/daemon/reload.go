@@ -127,7 +127,7 @@ func (d *daemon) apply(cfg *config.Config, err error, force bool, t0 time.Time) 
 	regrouped := append(slices.Clone(changed), goneRules(oldView, prior)...)
 	probers := d.regroupProbes(regrouped)
 	d.touchBackends(d.resolveNew(context.Background(), changed)) // nexthop.go
-	if err := d.publish(); err != nil {
+	if err := d.publishConfig(); err != nil {
 		d.cfg, d.state = old, oldState
 		d.view = oldView
 		d.touchAll() // the next publication starts from the configuration as it is
