@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -271,5 +272,36 @@ func TestSharedProbeAcrossRestart(t *testing.T) {
 	}
 	if _, stale := d.probes[probeKey{"b", addr(x)}]; stale {
 		t.Errorf("the verdict under b, read by nobody now, is kept")
+	}
+}
+
+// TestRegroupWithoutVerdicts: a start that carries no verdict groups the
+// probes as one that does (the same probers, every rule reading the same
+// key) and lists no move; with a verdict carried, the move is listed.
+func TestRegroupWithoutVerdicts(t *testing.T) {
+	x, y := "198.51.100.10", "198.51.100.11"
+	cfg := loadRules(t, map[string]string{
+		"rules.d/a.toml": vipRule("203.0.113.10", "", healthGroup(x, y)),
+		"rules.d/b.toml": vipRule("203.0.113.11", "", healthGroup(x)),
+		"rules.d/c.toml": vipRule("203.0.113.12", "", healthGroup(y)),
+	})
+	var with, without proberCache
+	movedWith, probersWith := with.regroup(cfg, nil, true)
+	movedWithout, probersWithout := without.regroup(cfg, nil, false)
+	if len(movedWith) == 0 {
+		t.Fatal("with moves: none listed for the rules that read another's probe")
+	}
+	if len(movedWithout) != 0 {
+		t.Errorf("without verdicts: moves %v listed", movedWithout)
+	}
+	if !maps.Equal(probersWith, probersWithout) {
+		t.Errorf("probers %v without moves, %v with", probersWithout, probersWith)
+	}
+	for _, r := range cfg.Rules {
+		for _, b := range r.Backends() {
+			if p, q := with.prober(r.Name, b.Addr), without.prober(r.Name, b.Addr); p != q {
+				t.Errorf("rule %s, %s: read from %s without moves, %s with", r.Name, b.Addr, q, p)
+			}
+		}
 	}
 }
