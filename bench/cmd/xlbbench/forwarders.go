@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,11 +150,11 @@ backends = [%s]
 // stdout or stderr; stop sends SIGTERM and waits. `ip netns exec` execs
 // the command in place, so cmd's process is the forwarder itself.
 func startAndWait(cmd *exec.Cmd, ready string, cleanup func()) (*forwarder, error) {
-	return startAndWaitFor(cmd, ready, cleanup, 60*time.Second)
+	return startAndWaitFor(cmd, ready, cleanup, 60*time.Second, nil)
 }
 
 // startAndWaitFor is startAndWait with the time cmd has to get ready.
-func startAndWaitFor(cmd *exec.Cmd, ready string, cleanup func(), timeout time.Duration) (*forwarder, error) {
+func startAndWaitFor(cmd *exec.Cmd, ready string, cleanup func(), timeout time.Duration, logTo io.Writer) (*forwarder, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -175,6 +176,9 @@ func startAndWaitFor(cmd *exec.Cmd, ready string, cleanup func(), timeout time.D
 		closed := false
 		var tail []string
 		for sc.Scan() {
+			if logTo != nil {
+				fmt.Fprintln(logTo, sc.Text())
+			}
 			// The first lines say how it started, the last why it
 			// stopped (a panic): keep both, 32 KiB each.
 			if log.Len() < 1<<15 {

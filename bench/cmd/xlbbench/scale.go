@@ -59,6 +59,7 @@ type scaleOptions struct {
 	repeat          int
 	heap            bool
 	probeWindow     time.Duration
+	daemonLog       string // --daemon-log
 	servingTimeout  time.Duration
 	startCPU        time.Duration
 	jsonReads       bool
@@ -180,6 +181,7 @@ func scaleMain(args []string) int {
 	fs.DurationVar(&o.interval, "interval", 5*time.Second, "health check interval (TCP)")
 	fs.IntVar(&o.repeat, "repeat", 3, "runs of each read command (the median is reported)")
 	fs.BoolVar(&o.heap, "heap", true, "take a heap profile of the daemon after the reloads (XLB_PPROF_LISTEN) and print its top")
+	fs.StringVar(&o.daemonLog, "daemon-log", "", "write everything xlb run prints (its log) into this file")
 	fs.DurationVar(&o.probeWindow, "probe-window", 20*time.Second, "with TCP health: how long to measure the daemon's CPU once every backend has a verdict")
 	fs.BoolVar(&o.jsonReads, "json-reads", true, "run the reads that print every rule (status --json, backend list --json: minutes at 1000 rules on a busy machine)")
 	fs.DurationVar(&o.startCPU, "start-cpu", 0, "take a CPU profile of the daemon over this long from its start (needs --heap's profile endpoint; 0: none)")
@@ -634,7 +636,16 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 		startCPU = make(chan error, 1)
 		go func() { startCPU <- startProfile(ctx, app, o, &res) }()
 	}
-	fw, err := startAndWaitFor(cmd, "msg=serving", nil, o.servingTimeout)
+	var logTo io.Writer
+	if o.daemonLog != "" {
+		f, err := os.Create(o.daemonLog)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		logTo = f
+	}
+	fw, err := startAndWaitFor(cmd, "msg=serving", nil, o.servingTimeout, logTo)
 	if err != nil {
 		return err
 	}
