@@ -222,12 +222,13 @@ func TestLabQueues(t *testing.T) {
 // that passed; when the last verdict arrives it switches once
 // (docs/design.md#health-checks). be1 and be2 fail their checks at start with
 // an unhealthy threshold of 10, so they stay without a verdict while be0
-// passes at once: before the fix be0 took every new connection.
+// passes: before the fix be0 took every new connection. Then xlb restart
+// carries the verdicts, and the successor's probers go on from them.
 func TestStartupHerd(t *testing.T) {
 	testutil.RequireRoot(t)
 	l := labWith(t, lab.Options{Backends: 3, ClientAddrs: 150})
 	rules := l.DefaultRules("IPIP")[:1]
-	rules[0].Health = fmt.Sprintf("type = \"HTTP\"\nport = %d\nrequest_path = \"/healthz\"\ninterval = \"1s\"\ntimeout = \"1s\"\nhealthy_threshold = 1\nunhealthy_threshold = 10\n", l.Opts.HealthPort)
+	rules[0].Health = fmt.Sprintf("type = \"HTTP\"\nport = %d\nrequest_path = \"/healthz\"\ninterval = \"1s\"\ntimeout = \"1s\"\nhealthy_threshold = 2\nunhealthy_threshold = 10\n", l.Opts.HealthPort)
 	l.Backends[1].SetHealthy(false)
 	l.Backends[2].SetHealthy(false)
 	x, sock := startOps(t, l, t.TempDir(), rules)
@@ -269,6 +270,7 @@ func TestStartupHerd(t *testing.T) {
 
 	// xlb restart carries the verdicts: the successor starts warm, on the
 	// set they give, with no start-up set again.
+	restarted := time.Now()
 	if _, err := restartXLB(t, x, "restart"); err != nil {
 		t.Fatalf("xlb restart: %v", err)
 	}
@@ -288,6 +290,25 @@ func TestStartupHerd(t *testing.T) {
 	})
 	if !r.FirstChecksDone || r.Tier != "PRIMARY" || r.Eligible != 3 {
 		t.Errorf("right after xlb restart: first checks done %v, tier %s, %d eligible (%s); want warm, PRIMARY, 3", r.FirstChecksDone, r.Tier, r.Eligible, r.Reason)
+	}
+	// And keeps them while the successor's probers pass (two intervals
+	// and more): they start from the carried verdicts. From UNKNOWN, each
+	// first pass reported its weight with the health still UNKNOWN
+	// (healthy_threshold 2), which replaced the carried HEALTHY and took
+	// the backend out of the rule until the next probe.
+	if b := statusJSON(t, sock).Build; !b.Started.After(restarted) || b.UptimeSeconds > 60 {
+		t.Errorf("the successor says it started %v, up %.0f s; want after the restart began (%v)", b.Started, b.UptimeSeconds, restarted)
+	}
+	for end := time.Now().Add(3500 * time.Millisecond); time.Now().Before(end); time.Sleep(150 * time.Millisecond) {
+		st := statusJSON(t, sock)
+		if r := st.Rules[0]; r.Tier != "PRIMARY" || r.Eligible != 3 {
+			t.Fatalf("after xlb restart: tier %s, %d eligible (%s); want PRIMARY, 3 throughout", r.Tier, r.Eligible, r.Reason)
+		}
+		for _, e := range st.Events {
+			if e.Kind == "health" && e.To != "HEALTHY" && e.At.After(restarted) {
+				t.Fatalf("after xlb restart: health event %s %s → %s; want none", e.Backend, e.From, e.To)
+			}
+		}
 	}
 	stopDaemon(t, l, x) // the successor (x's process handed over to it)
 }

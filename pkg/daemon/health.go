@@ -145,7 +145,12 @@ func (d *daemon) healthTargets() []health.Target {
 }
 
 // healthTargetsOf returns the targets of the rules in only (nil: every
-// rule), with the share groups' probers as they are.
+// rule), with the share groups' probers as they are. A target whose key
+// has a verdict — carried by `xlb restart`, or moved to a new prober by a
+// regrouping — starts from it (health.Target.From): a new prober starting
+// from UNKNOWN reports its first pass's weight with the health UNKNOWN
+// under a healthy_threshold above 1, which replaced the verdict and took
+// the backend out of every rule that reads it until the next probe.
 func (d *daemon) healthTargetsOf(only map[string]bool) []health.Target {
 	var ts []health.Target
 	for i := range d.cfg.Rules {
@@ -159,7 +164,11 @@ func (d *daemon) healthTargetsOf(only map[string]bool) []health.Target {
 			if d.probeKeyOf(r, gb.Addr).rule != r.Name {
 				continue // another rule of its share group probes it
 			}
-			ts = append(ts, health.Target{Key: health.Key{Rule: r.Name, Backend: gb.Addr}, Check: check})
+			t := health.Target{Key: health.Key{Rule: r.Name, Backend: gb.Addr}, Check: check}
+			if p, ok := d.probes[probeKey{r.Name, gb.Addr}]; ok {
+				t.From = &health.Verdict{Health: p.health, Weight: p.weight, WeightState: p.weightState, Since: p.since}
+			}
+			ts = append(ts, t)
 		}
 	}
 	return ts

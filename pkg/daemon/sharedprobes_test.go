@@ -260,8 +260,13 @@ func TestSharedProbeAcrossRestart(t *testing.T) {
 	})
 	d := &daemon{cfg: cfg, nexthops: map[nhKey]nexthop{{addr(x), false}: {}},
 		probes: map[probeKey]probe{{"b", addr(x)}: {health: failover.HealthHealthy}}} // as restoreState leaves them
-	if got := targetList(d.healthTargets()); got != "a "+x {
+	ts := d.healthTargets()
+	if got := targetList(ts); got != "a "+x {
 		t.Fatalf("targets %s, want a %s", got, x)
+	}
+	// a's prober starts from the verdict it takes over, not from UNKNOWN.
+	if f := ts[0].From; f == nil || f.Health != failover.HealthHealthy {
+		t.Errorf("a's target starts from %+v, want the carried HEALTHY", f)
 	}
 	for _, name := range []string{"a", "b"} {
 		var fb failover.Backend

@@ -93,6 +93,7 @@ func prepareSuccessor(opts Options, offer *handover.Offer) (_ *daemon, notes []s
 	if err != nil {
 		return nil, nil, err
 	}
+	d.started = time.Now() // this process's start (status, xlb_start_time_seconds), as Run sets it
 	d.clock = newClockAt(doc.ClockBase)
 	d.seed = doc.Seed
 	d.bgpRestarting = true

@@ -245,7 +245,7 @@ func (c *Checker) stopTargets(ts []*target) {
 
 // start adds t with its first probe at a seeded offset in [0, interval);
 // prev, if not nil, is the state to carry over from the target it
-// replaces. c.mu is held.
+// replaces, else t.From the verdict to start from. c.mu is held.
 func (c *Checker) start(t Target, prev *tracker) {
 	rise, fall := t.Check.HealthyThreshold, t.Check.UnhealthyThreshold
 	if t.Check.Kind == NoProbe {
@@ -268,6 +268,9 @@ func (c *Checker) start(t Target, prev *tracker) {
 	}
 	if prev != nil {
 		tg.tr.successes, tg.tr.failures, tg.tr.st = prev.successes, prev.failures, prev.st
+	} else if f := t.From; f != nil && t.Check.Kind != NoProbe {
+		st := &tg.tr.st
+		st.Health, st.Weight, st.WeightState, st.Since = f.Health, f.Weight, f.WeightState, f.Since
 	}
 	tg.ctx, tg.cancel = context.WithCancel(c.root)
 	tg.due = now // NONE: "probed" at once, and never again

@@ -675,3 +675,37 @@ func TestCheckerIPv6(t *testing.T) {
 		t.Errorf("Host %q, want %q", h, ln.Addr().String())
 	}
 }
+
+// TestCheckerFrom: a target that starts from a carried HEALTHY verdict
+// (xlb restart) reports nothing while its probes pass — from UNKNOWN its
+// first pass would report the weight with the health still UNKNOWN — and
+// goes UNHEALTHY after unhealthy_threshold failures, as a target that had
+// been HEALTHY all along.
+func TestCheckerFrom(t *testing.T) {
+	b := newBackend(t, false, always(200, "37"))
+	rec := newRecorder()
+	c := New(Options{Seed: 3, OnChange: rec.on})
+	defer c.Stop()
+	tg := b.target(t, "web", HTTP)
+	since := time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)
+	tg.From = &Verdict{Health: failover.HealthHealthy, Weight: 37, WeightState: failover.WeightOK, Since: since}
+	if err := c.Add(tg); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); b.requests.Load() < 3; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d probes in 5 s", b.requests.Load())
+		}
+	}
+	if ev := rec.all(); len(ev) != 0 {
+		t.Fatalf("changes %v after passing probes of a carried HEALTHY verdict, want none", ev)
+	}
+	if st, ok := c.StatusOf(tg.Key); !ok || state(st) != "H37" || !st.Since.Equal(since) {
+		t.Fatalf("status %v (since %v), want H37 since the carried %v", st, st.Since, since)
+	}
+	b.set(always(500, "37"))
+	s := rec.waitFor(t, tg.Key, healthIs(failover.HealthUnhealthy))
+	if ev := rec.all(); len(ev) != 1 || state(s) != "U37" || s.Changes != 1 {
+		t.Errorf("changes %v, want one: U37, its first health change", ev)
+	}
+}

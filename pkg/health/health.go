@@ -38,6 +38,23 @@ func (k Key) String() string { return k.Rule + "/" + k.Backend.String() }
 type Target struct {
 	Key
 	Check Check
+	// From, when not nil, is the verdict a new target starts from
+	// instead of UNKNOWN: one its caller kept from a prober of the same
+	// backend (a predecessor's across `xlb restart`, or the rule's whose
+	// probe this one takes over). The thresholds go on from it, so a
+	// first pass of a HEALTHY verdict is no change to report, where from
+	// UNKNOWN it would report the weight it learnt with the health still
+	// UNKNOWN. A target that replaces one the Checker probes keeps that
+	// one's state instead; Set compares Check only.
+	From *Verdict
+}
+
+// Verdict is the part of a Status a target may start from (Target.From).
+type Verdict struct {
+	Health      failover.Health
+	Weight      uint32
+	WeightState failover.WeightState
+	Since       time.Time
 }
 
 // Status is the health of one target. The Checker reports it to
