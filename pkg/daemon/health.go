@@ -79,7 +79,11 @@ func (d *daemon) applyProbes() bool {
 			if f, ok := d.probers.followers(k); ok && f.service == "" {
 				d.touchVerdict(f.rules...) // a service's rules are touched with it (publish.go)
 			}
-			if !had || old.health != p.health {
+			// A first report that is still UNKNOWN (a new prober's first
+			// pass learnt a weight, its healthy_threshold not yet met) is
+			// no verdict: not an event, not a log line (10 000 of them at a
+			// start with 10 000 probers).
+			if (had && old.health != p.health) || (!had && p.health != failover.HealthUnknown) {
 				from := ""
 				if had {
 					from = old.health.String()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/xlbnet/xlb/failover"
@@ -153,6 +154,47 @@ func TestChangeLeavesVerdictsToHealthPublication(t *testing.T) {
 		}
 		if _, in := after.Table.Slots(y); in != (h == failover.HealthHealthy) {
 			t.Errorf("%s: %s in a's table %v after its verdict %s", step.name, y, in, h)
+		}
+	}
+}
+
+// TestFirstUnknownReportIsNoEvent: a new prober's first pass under a
+// healthy_threshold above 1 reports a weight with the health still
+// UNKNOWN; that is no verdict — no event — while the first verdict that
+// follows is one.
+func TestFirstUnknownReportIsNoEvent(t *testing.T) {
+	x := "198.51.100.10"
+	d, _ := healthDaemon(t, map[string]string{
+		"rules.d/a.toml": vipRule("203.0.113.10", "", healthGroup(x)),
+	}, []netip.Addr{addr(x)})
+	health := func() []string {
+		var out []string
+		for _, e := range d.events.list() {
+			if e.Kind == eventHealth {
+				out = append(out, e.From+"→"+e.To)
+			}
+		}
+		return out
+	}
+	for _, step := range []struct {
+		health failover.Health
+		want   string
+	}{
+		{failover.HealthUnknown, ""},
+		{failover.HealthHealthy, "UNKNOWN→HEALTHY"},
+	} {
+		err := do(d, func() error {
+			d.pendingProbes[probeKey{"a", addr(x)}] = probe{health: step.health, weight: 1, weightState: failover.WeightOK}
+			if !d.applyProbes() {
+				return fmt.Errorf("%s: no change applied", step.health)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(health(), " "); got != step.want {
+			t.Errorf("after a report %s: health events %q, want %q", step.health, got, step.want)
 		}
 	}
 }
