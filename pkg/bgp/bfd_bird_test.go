@@ -86,8 +86,9 @@ func TestBIRDBFD(t *testing.T) {
 	waitUntil(t, 20*time.Second, "BFD up again after SIGCONT", func() bool { return bfdUp(s1) })
 
 	// Our side's detection: drop the router's BFD packets at appliance 0.
-	// Its BFD times out (300 ms), resets the BGP session, and the router
-	// drops the next hop (its BFD sees our Down).
+	// Its BFD times out (1 s: the lab router's multiplier 10 × 100 ms),
+	// resets the BGP session, and the router drops the next hop (its BFD
+	// sees our Down).
 	nft := func(args ...string) {
 		t.Helper()
 		out, err := exec.Command("ip", append([]string{"netns", "exec", a0.NS.Name, "nft"}, args...)...).CombinedOutput()
@@ -138,7 +139,8 @@ func logTail(s string, n int) string {
 // predecessor exported (StartBFD) before the predecessor Detaches, and
 // starts its speaker two seconds later, as a busy machine does
 // (Restarting, the VIP in Announce). The BFD sessions run at 300 ms × 3
-// (BIRD's 100 ms is the smaller side): a detection time of 0.9 s, still
+// (BIRD's 100 ms is the smaller side): the router's detection time of
+// 0.9 s (the speaker's is 3 s, the lab router's multiplier 10), still
 // well under the speaker's delay, gives a machine at a load of 40 on two
 // CPUs room to run both ends late. The router's route never leaves the
 // appliance (polled every 5 ms), BIRD's BFD sessions never leave Up, and BIRD sees

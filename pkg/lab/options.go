@@ -78,10 +78,10 @@ type Options struct {
 	// Router is the router's BGP daemon: RouterBIRD (the default) or
 	// RouterFRR (zebra and bgpd with FRRConfig; implies BGP).
 	Router string
-	// BFD runs BFD (100 ms × 3) between the router and every appliance:
-	// BIRD gets `bfd on` and a protocol bfd (BIRDConfig), the xlb
-	// configuration WriteConfig writes `bfd = true` on each peer. BIRD
-	// only (implies BGP); the lab's FRR runs no bfdd.
+	// BFD runs BFD (100 ms × 3; the router's multiplier 10) between the
+	// router and every appliance: BIRD gets `bfd on` and a protocol bfd
+	// (BIRDConfig), the xlb configuration WriteConfig writes `bfd = true`
+	// on each peer. BIRD only (implies BGP); the lab's FRR runs no bfdd.
 	BFD bool
 	// Queues is the number of RX and TX queues of the appliance's veth
 	// (default 2).
