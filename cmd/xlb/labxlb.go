@@ -172,9 +172,16 @@ func (x *labXLB) Kill() error {
 	if err := x.cmd.Process.Kill(); err != nil {
 		return err
 	}
+	x.wait()
+	return nil
+}
+
+// wait waits until the daemon has exited and returns how it ended
+// (Signal(SIGKILL), then wait, is Kill in two steps).
+func (x *labXLB) wait() error {
 	err := <-x.exited
 	x.exited <- err
-	return nil
+	return err
 }
 
 // Signal sends sig (SIGSTOP, SIGCONT) to the daemon.
