@@ -159,10 +159,10 @@ func (l *Lab) startFRR() error {
 	}
 	for _, d := range []string{"zebra", "bgpd"} {
 		p := &daemon{name: d, exited: make(chan struct{})}
-		p.cmd = l.Router.Command(filepath.Join(frrDaemons, d),
+		p.cmd = l.Router.Command("nice", append(routerNice, filepath.Join(frrDaemons, d),
 			"-f", filepath.Join(dir, d+".conf"), "-i", filepath.Join(dir, d+".pid"),
 			"-z", filepath.Join(dir, "zserv.api"), "--vty_socket", dir, "-P", "0",
-			"--log", "file:"+f.logFile(d), "--log-level", "debug")
+			"--log", "file:"+f.logFile(d), "--log-level", "debug")...)
 		p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 		if err := p.cmd.Start(); err != nil {
 			return fmt.Errorf("start %s: %w", d, err)
