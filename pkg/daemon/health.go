@@ -82,8 +82,8 @@ func (d *daemon) applyProbes() bool {
 			// A first report that is still UNKNOWN (a new prober's first
 			// pass learnt a weight, its healthy_threshold not yet met) is
 			// no verdict: not an event, not a log line (10 000 of them at a
-			// start with 10 000 probers).
-			if (had && old.health != p.health) || (!had && p.health != failover.HealthUnknown) {
+			// start with 10 000 probers). A key without one reads UNKNOWN.
+			if old.health != p.health {
 				from := ""
 				if had {
 					from = old.health.String()

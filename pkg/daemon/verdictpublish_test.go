@@ -12,13 +12,13 @@ import (
 	"github.com/xlbnet/xlb/pkg/control"
 )
 
-// parkVerdict hands d a verdict as a prober does and applies it, without
+// parkVerdict hands d a prober's report p and applies it, without
 // publishing (the health pacer holds it).
-func parkVerdict(d *daemon, rule, backend string, h failover.Health) error {
+func parkVerdict(d *daemon, rule, backend string, p probe) error {
 	return do(d, func() error {
-		d.pendingProbes[probeKey{rule, addr(backend)}] = probe{health: h}
+		d.pendingProbes[probeKey{rule, addr(backend)}] = p
 		if !d.applyProbes() {
-			return fmt.Errorf("%s %s: no verdict changed", rule, backend)
+			return fmt.Errorf("%s %s: no change applied", rule, backend)
 		}
 		return nil
 	})
@@ -58,7 +58,7 @@ func TestColdRuleRecountsPendingOnly(t *testing.T) {
 		{x, failover.HealthHealthy, []netip.Addr{addr(y), addr(z)}},
 		{y, failover.HealthUnhealthy, []netip.Addr{addr(z)}},
 	} {
-		if err := parkVerdict(d, "a", step.backend, step.health); err != nil {
+		if err := parkVerdict(d, "a", step.backend, probe{health: step.health}); err != nil {
 			t.Fatal(err)
 		}
 		if err := do(d, d.publish); err != nil {
@@ -72,7 +72,7 @@ func TestColdRuleRecountsPendingOnly(t *testing.T) {
 			t.Errorf("after %s's verdict: the cold rule was computed again", step.backend)
 		}
 	}
-	if err := parkVerdict(d, "a", z, failover.HealthHealthy); err != nil {
+	if err := parkVerdict(d, "a", z, probe{health: failover.HealthHealthy}); err != nil {
 		t.Fatal(err)
 	}
 	if err := do(d, d.publish); err != nil {
@@ -103,7 +103,7 @@ func TestChangeLeavesVerdictsToHealthPublication(t *testing.T) {
 		"rules.d/b.toml": vipRule("203.0.113.11", "", healthGroup(z)),
 	}, []netip.Addr{addr(x), addr(y), addr(z), addr(w)})
 	for _, v := range [][2]string{{"a", x}, {"a", y}, {"b", z}} {
-		if err := parkVerdict(d, v[0], v[1], failover.HealthHealthy); err != nil {
+		if err := parkVerdict(d, v[0], v[1], probe{health: failover.HealthHealthy}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -132,7 +132,7 @@ func TestChangeLeavesVerdictsToHealthPublication(t *testing.T) {
 		if i%2 == 1 {
 			h = failover.HealthHealthy
 		}
-		if err := parkVerdict(d, "a", y, h); err != nil {
+		if err := parkVerdict(d, "a", y, probe{health: h}); err != nil {
 			t.Fatal(err)
 		}
 		before, beforeB := statusOf(t, d, "a").Built, statusOf(t, d, "b").Built
@@ -183,14 +183,7 @@ func TestFirstUnknownReportIsNoEvent(t *testing.T) {
 		{failover.HealthUnknown, ""},
 		{failover.HealthHealthy, "UNKNOWN→HEALTHY"},
 	} {
-		err := do(d, func() error {
-			d.pendingProbes[probeKey{"a", addr(x)}] = probe{health: step.health, weight: 1, weightState: failover.WeightOK}
-			if !d.applyProbes() {
-				return fmt.Errorf("%s: no change applied", step.health)
-			}
-			return nil
-		})
-		if err != nil {
+		if err := parkVerdict(d, "a", x, probe{health: step.health, weight: 1, weightState: failover.WeightOK}); err != nil {
 			t.Fatal(err)
 		}
 		if got := strings.Join(health(), " "); got != step.want {
