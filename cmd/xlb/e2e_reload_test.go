@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/xlbnet/xlb/pkg/lab"
 	"github.com/xlbnet/xlb/pkg/testutil"
 )
@@ -50,14 +52,39 @@ func (k *keepAlive) ask() (lab.Reply, error) {
 	}
 	k.conn.SetDeadline(time.Now().Add(wait))
 	if _, err := fmt.Fprintf(k.conn, "GET / HTTP/1.1\r\nHost: vip\r\n\r\n"); err != nil {
-		return rep, err
+		return rep, fmt.Errorf("%w (%s)", err, tcpState(k.conn))
 	}
 	resp, err := http.ReadResponse(k.br, nil)
 	if err != nil {
-		return rep, err
+		return rep, fmt.Errorf("%w (%s)", err, tcpState(k.conn))
 	}
 	defer resp.Body.Close()
 	return rep, json.NewDecoder(resp.Body).Decode(&rep)
+}
+
+// tcpState is the kernel's view of a connection (TCP_INFO): whether it
+// still waits for an acknowledgement, how often and how long ago it
+// retransmitted, so a timeout tells a path that lost everything from a
+// retransmission backoff that outlasted the wait.
+func tcpState(c net.Conn) string {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return "not TCP"
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return err.Error()
+	}
+	var info *unix.TCPInfo
+	if cerr := rc.Control(func(fd uintptr) { info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Sprintf("TCP_INFO: %v", err)
+	}
+	return fmt.Sprintf("TCP state %d, unacked %d, retransmits %d in a row (backoff %d, rto %v), %d in all, data last sent %v ago and received %v ago",
+		info.State, info.Unacked, info.Retransmits, info.Backoff, time.Duration(info.Rto)*time.Microsecond, info.Total_retrans,
+		time.Duration(info.Last_data_sent)*time.Millisecond, time.Duration(info.Last_data_recv)*time.Millisecond)
 }
 
 // waitLog waits until the daemon logged a line containing s.

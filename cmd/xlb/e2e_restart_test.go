@@ -46,6 +46,7 @@ type watched struct {
 	k      *keepAlive
 	home   string
 	asks   atomic.Int64
+	slow   atomic.Int64 // the slowest answer, ns
 	broken atomic.Value // error
 	moved  atomic.Value // string: the backend it answered from instead
 }
@@ -86,8 +87,12 @@ func watchAll(ws []*watched) (stop func()) {
 					return
 				case <-tick.C:
 				}
+				start := time.Now()
 				rep, err := w.k.ask()
 				w.asks.Add(1)
+				if d := int64(time.Since(start)); d > w.slow.Load() {
+					w.slow.Store(d)
+				}
 				if err != nil {
 					w.broken.Store(err)
 					return
@@ -102,11 +107,14 @@ func watchAll(ws []*watched) (stop func()) {
 	return func() { once.Do(func() { close(done); wg.Wait() }) }
 }
 
-// tally counts broken and moved connections and describes the first few.
+// tally counts broken and moved connections and describes the first few
+// and the slowest answer.
 func tally(ws []*watched) (broken, moved int, asks int64, detail string) {
 	var b strings.Builder
+	var slowest time.Duration
 	for _, w := range ws {
 		asks += w.asks.Load()
+		slowest = max(slowest, time.Duration(w.slow.Load()))
 		if err, ok := w.broken.Load().(error); ok {
 			broken++
 			if broken <= 3 {
@@ -120,6 +128,7 @@ func tally(ws []*watched) (broken, moved int, asks int64, detail string) {
 			}
 		}
 	}
+	fmt.Fprintf(&b, " the slowest answer took %v", slowest.Round(time.Millisecond))
 	return broken, moved, asks, b.String()
 }
 

@@ -229,6 +229,9 @@ func (l *Lab) createNamespaces() error {
 	if l.Client, err = l.newNS("client"); err != nil {
 		return err
 	}
+	if err := l.capRTO(l.Client); err != nil {
+		return err
+	}
 	for i := range l.Opts.Appliances {
 		ns, err := l.newNS(applianceNS(i))
 		if err != nil {
@@ -242,9 +245,23 @@ func (l *Lab) createNamespaces() error {
 		if err != nil {
 			return err
 		}
+		if err := l.capRTO(ns); err != nil {
+			return err
+		}
 		l.Backends = append(l.Backends, newBackend(l, i, ns))
 	}
 	return nil
+}
+
+// capRTO applies Options.TCPRTOMax to ns, a namespace with TCP endpoints.
+func (l *Lab) capRTO(ns *netns.NS) error {
+	if l.Opts.TCPRTOMax == 0 {
+		return nil
+	}
+	if _, err := os.Stat("/proc/sys/net/ipv4/tcp_rto_max_ms"); err != nil {
+		return fmt.Errorf("TCP retransmission timeout cap: this kernel has no net.ipv4.tcp_rto_max_ms (Linux 6.15+): %w", err)
+	}
+	return sysctls(ns, map[string]string{"net/ipv4/tcp_rto_max_ms": strconv.FormatInt(l.Opts.TCPRTOMax.Milliseconds(), 10)})
 }
 
 // setupRouter creates the bridge, the client link and the router's

@@ -110,6 +110,18 @@ type Options struct {
 	KeepOffloads bool
 	// NoDecap skips running pkg/decap on the backends (DIRECT-only labs).
 	NoDecap bool
+	// TCPRTOMax caps TCP's retransmission timeout in the client's and the
+	// backends' namespaces (net.ipv4.tcp_rto_max_ms, Linux 6.15+; at least
+	// 1 s; 0 keeps the kernel's 120 s). A test that floods the lab loses
+	// most packets for the flood's length, and TCP's exponential backoff
+	// would then wait about as long again before its next try; with the
+	// cap, a connection answers within one cap of the flood's end. The
+	// kernel still gives up after tcp_retries2 (15) retransmissions in a
+	// row, which the cap shortens to about 11 caps plus 3 s: a 1 s cap
+	// kills a connection that lost everything for 16 s. The cap is set
+	// before the servers listen, since an accepted socket takes its
+	// listener's.
+	TCPRTOMax time.Duration
 	// XLBPinDir is pin_dir of the configuration WriteConfig writes (""
 	// leaves xlb's default). A bpf filesystem mounted outside /sys is seen
 	// by every `ip netns exec`, which mounts a /sys of its own.
@@ -151,6 +163,9 @@ func (o *Options) setDefaults() error {
 		if *c.v < 1 || *c.v > c.max {
 			return fmt.Errorf("%s %d outside 1..%d", c.name, *c.v, c.max)
 		}
+	}
+	if o.TCPRTOMax != 0 && o.TCPRTOMax < time.Second {
+		return fmt.Errorf("TCP retransmission timeout cap %v: want at least 1s (the kernel's floor)", o.TCPRTOMax)
 	}
 	switch o.Router {
 	case "":

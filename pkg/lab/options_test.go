@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"reflect"
 	"testing"
+	"time"
 )
 
 func TestHost(t *testing.T) {
@@ -57,6 +58,23 @@ func TestFleetOptions(t *testing.T) {
 		o := Options{Appliances: n}
 		if err := o.setDefaults(); err == nil {
 			t.Errorf("%d appliances accepted", n)
+		}
+	}
+}
+
+func TestTCPRTOMaxFloor(t *testing.T) {
+	for _, tc := range []struct {
+		cap time.Duration
+		ok  bool
+	}{
+		{0, true},
+		{time.Second, true},
+		{4 * time.Second, true},
+		{999 * time.Millisecond, false},
+	} {
+		o := Options{TCPRTOMax: tc.cap}
+		if err := o.setDefaults(); (err == nil) != tc.ok {
+			t.Errorf("TCPRTOMax %v: err %v, want ok %v", tc.cap, err, tc.ok)
 		}
 	}
 }
