@@ -196,9 +196,18 @@ func (d *daemon) restoreState(doc *stateDoc) error {
 // copy is as old as the successor's preparation (seconds on a busy
 // machine), and a session the router restarted meanwhile has another
 // discriminator there. Absent (an older predecessor): the document's.
+//
+// Probes are the health reports the predecessor's checker made since its
+// state document (parkedVerdicts): its control goroutine applies none
+// while the successor prepares, and the successor starts its probers
+// only now, from the document's verdicts overlaid with these. They are
+// a []probeState encoded before the workers stop and decoded after the
+// successor's resume, so a long list (a restart during a first round of
+// checks) does not lengthen the pause.
 type cutoverBody struct {
-	Free engine.FreeFrames `json:"free"` // queue → free UMEM chunks
-	BFD  []bfd.Carried     `json:"bfd,omitempty"`
+	Free   engine.FreeFrames `json:"free"` // queue → free UMEM chunks
+	BFD    []bfd.Carried     `json:"bfd,omitempty"`
+	Probes json.RawMessage   `json:"probes,omitempty"`
 }
 
 // handOver starts a successor and hands everything to it (control
@@ -263,8 +272,14 @@ func (d *daemon) handOver(req control.RestartRequest) (*control.RestartResult, e
 	if b := d.bgp.Load(); b != nil {
 		bfdNow = b.speaker.BFDExport()
 	}
+	var parked json.RawMessage
+	if ps := d.parkedVerdicts(); len(ps) > 0 {
+		if parked, err = json.Marshal(ps); err != nil {
+			return fail(err)
+		}
+	}
 	free := d.engine.Quiesce()
-	if err := p.Cutover(cutoverBody{Free: free, BFD: bfdNow}); err != nil {
+	if err := p.Cutover(cutoverBody{Free: free, BFD: bfdNow, Probes: parked}); err != nil {
 		d.holdBFD(false)
 		if handover.IsRefused(err) {
 			d.engine.Resume()

@@ -121,12 +121,26 @@ func (d *daemon) healthChanged(k probeKey, from string, p probe) {
 	d.log.Log(context.Background(), level, "health", attrs...)
 }
 
-// startHealth starts the checker on every target and says how many
-// probers the checked backends of the rules take: fewer than the backends
-// when rules share probes (services.go).
+// startHealth starts the checker on every target.
 func (d *daemon) startHealth() error {
+	d.prepareHealth()
+	return d.startProbes()
+}
+
+// prepareHealth makes the checker, without a target, and groups the
+// rules' probes (services.go), which the first publication reads.
+func (d *daemon) prepareHealth() {
 	d.checker = health.New(d.healthOptions())
-	ts := d.healthTargets()
+	d.regroupProbes(nil)
+}
+
+// startProbes gives the checker a prober for every backend of every rule
+// that checks health, each starting from the verdict its key has, and
+// says how many probers the checked backends take: fewer than the
+// backends when rules share probes (services.go). A successor calls it
+// at the cut-over, not while it prepares (successor.go).
+func (d *daemon) startProbes() error {
+	ts := d.healthTargetsOf(nil)
 	if err := d.checker.Set(ts); err != nil {
 		return err
 	}
@@ -138,6 +152,58 @@ func (d *daemon) startHealth() error {
 	}
 	d.log.Info("health checks", "targets", len(ts), "rule_backends", checked)
 	return nil
+}
+
+// parkedVerdicts lists the reports the checker parked that the control
+// goroutine has not applied yet, for the cut-over of `xlb restart`: the
+// control goroutine waits for the successor while it prepares, so every
+// report of those seconds is parked, and the state document has none of
+// them. A report of a key that is no longer its group's prober is left
+// out, as applyProbes would leave it.
+func (d *daemon) parkedVerdicts() []probeState {
+	d.pendingMu.Lock()
+	defer d.pendingMu.Unlock()
+	var out []probeState
+	for k, p := range d.pendingProbes {
+		if d.probers.prober(k.rule, k.addr) != k.rule {
+			continue
+		}
+		out = append(out, probeState{Rule: k.rule, Addr: k.addr, Health: p.health, Weight: p.weight, WeightState: p.weightState, LastError: p.lastError, Since: p.since})
+	}
+	return out
+}
+
+// takeVerdicts applies the predecessor's parked reports at the cut-over
+// (before startProbes, so the probers start from them), each under this
+// daemon's prober of its group: a successor groups the probes afresh and
+// may choose another rule of a group as its prober. A report of a rule
+// or backend this daemon's configuration no longer has is dropped.
+func (d *daemon) takeVerdicts(carried []probeState) {
+	if len(carried) == 0 {
+		return
+	}
+	rules := make(map[string]*config.Rule, len(d.cfg.Rules))
+	for _, r := range d.cfg.Rules {
+		rules[r.Name] = r
+	}
+	has := func(r *config.Rule, a netip.Addr) bool {
+		for _, b := range r.Backends() {
+			if b.Addr == a {
+				return true
+			}
+		}
+		return false
+	}
+	d.pendingMu.Lock()
+	for _, s := range carried {
+		r := rules[s.Rule]
+		if r == nil || r.HealthCheck.Type == config.HealthNone || !has(r, s.Addr) {
+			continue
+		}
+		d.pendingProbes[d.probeKeyOf(r, s.Addr)] = probe{health: s.Health, weight: s.Weight, weightState: s.WeightState, lastError: s.LastError, since: s.Since}
+	}
+	d.pendingMu.Unlock()
+	d.applyProbes()
 }
 
 // healthTargets groups every rule's probes again (services.go) and lists
