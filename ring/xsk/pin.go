@@ -13,7 +13,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/rlimit"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
@@ -121,8 +120,8 @@ func ensureBPFFS(dir string) error {
 // Until Attach nothing in force changes, so a previous owner keeps
 // serving while this one prepares.
 func OpenPinned(dir string, ifindex int) (_ *Program, err error) {
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("load xdp program: remove memlock limit: %w", err)
+	if err := liftMemlock(); err != nil {
+		return nil, fmt.Errorf("load xdp program: %w", err)
 	}
 	if err := ensureBPFFS(dir); err != nil {
 		return nil, fmt.Errorf("pin xdp objects in %s: %w", dir, err)

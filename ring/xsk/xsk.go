@@ -11,7 +11,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/rlimit"
 )
 
 // AttachMode selects how the program is attached to an interface.
@@ -101,9 +100,8 @@ func newProgram() *Program {
 
 // Load loads the program and creates its maps (empty VIP set, empty XSKMAP).
 func Load() (*Program, error) {
-	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK.
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("load xdp program: remove memlock limit: %w", err)
+	if err := liftMemlock(); err != nil {
+		return nil, fmt.Errorf("load xdp program: %w", err)
 	}
 	p := newProgram()
 	if err := loadXskObjects(&p.objs, nil); err != nil {
