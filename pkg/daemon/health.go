@@ -206,14 +206,6 @@ func (d *daemon) takeVerdicts(carried []probeState) {
 	d.applyProbes()
 }
 
-// healthTargets groups every rule's probes again (services.go) and lists
-// a prober for every backend of every rule that checks health, one per
-// backend of a share group.
-func (d *daemon) healthTargets() []health.Target {
-	d.regroupProbes(nil)
-	return d.healthTargetsOf(nil)
-}
-
 // healthTargetsOf returns the targets of the rules in only (nil: every
 // rule), with the share groups' probers as they are. A target whose key
 // has a verdict — carried by `xlb restart`, or moved to a new prober by a

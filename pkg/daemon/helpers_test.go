@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/xlbnet/xlb/pkg/config"
+	"github.com/xlbnet/xlb/pkg/health"
 )
 
 // writeConfig writes an appliance configuration with one rule file per
@@ -54,3 +55,11 @@ port = 80
 }
 
 func addr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// healthTargets groups every rule's probes again (services.go) and lists
+// a prober for every backend of every rule that checks health, as a
+// start does (prepareHealth, then startProbes).
+func (d *daemon) healthTargets() []health.Target {
+	d.regroupProbes(nil)
+	return d.healthTargetsOf(nil)
+}
