@@ -939,3 +939,111 @@ func TestInterfaceGone(t *testing.T) {
 		t.Fatalf("xlb still runs 20 s after its interface was deleted:\n%s", x.log)
 	}
 }
+
+// childOf returns the pid of a process whose parent is pid, or 0.
+func childOf(pid int) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces.
+		rest := string(b[bytes.LastIndexByte(b, ')')+1:])
+		if f := strings.Fields(rest); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			return child
+		}
+	}
+	return 0
+}
+
+// TestRestartCarriesLatestVerdicts: a verdict the running daemon's checker
+// reaches while its successor prepares reaches the successor at the
+// cut-over (the running daemon's control goroutine waits for the
+// successor meanwhile and applies no report; the successor starts its
+// probers only at the cut-over). The successor is stopped during its
+// preparation while be1 starts failing, so the running daemon's checker
+// sees it first: the successor must say be1 UNHEALTHY, since a time
+// before it was let go on. Without the carry it started from the state
+// document's HEALTHY, and its own first probe made the change later.
+func TestRestartCarriesLatestVerdicts(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := labWith(t, lab.Options{Backends: 2})
+	rules := l.DefaultRules("IPIP")[:1]
+	rules[0].Health = fmt.Sprintf("type = \"HTTP\"\nport = %d\nrequest_path = \"/healthz\"\ninterval = \"1s\"\ntimeout = \"1s\"\nhealthy_threshold = 1\nunhealthy_threshold = 1\n", l.Opts.HealthPort)
+	x, sock := startOps(t, l, t.TempDir(), rules)
+	v4, _ := l.BackendAddrs(false)
+	be1 := v4[1].String()
+	testutil.WaitFor(t, 10*time.Second, "be1 HEALTHY", func() (bool, string) {
+		b := backendOf(statusJSON(t, sock), "web4", be1)
+		return b.Health == "HEALTHY", b.Health
+	})
+
+	type restarted struct {
+		res *control.RestartResult
+		err error
+	}
+	done := make(chan restarted, 1)
+	go func() {
+		res, err := restartXLB(t, x, "restart")
+		done <- restarted{res, err}
+	}()
+	// Catch the successor early: it needs tens of milliseconds to start
+	// before it can even say hello.
+	succ := 0
+	for end := time.Now().Add(10 * time.Second); succ == 0 && time.Now().Before(end); time.Sleep(time.Millisecond) {
+		succ = childOf(x.cmd.Process.Pid)
+	}
+	if succ == 0 {
+		t.Fatal("no successor process within 10 s of xlb restart")
+	}
+	if err := syscall.Kill(succ, syscall.SIGSTOP); err != nil {
+		t.Fatalf("stop the successor: %v", err)
+	}
+	select {
+	case r := <-done:
+		syscall.Kill(succ, syscall.SIGCONT)
+		t.Fatalf("the restart ended before its successor could be stopped: %+v, %v", r.res, r.err)
+	default:
+	}
+	l.Backends[1].SetHealthy(false)
+	time.Sleep(3 * time.Second) // the running daemon's probes of be1 fail (interval 1 s)
+	resumed := time.Now()
+	if err := syscall.Kill(succ, syscall.SIGCONT); err != nil {
+		t.Fatalf("resume the successor: %v", err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("xlb restart: %v", r.err)
+	}
+	if r.res.PID != succ {
+		t.Fatalf("the restart handed over to pid %d, not to the stopped %d", r.res.PID, succ)
+	}
+	// The control socket is the successor's once the restart returned (a
+	// request racing the cut-over may meet the predecessor's closing
+	// server: asked again).
+	var b control.Backend
+	testutil.WaitFor(t, 10*time.Second, "the successor's status", func() (bool, string) {
+		out, errOut, err := xlbCtl(t, sock, 1, "status", "--json")
+		if err != nil {
+			return false, err.Error() + errOut
+		}
+		var st control.Status
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			return false, err.Error()
+		}
+		b = backendOf(st, "web4", be1)
+		return true, ""
+	})
+	if b.Health != "UNHEALTHY" || b.HealthSince == nil || !b.HealthSince.Before(resumed) {
+		t.Errorf("be1 in the successor: %s since %v; want UNHEALTHY since before the successor resumed (%v)", b.Health, b.HealthSince, resumed)
+	}
+	if !strings.Contains(x.log.String(), "health reports the predecessor made while this daemon prepared") {
+		t.Errorf("the successor did not log the reports it took at the cut-over")
+	}
+	stopDaemon(t, l, x)
+}
