@@ -940,22 +940,17 @@ func TestInterfaceGone(t *testing.T) {
 	}
 }
 
-// childOf returns the pid of a process whose parent is pid, or 0.
+// childOf returns the pid of a child of process pid, or 0. It reads the
+// children of pid's threads (a few files), not the whole of /proc, so a
+// test can poll it every millisecond.
 func childOf(pid int) int {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …; comm may hold spaces.
-		rest := string(b[bytes.LastIndexByte(b, ')')+1:])
-		if f := strings.Fields(rest); len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			return child
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		if fs := strings.Fields(string(b)); len(fs) > 0 {
+			if child, err := strconv.Atoi(fs[0]); err == nil {
+				return child
+			}
 		}
 	}
 	return 0
