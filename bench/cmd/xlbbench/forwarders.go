@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -19,6 +20,9 @@ import (
 type forwarder struct {
 	pid  int
 	stop func() error
+	// handedTo is the process that took over from this one (`xlb
+	// restart`): it holds the log's pipe now and is the one to stop.
+	handedTo atomic.Int64
 	// ready is the log line that said it was ready.
 	ready string
 	// reloaded is the latest "msg=reloaded" line, and a channel poked when
@@ -32,6 +36,13 @@ type forwarder struct {
 	// healthLine is xlb's "health checks" line: how many probers it
 	// started for how many checked backends of rules.
 	healthLine string
+}
+
+// handOver records that process pid took over from this one: the log
+// comes from it now, and stop signals it.
+func (f *forwarder) handOver(pid int) {
+	f.handedTo.Store(int64(pid))
+	f.pid = pid
 }
 
 // healthChecks returns xlb's "health checks" line ("" before it came).
@@ -225,12 +236,16 @@ func startAndWaitFor(cmd *exec.Cmd, ready string, cleanup func(), timeout time.D
 		pr.Close()
 	}()
 	stop := func() error {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
+		p := cmd.Process
+		if pid := f.handedTo.Load(); pid > 0 {
+			p, _ = os.FindProcess(int(pid)) // never fails on Linux
+		}
+		_ = p.Signal(syscall.SIGTERM)
 		select {
 		case err := <-exited:
 			exited <- err
 		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
+			_ = p.Kill()
 			<-exited
 		}
 		if cleanup != nil {

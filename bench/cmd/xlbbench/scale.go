@@ -60,6 +60,7 @@ type scaleOptions struct {
 	heap            bool
 	probeWindow     time.Duration
 	daemonLog       string // --daemon-log
+	restart         bool   // --restart
 	servingTimeout  time.Duration
 	startCPU        time.Duration
 	jsonReads       bool
@@ -121,6 +122,16 @@ type ScaleResults struct {
 	// LookupSocketSec is one lookup asked over the control socket by this
 	// harness (no CLI process), the median of 20: the daemon's answer.
 	LookupSocketSec float64 `json:"lookup_socket_sec"`
+	// With --restart, at the end: `xlb restart` (the command's time and
+	// the workers' pause it reports), and the backends in their rules'
+	// eligible sets before it and the fewest over restartWatch after it,
+	// with the most that had no HEALTHY verdict meanwhile. A successor
+	// that loses verdicts shows here.
+	RestartSec            float64 `json:"restart_sec,omitempty"`
+	RestartPauseMS        float64 `json:"restart_pause_ms,omitempty"`
+	RestartEligibleBefore int     `json:"restart_eligible_before,omitempty"`
+	RestartEligibleMin    int     `json:"restart_eligible_min,omitempty"`
+	RestartNotHealthyMax  int     `json:"restart_not_healthy_max,omitempty"`
 	// With health TCP: the daemon's CPU (all threads, of one CPU) over
 	// ProbeWindowSec once every backend had its first verdict, and the
 	// probes the gateway answered per second meanwhile (probeListener).
@@ -182,6 +193,7 @@ func scaleMain(args []string) int {
 	fs.IntVar(&o.repeat, "repeat", 3, "runs of each read command (the median is reported)")
 	fs.BoolVar(&o.heap, "heap", true, "take a heap profile of the daemon after the reloads (XLB_PPROF_LISTEN) and print its top")
 	fs.StringVar(&o.daemonLog, "daemon-log", "", "write everything xlb run prints (its log) into this file")
+	fs.BoolVar(&o.restart, "restart", false, "end with `xlb restart`: its time, the workers' pause and the eligible backends over the 5 s after")
 	fs.DurationVar(&o.probeWindow, "probe-window", 20*time.Second, "with TCP health: how long to measure the daemon's CPU once every backend has a verdict")
 	fs.BoolVar(&o.jsonReads, "json-reads", true, "run the reads that print every rule (status --json, backend list --json: minutes at 1000 rules on a busy machine)")
 	fs.DurationVar(&o.startCPU, "start-cpu", 0, "take a CPU profile of the daemon over this long from its start (needs --heap's profile endpoint; 0: none)")
@@ -805,6 +817,11 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 			return err
 		}
 	}
+	if o.restart {
+		if err := measureRestart(ctx, o, cfg, filepath.Join(dir, "xlb.sock"), fw, &res, progress); err != nil {
+			return err
+		}
+	}
 	res.LoadAvgAfter = readTrim("/proc/loadavg")
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
@@ -1112,6 +1129,10 @@ func printScale(w io.Writer, r *ScaleResults) {
 		fmt.Fprintf(w, "| health TCP: probers for checked rule backends | %d for %d |\n", r.HealthTargets, r.HealthRuleBackends)
 		fmt.Fprintf(w, "| health TCP: daemon CPU, probes/s | %.1f %% of one CPU, %.0f/s |\n", 100*r.DaemonCPU, r.ProbesPerSec)
 	}
+	if r.RestartSec > 0 {
+		fmt.Fprintf(w, "| `xlb restart` | %.2f s, workers paused %.1f ms; eligible backends %d before, fewest %d over %v after, at most %d not HEALTHY |\n",
+			r.RestartSec, r.RestartPauseMS, r.RestartEligibleBefore, r.RestartEligibleMin, restartWatch, r.RestartNotHealthyMax)
+	}
 	fmt.Fprintf(w, "| daemon descriptors: peak / limit | %d / %d (log lines: %d too many open files, %d probes late) |\n", r.FDsPeak, r.FDLimit, r.EMFILELines, r.LateProbesLines)
 	if len(r.StartCPUTop) > 0 {
 		fmt.Fprintf(w, "\nCPU of the start %s:\n%s\n", r.StartCPUProfile, strings.Join(r.StartCPUTop, "\n"))
@@ -1143,4 +1164,53 @@ func lookupOverSocket(ctx context.Context, sock, rule string) (float64, error) {
 		all = append(all, time.Since(t0).Seconds())
 	}
 	return median(all), nil
+}
+
+// restartWatch is how long measureRestart watches the successor.
+const restartWatch = 5 * time.Second
+
+// measureRestart runs `xlb restart` and reads the successor's summary
+// every 250 ms for restartWatch: the fewest backends in their rules'
+// eligible sets, and the most without a HEALTHY verdict (with health
+// checks). The daemon's log keeps coming through fw, from the successor.
+func measureRestart(ctx context.Context, o scaleOptions, cfg, sock string, fw *forwarder, res *ScaleResults, progress func(string, ...any)) error {
+	cl := control.NewClient(sock)
+	defer cl.Close()
+	st, err := cl.Status(ctx, control.StatusQuery{Summary: true})
+	if err != nil {
+		return fmt.Errorf("status before the restart: %w", err)
+	}
+	res.RestartEligibleBefore = st.Summary.Eligible
+	d, out, err := timed(o.xlb, "restart", "-c", cfg, "--json")
+	if err != nil {
+		return err
+	}
+	var rr control.RestartResult
+	if err := json.Unmarshal(out, &rr); err != nil {
+		return fmt.Errorf("xlb restart --json: %w (%q)", err, out)
+	}
+	fw.handOver(rr.PID)
+	res.RestartSec, res.RestartPauseMS = d.Seconds(), rr.PauseMS
+	res.RestartEligibleMin = -1
+	for end := time.Now().Add(restartWatch); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		st, err := cl.Status(ctx, control.StatusQuery{Summary: true})
+		if err != nil {
+			continue // a request racing the cut-over meets the predecessor's closing server
+		}
+		s := st.Summary
+		if res.RestartEligibleMin < 0 || s.Eligible < res.RestartEligibleMin {
+			res.RestartEligibleMin = s.Eligible
+		}
+		if o.health == "TCP" {
+			res.RestartNotHealthyMax = max(res.RestartNotHealthyMax, s.Backends-s.Drained-s.Health["HEALTHY"])
+		}
+	}
+	if res.RestartEligibleMin < 0 {
+		return fmt.Errorf("no status from the successor (pid %d) within %v of the restart", rr.PID, restartWatch)
+	}
+	progress("xlb restart: %.2f s, workers paused %.1f ms; eligible %d before, fewest %d after, at most %d not HEALTHY", res.RestartSec, res.RestartPauseMS, res.RestartEligibleBefore, res.RestartEligibleMin, res.RestartNotHealthyMax)
+	return nil
 }

@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -193,6 +197,39 @@ func TestSinkProgram(t *testing.T) {
 		}
 		if ret != wantRet || after-before != wantN {
 			t.Errorf("%s: verdict %d counted %d; want %d, %d", tc.name, ret, after-before, wantRet, wantN)
+		}
+	}
+}
+
+// TestStopAfterHandOver: a forwarder whose process handed over to another
+// (`xlb restart`: the successor inherits the log's pipe) is stopped by
+// signalling the one it handed to; signalling the first, gone already,
+// left the harness waiting for the pipe forever.
+func TestStopAfterHandOver(t *testing.T) {
+	cmd := exec.Command("sh", "-c", `sleep 60 & echo "ready $!"`)
+	f, err := startAndWaitFor(cmd, "ready", nil, 10*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimPrefix(f.ready, "ready "))
+	if err != nil {
+		t.Fatalf("ready line %q: %v", f.ready, err)
+	}
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	f.handOver(pid)
+	stopped := make(chan struct{})
+	go func() {
+		f.Stop("sh")
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("stop did not return within 10 s")
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); !strings.Contains(string(b), ") Z") {
+			t.Errorf("the process handed to (pid %d) still runs: %s", pid, b)
 		}
 	}
 }
