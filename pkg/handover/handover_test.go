@@ -182,20 +182,25 @@ func TestHandOver(t *testing.T) {
 // predecessor as an error naming the step, within the step's deadline,
 // and leaves what it offered as it was.
 func TestHandOverFailures(t *testing.T) {
+	// Only the hanging successor meets the short preparation deadline:
+	// the others answer as soon as they have read the offer's 301 fds,
+	// which took over 700 ms once beside a build loop (load 13).
 	short := Timeouts{Hello: 3 * time.Second, Prepare: 700 * time.Millisecond, Step: 2 * time.Second}
+	roomy := Timeouts{Hello: 3 * time.Second, Prepare: 10 * time.Second, Step: 5 * time.Second}
 	tests := []struct {
 		sc      string
+		to      Timeouts
 		refused bool
 		want    string
 	}{
-		{"abort", true, "invalid configuration: xlb.toml:3"},
-		{"crash", false, "closed the hand-over connection"},
-		{"hang", false, "no answer within 700ms"},
-		{"failed", true, "cannot map rings"},
+		{"abort", roomy, true, "invalid configuration: xlb.toml:3"},
+		{"crash", roomy, false, "closed the hand-over connection"},
+		{"hang", short, false, "no answer within 700ms"},
+		{"failed", roomy, true, "cannot map rings"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.sc, func(t *testing.T) {
-			p, _, err := start(t, tt.sc, short)
+			p, _, err := start(t, tt.sc, tt.to)
 			if err != nil {
 				t.Fatal(err)
 			}
