@@ -126,7 +126,9 @@
 //     with a note saying which (Adopt's notes: the log and xlb restart's
 //     answer); those flows fall back to Maglev.
 //   - A start after a crash (Config.Arenas, from systemd's fd store):
-//     sockets are new (the dead process's rings cannot be trusted), the
+//     sockets are new (the dead process's rings cannot be trusted; the
+//     kernel frees their queues later, from a work queue, so binding waits
+//     up to 10 s while a queue is still bound), the
 //     arenas are adopted, recounted (the clean-stop flag is not set) and
 //     cleared of entries naming slots Config.Keep does not know, before a
 //     worker runs; an arena this build cannot read starts empty.

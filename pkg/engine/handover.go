@@ -168,7 +168,7 @@ func (e *Engine) Rebuild() error {
 		if err := q.sock.Close(); err != nil {
 			e.cfg.Log.Warn("rebuild: close socket", "queue", q.id, "err", err)
 		}
-		if q.sock, err = ring.Open(ring.Options{Ifindex: e.ifindex, Queue: q.id, Bind: o.Bind}); err != nil {
+		if q.sock, err = openSocket(ring.Options{Ifindex: e.ifindex, Queue: q.id, Bind: o.Bind}); err != nil {
 			return fmt.Errorf("rebuild queue %d: %w", q.id, err)
 		}
 		if err := p.Register(q.id, q.sock.FD()); err != nil {
@@ -379,16 +379,28 @@ func (e *Engine) sharedTable(name string, entries int, seed uint64, info conntra
 	return conntrack.NewSharedInArena(entries, seed, info)
 }
 
-// openSocket is ring.Open, retried for a second while the queue is still
-// bound by a socket on its way out (one a service manager was just told
-// to drop from its fd store).
+// openSocket is ring.Open, retried for up to socketReleaseWait while the
+// queue is still bound by a socket on its way out: one a service manager
+// was just told to drop from its fd store, a crashed process's, or the
+// one Rebuild just closed. The kernel frees the queue only after the
+// socket's last reference is gone, from a work queue that takes the RTNL
+// lock (xp_release_deferred), so the wait is the machine's: a start right
+// after a kill -9 found the queue still bound after the 1 s this waited
+// before (load 27).
 func openSocket(o ring.Options) (*ring.Socket, error) {
-	deadline := time.Now().Add(time.Second)
+	start := time.Now()
 	for {
 		s, err := ring.Open(o)
-		if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+		if err == nil || !errors.Is(err, unix.EBUSY) {
 			return s, err
+		}
+		if time.Since(start) > socketReleaseWait {
+			return s, fmt.Errorf("%w (the queue was still bound after %v)", err, socketReleaseWait)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// socketReleaseWait bounds openSocket's wait for a released queue: a
+// queue another live socket holds fails after it.
+const socketReleaseWait = 10 * time.Second
