@@ -43,12 +43,13 @@ func bpffsDir(t *testing.T) string {
 // watched is one long-lived connection asking every 100 ms in the
 // background; it records whether it broke or moved.
 type watched struct {
-	k      *keepAlive
-	home   string
-	asks   atomic.Int64
-	slow   atomic.Int64 // the slowest answer, ns
-	broken atomic.Value // error
-	moved  atomic.Value // string: the backend it answered from instead
+	k        *keepAlive
+	home     string
+	asks     atomic.Int64
+	slow     atomic.Int64 // the slowest answer, ns
+	answered atomic.Int64 // when the last answered request was sent, Unix ns
+	broken   atomic.Value // error
+	moved    atomic.Value // string: the backend it answered from instead
 }
 
 // openWatched opens a long-lived connection from each source and asks
@@ -97,6 +98,7 @@ func watchAll(ws []*watched) (stop func()) {
 					w.broken.Store(err)
 					return
 				}
+				w.answered.Store(start.UnixNano())
 				if rep.Backend != w.home {
 					w.moved.Store(rep.Backend)
 				}
@@ -105,6 +107,25 @@ func watchAll(ws []*watched) (stop func()) {
 	}
 	var once sync.Once
 	return func() { once.Do(func() { close(done); wg.Wait() }) }
+}
+
+// awaitAnswers waits up to d until every connection that did not break
+// has answered a request sent after since, and returns how many have not.
+// A request still waiting counts neither as broken nor as slow: a check
+// that only sleeps passes while the connections wait out a gap, and their
+// timeouts then fail the next phase instead.
+func awaitAnswers(ws []*watched, since time.Time, d time.Duration) (waiting int) {
+	for deadline := time.Now().Add(d); ; time.Sleep(50 * time.Millisecond) {
+		waiting = 0
+		for _, w := range ws {
+			if w.broken.Load() == nil && w.answered.Load() < since.UnixNano() {
+				waiting++
+			}
+		}
+		if waiting == 0 || time.Now().After(deadline) {
+			return waiting
+		}
+	}
 }
 
 // tally counts broken and moved connections and describes the first few
