@@ -988,25 +988,44 @@ func TestRestartCarriesLatestVerdicts(t *testing.T) {
 		done <- restarted{res, err}
 	}()
 	// Catch the successor early: it needs tens of milliseconds to start
-	// before it can even say hello.
+	// before it can even say hello. Only a process running the restart's
+	// `run -c <config>` is the successor (a pid that is gone when it is
+	// signalled is looked for again).
 	succ := 0
 	for end := time.Now().Add(10 * time.Second); succ == 0 && time.Now().Before(end); time.Sleep(time.Millisecond) {
-		succ = childOf(x.cmd.Process.Pid)
+		pid := childOf(x.cmd.Process.Pid)
+		if pid == 0 {
+			continue
+		}
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); !strings.Contains(string(b), x.config) {
+			continue
+		}
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err == nil {
+			succ = pid
+		} else if err != syscall.ESRCH {
+			t.Fatalf("stop the successor %d: %v", pid, err)
+		}
 	}
 	if succ == 0 {
-		t.Fatal("no successor process within 10 s of xlb restart")
+		t.Fatal("no successor process to stop within 10 s of xlb restart")
 	}
-	if err := syscall.Kill(succ, syscall.SIGSTOP); err != nil {
-		t.Fatalf("stop the successor: %v", err)
-	}
+	t.Cleanup(func() { syscall.Kill(succ, syscall.SIGCONT) }) // a test that fails early leaves no stopped process
 	select {
 	case r := <-done:
 		syscall.Kill(succ, syscall.SIGCONT)
 		t.Fatalf("the restart ended before its successor could be stopped: %+v, %v", r.res, r.err)
 	default:
 	}
+	// be1 fails from now on. The running daemon's checker probes it (the
+	// stopped successor cannot): when the health endpoint has seen a third
+	// request since, the second, answered 503, has been recorded (a
+	// target's probes run one after the other).
+	seen := l.Backends[1].Stats().HealthRequests
 	l.Backends[1].SetHealthy(false)
-	time.Sleep(3 * time.Second) // the running daemon's probes of be1 fail (interval 1 s)
+	testutil.WaitFor(t, 20*time.Second, "three probes of be1 by the running daemon", func() (bool, string) {
+		n := l.Backends[1].Stats().HealthRequests - seen
+		return n >= 3, fmt.Sprint(n)
+	})
 	resumed := time.Now()
 	if err := syscall.Kill(succ, syscall.SIGCONT); err != nil {
 		t.Fatalf("resume the successor: %v", err)
