@@ -902,13 +902,17 @@ func probeCPU(ctx context.Context, o scaleOptions, pid int, probes func() uint64
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	time.Sleep(o.interval)
+	if err := sleepCtx(ctx, o.interval); err != nil {
+		return err
+	}
 	c0, err := procCPU(pid)
 	if err != nil {
 		return err
 	}
 	n0, t0 := probes(), time.Now()
-	time.Sleep(o.probeWindow)
+	if err := sleepCtx(ctx, o.probeWindow); err != nil {
+		return err
+	}
 	c1, err := procCPU(pid)
 	if err != nil {
 		return err
@@ -1213,4 +1217,17 @@ func measureRestart(ctx context.Context, o scaleOptions, cfg, sock string, fw *f
 	}
 	progress("xlb restart: %.2f s, workers paused %.1f ms; eligible %d before, fewest %d after, at most %d not HEALTHY", res.RestartSec, res.RestartPauseMS, res.RestartEligibleBefore, res.RestartEligibleMin, res.RestartNotHealthyMax)
 	return nil
+}
+
+// sleepCtx sleeps for d, or until ctx ends (an interrupt: the harness
+// then removes what it made instead of sleeping out a long window).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -235,3 +235,19 @@ func TestCountSeries(t *testing.T) {
 		t.Errorf("countSeries: %d bytes, %d series, %v; want %d bytes, 3 series", n, series, err, len(text))
 	}
 }
+
+// TestSleepCtx: a long wait of the harness ends when its context does.
+func TestSleepCtx(t *testing.T) {
+	if err := sleepCtx(context.Background(), time.Millisecond); err != nil {
+		t.Errorf("a short sleep: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(10*time.Millisecond, cancel)
+	start := time.Now()
+	if err := sleepCtx(ctx, time.Minute); err == nil {
+		t.Error("a cancelled sleep returned no error")
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("a cancelled sleep took %v", d)
+	}
+}
