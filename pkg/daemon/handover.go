@@ -79,6 +79,16 @@ type probeState struct {
 	Since       time.Time            `json:"since"`
 }
 
+// stateOf is the verdict p of key k as a state document (or a cut-over)
+// carries it; probe is its way back.
+func stateOf(k probeKey, p probe) probeState {
+	return probeState{Rule: k.rule, Addr: k.addr, Health: p.health, Weight: p.weight, WeightState: p.weightState, LastError: p.lastError, Since: p.since}
+}
+
+func (s probeState) probe() probe {
+	return probe{health: s.Health, weight: s.Weight, weightState: s.WeightState, lastError: s.LastError, since: s.Since}
+}
+
 type nexthopState struct {
 	Addr   netip.Addr    `json:"addr"`
 	Direct bool          `json:"direct"`
@@ -121,7 +131,7 @@ func (d *daemon) stateDocument(stop *storedStop) ([]byte, error) {
 		doc.Runtime = append(doc.Runtime, rs)
 	}
 	for k, p := range d.probes {
-		doc.Probes = append(doc.Probes, probeState{Rule: k.rule, Addr: k.addr, Health: p.health, Weight: p.weight, WeightState: p.weightState, LastError: p.lastError, Since: p.since})
+		doc.Probes = append(doc.Probes, stateOf(k, p))
 	}
 	if b := d.bgp.Load(); b != nil && stop == nil {
 		doc.BFD = b.speaker.BFDExport()
@@ -176,7 +186,7 @@ func (d *daemon) restoreState(doc *stateDoc) error {
 		d.rules[rs.Name] = rt
 	}
 	for _, p := range doc.Probes {
-		d.probes[probeKey{p.Rule, p.Addr}] = probe{health: p.Health, weight: p.Weight, weightState: p.WeightState, lastError: p.LastError, since: p.Since}
+		d.probes[probeKey{p.Rule, p.Addr}] = p.probe()
 	}
 	for _, s := range doc.NextHops {
 		nh := nexthop{nh: s.NH}

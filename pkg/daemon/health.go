@@ -168,7 +168,7 @@ func (d *daemon) parkedVerdicts() []probeState {
 		if d.probers.prober(k.rule, k.addr) != k.rule {
 			continue
 		}
-		out = append(out, probeState{Rule: k.rule, Addr: k.addr, Health: p.health, Weight: p.weight, WeightState: p.weightState, LastError: p.lastError, Since: p.since})
+		out = append(out, stateOf(k, p))
 	}
 	return out
 }
@@ -200,7 +200,7 @@ func (d *daemon) takeVerdicts(carried []probeState) {
 		if r == nil || r.HealthCheck.Type == config.HealthNone || !has(r, s.Addr) {
 			continue
 		}
-		d.pendingProbes[d.probeKeyOf(r, s.Addr)] = probe{health: s.Health, weight: s.Weight, weightState: s.WeightState, lastError: s.LastError, since: s.Since}
+		d.pendingProbes[d.probeKeyOf(r, s.Addr)] = s.probe()
 	}
 	d.pendingMu.Unlock()
 	d.applyProbes()
