@@ -45,6 +45,36 @@ func (f *forwarder) handOver(pid int) {
 	f.pid = pid
 }
 
+// awaitGone waits up to d for process pid to be gone or a zombie, and
+// says whether it is.
+func awaitGone(pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if gone(pid) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// gone says whether process pid has ended: no longer listed, or a
+// zombie waiting for its parent.
+func gone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// The state follows the command's name, which may hold ")" itself.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	return b[i+2] == 'Z' || b[i+2] == 'X'
+}
+
 // healthChecks returns xlb's "health checks" line ("" before it came).
 func (f *forwarder) healthChecks() string {
 	f.mu.Lock()
@@ -237,8 +267,9 @@ func startAndWaitFor(cmd *exec.Cmd, ready string, cleanup func(), timeout time.D
 	}()
 	stop := func() error {
 		p := cmd.Process
-		if pid := f.handedTo.Load(); pid > 0 {
-			p, _ = os.FindProcess(int(pid)) // never fails on Linux
+		handedTo := int(f.handedTo.Load())
+		if handedTo > 0 {
+			p, _ = os.FindProcess(handedTo) // never fails on Linux
 		}
 		_ = p.Signal(syscall.SIGTERM)
 		select {
@@ -247,6 +278,13 @@ func startAndWaitFor(cmd *exec.Cmd, ready string, cleanup func(), timeout time.D
 		case <-time.After(15 * time.Second):
 			_ = p.Kill()
 			<-exited
+		}
+		// The pipe closes while the process handed to is still on its
+		// way out (the kernel closes its files before it becomes a
+		// zombie), and it is not our child to wait for: watch it go.
+		if handedTo > 0 && !awaitGone(handedTo, 5*time.Second) {
+			_ = p.Kill()
+			awaitGone(handedTo, 5*time.Second)
 		}
 		if cleanup != nil {
 			cleanup()

@@ -227,9 +227,29 @@ func TestStopAfterHandOver(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("stop did not return within 10 s")
 	}
-	if err := syscall.Kill(pid, 0); err == nil {
-		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); !strings.Contains(string(b), ") Z") {
-			t.Errorf("the process handed to (pid %d) still runs: %s", pid, b)
-		}
+	// Stop returns once the process is gone: the harness removes the
+	// namespaces next, under a successor that must have let go of them.
+	if !gone(pid) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		t.Errorf("the process handed to (pid %d) still runs: %s", pid, b)
+	}
+}
+
+func TestGone(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	if gone(pid) {
+		t.Fatalf("a running sleep (pid %d) counted as gone", pid)
+	}
+	cmd.Process.Kill()
+	if !awaitGone(pid, 5*time.Second) {
+		t.Fatalf("a killed sleep (pid %d) not a zombie within 5 s", pid)
+	}
+	cmd.Wait()
+	if !gone(pid) {
+		t.Fatalf("a reaped sleep (pid %d) not gone", pid)
 	}
 }
