@@ -53,15 +53,21 @@ func socketPath(c *cli.Context) (string, error) {
 	return sock, nil
 }
 
-// withClient runs f with a client of the daemon's socket.
+// withClient runs f with a client of the daemon's socket, giving up
+// after 2 minutes.
 func withClient(c *cli.Context, f func(ctx context.Context, cl *control.Client) error) error {
+	return withClientFor(c, 2*time.Minute, f)
+}
+
+// withClientFor is withClient giving up after limit.
+func withClientFor(c *cli.Context, limit time.Duration, f func(ctx context.Context, cl *control.Client) error) error {
 	path, err := socketPath(c)
 	if err != nil {
 		return err
 	}
 	cl := control.NewClient(path)
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(c.Context, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(c.Context, limit)
 	defer cancel()
 	return f(ctx, cl)
 }

@@ -956,15 +956,17 @@ func childOf(pid int) int {
 	return 0
 }
 
-// TestRestartCarriesLatestVerdicts: a verdict the running daemon's checker
-// reaches while its successor prepares reaches the successor at the
-// cut-over (the running daemon's control goroutine waits for the
-// successor meanwhile and applies no report; the successor starts its
-// probers only at the cut-over). The successor is stopped during its
-// preparation while be1 starts failing, so the running daemon's checker
-// sees it first: the successor must say be1 UNHEALTHY, since a time
-// before it was let go on. Without the carry it started from the state
-// document's HEALTHY, and its own first probe made the change later.
+// TestRestartCarriesLatestVerdicts: the running daemon serves on while
+// its successor prepares, and the verdict its checker reaches meanwhile
+// is the successor's at the cut-over. The successor is stopped early
+// (before or while it prepares) and be1 starts failing, so only the
+// running daemon's checker sees it: that daemon must answer status with
+// be1 UNHEALTHY, refuse a backend change, defer a SIGHUP to the
+// successor, and the successor must say be1 UNHEALTHY since a time
+// before it was let go on (through the state document, or the verdicts
+// carried with the cut-over when the offer came first). Before, the
+// running daemon's control goroutine waited for the successor: status
+// hung, and the verdict stayed parked.
 func TestRestartCarriesLatestVerdicts(t *testing.T) {
 	testutil.RequireRoot(t)
 	l := labWith(t, lab.Options{Backends: 2})
@@ -1026,6 +1028,33 @@ func TestRestartCarriesLatestVerdicts(t *testing.T) {
 		n := l.Backends[1].Stats().HealthRequests - seen
 		return n >= 3, fmt.Sprint(n)
 	})
+	// The running daemon serves on while its successor prepares: it
+	// answers, applies be1's verdict, refuses a change the successor's
+	// state document would not have, and passes a SIGHUP on.
+	cl := control.NewClient(sock)
+	defer cl.Close()
+	testutil.WaitFor(t, 10*time.Second, "be1 UNHEALTHY in the running daemon", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		st, err := cl.Status(ctx, control.StatusQuery{Rule: "web4"})
+		if err != nil {
+			return false, err.Error()
+		}
+		b := backendOf(*st, "web4", be1)
+		return b.Health == "UNHEALTHY", b.Health
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, err := cl.ChangeBackend(ctx, control.BackendChange{Action: control.ActionDrain, Rule: "web4", Backend: v4[0].String()})
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "a restart is under way") {
+		t.Errorf("backend drain during the restart: %v, want refused: a restart is under way", err)
+	}
+	if err := x.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the SIGHUP deferred", func() (bool, string) {
+		return strings.Contains(x.log.String(), "reload deferred: a restart is under way"), ""
+	})
 	resumed := time.Now()
 	if err := syscall.Kill(succ, syscall.SIGCONT); err != nil {
 		t.Fatalf("resume the successor: %v", err)
@@ -1056,8 +1085,8 @@ func TestRestartCarriesLatestVerdicts(t *testing.T) {
 	if b.Health != "UNHEALTHY" || b.HealthSince == nil || !b.HealthSince.Before(resumed) {
 		t.Errorf("be1 in the successor: %s since %v; want UNHEALTHY since before the successor resumed (%v)", b.Health, b.HealthSince, resumed)
 	}
-	if !strings.Contains(x.log.String(), "health reports the predecessor made while this daemon prepared") {
-		t.Errorf("the successor did not log the reports it took at the cut-over")
-	}
+	testutil.WaitFor(t, 10*time.Second, "the successor's reload for the SIGHUP", func() (bool, string) {
+		return strings.Contains(x.log.String(), "reloading, as SIGHUP asked the previous daemon"), ""
+	})
 	stopDaemon(t, l, x)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -26,7 +27,8 @@ func restartCommand() *cli.Command {
 			"successor prepares while the daemon keeps forwarding, then each worker hands over between two\n" +
 			"batches (a pause of milliseconds, buffered by the RX rings). Nothing is detached. A successor that\n" +
 			"fails (an invalid FILE, say) leaves the daemon serving, untouched, and this command exits 1 with\n" +
-			"the reason. Also SIGUSR2 to the daemon (with its own configuration).",
+			"the reason. The daemon serves on meanwhile, and refuses reloads and backend changes until the\n" +
+			"restart is done. Also SIGUSR2 to the daemon (with its own configuration).",
 		Flags: append(socketFlags(), jsonFlag()),
 		Action: func(c *cli.Context) error {
 			return restart(c, "")
@@ -67,7 +69,8 @@ func restart(c *cli.Context, binary string) error {
 	if err != nil {
 		return err
 	}
-	return withClient(c, func(ctx context.Context, cl *control.Client) error {
+	// The daemon allows its successor 5 minutes to prepare.
+	return withClientFor(c, 6*time.Minute, func(ctx context.Context, cl *control.Client) error {
 		res, err := cl.Restart(ctx, control.RestartRequest{Config: cfg, Binary: binary})
 		if err != nil {
 			return err

@@ -22,6 +22,9 @@ func (o *ops) ChangeAppliance(ctx context.Context, a control.ApplianceAction) (*
 	var cerr error
 	err := o.d.do(ctx, func() {
 		d := o.d
+		if cerr = d.restartGuard(fmt.Sprintf("appliance %s", a)); cerr != nil {
+			return
+		}
 		if d.cfg.BGP == nil && a == control.ApplianceDrain {
 			cerr = control.Errorf(http.StatusConflict, "appliance drain: no [bgp] in %s: this appliance announces nothing to withdraw (take it out of the routers' static routes instead)", d.cfg.Path)
 			return

@@ -320,6 +320,9 @@ func (o *ops) ChangeBackend(ctx context.Context, c control.BackendChange) (*cont
 	var cerr error
 	err = o.d.do(ctx, func() {
 		d := o.d
+		if cerr = d.restartGuard(fmt.Sprintf("backend %s", c.Action)); cerr != nil {
+			return
+		}
 		what := changeTarget(d.cfg, c.Rule) // services.go
 		before, _ := d.state.Marshal()
 		changed := true

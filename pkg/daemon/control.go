@@ -162,12 +162,19 @@ func (o *ops) Reload(ctx context.Context, req control.ReloadRequest) (*control.R
 	var rerr error
 	var res control.ReloadResult
 	o.d.log.Info("reload asked through the control socket", "by", control.PeerFrom(ctx).String(), "force", req.Force)
+	var busy error
 	err := o.d.do(ctx, func() {
+		if busy = o.d.restartGuard("reload"); busy != nil {
+			return
+		}
 		res.Warnings, rerr = o.d.Reload(req.Force)
 		res.Config, res.Rules = o.d.cfg.Path, len(o.d.cfg.Rules)
 	})
 	if err != nil {
 		return nil, err
+	}
+	if busy != nil {
+		return nil, busy
 	}
 	var guard *refusedReload
 	if errors.As(rerr, &guard) {

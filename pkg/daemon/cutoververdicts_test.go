@@ -20,9 +20,10 @@ func report(rule, a string, h failover.Health, lastErr string) health.Status {
 	return s
 }
 
-// TestVerdictsAcrossCutover: the health reports the predecessor parked
-// while its successor prepared cross the cut-over and reach the
-// successor's prober of each group, and its probers start from them.
+// TestVerdictsAcrossCutover: the health verdicts the predecessor applied
+// while its successor prepared, and the reports it parked and had not
+// applied yet, cross the cut-over and reach the successor's prober of
+// each group, and its probers start from them.
 // The predecessor's prober of x is b (it kept b when a reload added a
 // before it); the successor groups afresh and probes x from a. A report
 // parked under a, which b's group no longer reads in the predecessor, is
@@ -52,19 +53,27 @@ func TestVerdictsAcrossCutover(t *testing.T) {
 	pred.probes[probeKey{"a", addr(y)}] = healthy
 	doc := []probeState{{Rule: "b", Addr: addr(x), Health: failover.HealthHealthy, Weight: 1}, {Rule: "a", Addr: addr(y), Health: failover.HealthHealthy, Weight: 1}}
 
-	// While the successor prepares, x fails and y stays healthy; a stale
-	// report of x under a (parked before the reload) waits too.
+	// The offer went out: the predecessor serves on and applies y's
+	// failure, a verdict the state document does not have.
+	r := &restartUnderWay{changed: map[probeKey]struct{}{}}
+	pred.restart = r
+	pred.onHealth(report("a", y, failover.HealthUnhealthy, "timeout"))
+	if !pred.applyProbes() || pred.probes[probeKey{"a", addr(y)}].health != failover.HealthUnhealthy {
+		t.Fatalf("the predecessor did not apply y's failure while its successor prepared: %+v", pred.probes[probeKey{"a", addr(y)}])
+	}
+	// Then x fails, parked and not applied yet when the cut-over comes; a
+	// stale report of x under a (parked before the reload) waits too.
 	pred.onHealth(report("b", x, failover.HealthUnhealthy, "connection refused"))
 	pred.onHealth(report("a", x, failover.HealthHealthy, ""))
 	pred.onHealth(report("gone", x, failover.HealthUnhealthy, "connection refused")) // a rule the successor's configuration drops
-	carried := pred.parkedVerdicts()
+	carried := pred.carriedVerdicts(r)
 	for _, s := range carried {
 		if s.Rule == "a" && s.Addr == addr(x) {
 			t.Errorf("carried %+v: a does not probe x in the predecessor", s)
 		}
 	}
-	if len(carried) != 2 {
-		t.Errorf("carried %+v, want b's x and gone's x", carried)
+	if len(carried) != 3 {
+		t.Errorf("carried %+v, want a's y, b's x and gone's x", carried)
 	}
 	raw, err := json.Marshal(carried) // as cutoverBody.Probes
 	if err != nil {
@@ -95,23 +104,24 @@ func TestVerdictsAcrossCutover(t *testing.T) {
 	if _, ok := succ.probes[probeKey{"gone", addr(x)}]; ok {
 		t.Errorf("a verdict of rule gone, which the successor does not have, was taken")
 	}
-	if p := succ.probes[probeKey{"a", addr(y)}]; p.health != failover.HealthHealthy {
-		t.Errorf("y: %+v, want the document's HEALTHY untouched", p)
+	if p := succ.probes[probeKey{"a", addr(y)}]; p.health != failover.HealthUnhealthy || p.lastError != "timeout" {
+		t.Errorf("y: %+v, want the predecessor's UNHEALTHY, applied after its document", p)
 	}
 	if !succ.pub.verdicts["a"] || !succ.pub.verdicts["b"] {
 		t.Errorf("rules touched by the verdict %v, want a and b (both read x)", succ.pub.verdicts)
 	}
 	events := succ.events.list()
-	if len(events) != 1 || events[0].Backend != x || events[0].From != "HEALTHY" || events[0].To != "UNHEALTHY" {
-		t.Errorf("events %+v, want x HEALTHY → UNHEALTHY once", events)
+	if len(events) != 2 {
+		t.Errorf("events %+v, want x and y HEALTHY → UNHEALTHY once each", events)
+	}
+	for _, e := range events {
+		if e.From != "HEALTHY" || e.To != "UNHEALTHY" {
+			t.Errorf("event %+v, want HEALTHY → UNHEALTHY", e)
+		}
 	}
 	for _, tg := range succ.healthTargetsOf(nil) {
-		want := failover.HealthHealthy
-		if tg.Backend == addr(x) {
-			want = failover.HealthUnhealthy
-		}
-		if tg.From == nil || tg.From.Health != want {
-			t.Errorf("target %s %s starts from %+v, want %s", tg.Rule, tg.Backend, tg.From, want)
+		if tg.From == nil || tg.From.Health != failover.HealthUnhealthy {
+			t.Errorf("target %s %s starts from %+v, want UNHEALTHY", tg.Rule, tg.Backend, tg.From)
 		}
 	}
 }

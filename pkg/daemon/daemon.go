@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -80,6 +81,11 @@ type daemon struct {
 	// templates shares the encapsulation templates (nexthop.go).
 	templates templateCache
 	requests  chan func()
+	// loopDone is closed when the control loop has ended: a goroutine
+	// that waits on requests gives up (onControl).
+	loopDone chan struct{}
+	// restart is the restart under way, or nil (handover.go).
+	restart *restartUnderWay
 
 	mu     sync.Mutex // guards status
 	status publishedStatus
@@ -171,7 +177,7 @@ func newDaemon(opts Options) (*daemon, error) {
 		opts: opts, log: opts.Log, clock: newClock(), reg: newRegistry(), loader: loader,
 		cfg: cfg, state: st, rules: map[string]*ruleRuntime{},
 		probes: map[probeKey]probe{}, nexthops: map[nhKey]nexthop{},
-		requests:      make(chan func()),
+		requests: make(chan func()), loopDone: make(chan struct{}),
 		pendingProbes: map[probeKey]probe{}, healthPoke: make(chan struct{}, 1),
 		dataPath: newDataPathProbes(),
 	}
@@ -323,6 +329,8 @@ func (d *daemon) serve(ctx context.Context) error {
 	d.log.Info("serving", append([]any{"rules", len(d.cfg.Rules), "queues", d.engine.Queues(), "xdp_mode", d.engine.Mode().String(), "zerocopy", d.engine.ZeroCopy()}, d.startPhases...)...)
 	d.notify("READY=1\nSTATUS=serving")
 
+	defer close(d.loopDone)
+	defer d.abandonHandOver("the daemon stops") // before close(loopDone): a successor's driver may wait to post
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	lastResolve := time.Now()
@@ -335,6 +343,11 @@ func (d *daemon) serve(ctx context.Context) error {
 		case s := <-sigs:
 			switch s {
 			case syscall.SIGHUP:
+				if r := d.restart; r != nil {
+					r.reload = true
+					d.log.Info("reload deferred: a restart is under way; the successor reloads once it serves (this daemon, if the restart fails)")
+					continue
+				}
 				if _, err := d.Reload(false); err != nil {
 					d.log.Error("reload rejected; the running configuration keeps serving", "err", err)
 				}
@@ -432,6 +445,8 @@ func (d *daemon) do(ctx context.Context, f func()) error {
 	case d.requests <- func() { f(); close(done) }:
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-d.loopDone:
+		return errors.New("the daemon is stopping")
 	}
 	<-done
 	return nil

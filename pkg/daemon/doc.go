@@ -172,7 +172,7 @@
 // is in pkg/engine's doc; this is the daemon's.
 //
 //   - xlb restart -c FILE (POST /v1/restart; SIGUSR2 uses the running
-//     configuration) and xlb upgrade --binary PATH: handOver starts the
+//     configuration) and xlb upgrade --binary PATH: beginHandOver starts the
 //     successor (/proc/self/exe, or PATH) with `run -c FILE` and a
 //     pkg/handover connection, offers the state document (version 1: slot
 //     registry, each rule's failover.State with its generations and drain
@@ -181,8 +181,11 @@
 //     (per queue the AF_XDP socket, the UMEM memfd and the conntrack
 //     arena; the session and fragment arenas; the control and metrics
 //     listeners). The successor loads FILE, maps everything, restores the
-//     state, starts its probers and computes its snapshot while this
-//     daemon forwards; its VIP set is held back. Any error (an invalid
+//     state and computes its snapshot while this daemon forwards and its
+//     control goroutine serves on (the waits run on a goroutine of their
+//     own, driveHandOver; a change the state document would miss is
+//     refused meanwhile, restartGuard); its VIP set is held back, and its
+//     probers start at the cut-over from the verdicts carried with it. Any error (an invalid
 //     FILE, another interface or queue set, a missing pin) is sent back as
 //     the reason, the successor exits, and this daemon serves on untouched
 //     (the request fails with the reason: `xlb restart` exits 1). Then the

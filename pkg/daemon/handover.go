@@ -207,24 +207,85 @@ func (d *daemon) restoreState(doc *stateDoc) error {
 // machine), and a session the router restarted meanwhile has another
 // discriminator there. Absent (an older predecessor): the document's.
 //
-// Probes are the health reports the predecessor's checker made since its
-// state document (parkedVerdicts): its control goroutine applies none
-// while the successor prepares, and the successor starts its probers
-// only now, from the document's verdicts overlaid with these. They are
-// a []probeState encoded before the workers stop and decoded after the
+// Probes are the health verdicts the predecessor applied since it offered
+// its state document, and the reports its checker made that it has not
+// applied yet (carriedVerdicts): the successor starts its probers only
+// now, from the document's verdicts overlaid with these. They are a
+// []probeState encoded before the workers stop and decoded after the
 // successor's resume, so a long list (a restart during a first round of
 // checks) does not lengthen the pause.
+//
+// Reload says a SIGHUP reached the predecessor while the successor
+// prepared: the successor reloads once it serves, since it may have read
+// the files before they changed.
 type cutoverBody struct {
 	Free   engine.FreeFrames `json:"free"` // queue → free UMEM chunks
 	BFD    []bfd.Carried     `json:"bfd,omitempty"`
 	Probes json.RawMessage   `json:"probes,omitempty"`
+	Reload bool              `json:"reload,omitempty"`
 }
 
-// handOver starts a successor and hands everything to it (control
-// goroutine). On success the daemon must exit without detaching
-// (d.exit is set); on any failure before the cut-over, or a refusal right
-// after it, it serves on as if nothing happened.
-func (d *daemon) handOver(req control.RestartRequest) (*control.RestartResult, error) {
+// restartPrepareLimit bounds the successor's preparation, from the offer
+// to READY. This daemon serves on meanwhile, its control goroutine
+// included, so the limit only has to tell a stuck successor from a slow
+// one: preparing 1000 rules of 100 backends took over 60 s in a cgroup of
+// 40 % of one CPU.
+const restartPrepareLimit = 5 * time.Minute
+
+// restartUnderWay is a hand-over in progress, from the request to its
+// end. The waits (the successor's start, its preparation) run on a
+// goroutine of their own (driveHandOver); the steps that read or change
+// the daemon's state (the offer, the cut-over, a failure) on the control
+// goroutine, which serves on in between: health verdicts are applied and
+// published as ever, reads are answered, and what would change the state
+// document already offered (a reload, a CLI change, an appliance drain)
+// is refused (restartGuard), except a SIGHUP, which the successor
+// performs after the cut-over. Owned by the control goroutine.
+type restartUnderWay struct {
+	req     control.RestartRequest
+	started time.Time
+	p       *handover.Predecessor // once the successor said hello
+	pid     int
+	build   string
+	version int // the state document's version offered
+	// changed are the verdicts applied since the state document was
+	// offered (nil before): they travel with the cut-over.
+	changed map[probeKey]struct{}
+	// reload: a SIGHUP came meanwhile.
+	reload bool
+	answer chan restartAnswer // buffered: whoever asked reads it
+}
+
+type restartAnswer struct {
+	res *control.RestartResult
+	err error
+}
+
+// restartGuard refuses a change while a restart is under way (nil when
+// none is): the successor prepares from a state document that would
+// not have it.
+func (d *daemon) restartGuard(what string) error {
+	r := d.restart
+	if r == nil {
+		return nil
+	}
+	who := "the successor is starting"
+	if r.pid != 0 {
+		who = fmt.Sprintf("successor pid %d prepares", r.pid)
+	}
+	return control.Errorf(409, "%s: a restart is under way (since %s, %s); this daemon serves meanwhile: try again when it is done",
+		what, r.started.Format("15:04:05"), who)
+}
+
+// beginHandOver starts a restart (control goroutine); its answer comes on
+// the channel returned. A restart asked while one is under way is
+// refused.
+func (d *daemon) beginHandOver(req control.RestartRequest) <-chan restartAnswer {
+	answer := make(chan restartAnswer, 1)
+	if err := d.restartGuard("restart"); err != nil {
+		answer <- restartAnswer{err: err}
+		return answer
+	}
 	path := req.Binary
 	if path == "" {
 		// The running executable itself, even if its file was replaced.
@@ -232,21 +293,84 @@ func (d *daemon) handOver(req control.RestartRequest) (*control.RestartResult, e
 	}
 	args := append([]string{"run", "-c", req.Config}, d.opts.SuccessorArgs...)
 	d.log.Info("hand-over: starting the successor", "binary", path, "config", req.Config)
-	p, hello, err := handover.Start(handover.Options{Path: path, Args: args, Env: os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr})
+	r := &restartUnderWay{req: req, started: time.Now(), answer: answer}
+	d.restart = r
+	go d.driveHandOver(r, handover.Options{Path: path, Args: args, Env: os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr,
+		Timeouts: handover.Timeouts{Prepare: restartPrepareLimit}})
+	return answer
+}
+
+// driveHandOver waits for the successor's start and preparation off the
+// control goroutine and runs each step that follows on it. When the
+// control loop has ended meanwhile (the daemon stops), it abandons the
+// successor itself.
+func (d *daemon) driveHandOver(r *restartUnderWay, o handover.Options) {
+	p, hello, err := handover.Start(o)
 	if err != nil {
-		return nil, fmt.Errorf("restart: %w", err)
+		d.onControl(func() {
+			if d.restart == r {
+				d.failHandOver(r, err)
+			}
+		})
+		return
 	}
-	fail := func(err error) (*control.RestartResult, error) {
+	ok := d.onControl(func() {
+		if d.restart != r { // abandoned meanwhile (xlb stop)
+			err = errors.New("abandoned")
+			p.Abandon()
+			return
+		}
+		if err = d.offer(r, p, hello); err != nil {
+			d.failHandOver(r, err)
+		}
+	})
+	if !ok {
 		p.Abandon()
-		d.log.Error("hand-over failed; this daemon keeps serving", "err", err)
-		return nil, control.Errorf(409, "restart: %v (this daemon keeps serving)", err)
+		return
 	}
+	if err != nil {
+		return
+	}
+	notes, err := p.WaitReady()
+	if !d.onControl(func() {
+		switch {
+		case d.restart != r:
+			p.Abandon()
+		case err != nil:
+			d.failHandOver(r, err)
+		default:
+			d.cutover(r, notes)
+		}
+	}) {
+		p.Abandon()
+	}
+}
+
+// onControl runs f on the control goroutine and waits for it; false when
+// the control loop has ended (f did not run).
+func (d *daemon) onControl(f func()) bool {
+	done := make(chan struct{})
+	select {
+	case d.requests <- func() { f(); close(done) }:
+	case <-d.loopDone:
+		return false
+	}
+	<-done
+	return true
+}
+
+// offer hands the files and the state document to the successor that
+// said hello (control goroutine). From here the verdicts this daemon
+// applies are recorded for the cut-over.
+func (d *daemon) offer(r *restartUnderWay, p *handover.Predecessor, hello handover.Hello) error {
+	r.p, r.pid, r.build = p, hello.PID, hello.Build
 	version := handover.ChooseState(stateVersions, hello.States)
 	var doc []byte
 	reason := ""
 	if version == stateVersion {
+		var err error
 		if doc, err = d.stateDocument(nil); err != nil {
-			return fail(err)
+			return err
 		}
 	} else {
 		reason = fmt.Sprintf("the successor reads state versions %v, this daemon writes %d", hello.States, stateVersion)
@@ -268,12 +392,44 @@ func (d *daemon) handOver(req control.RestartRequest) (*control.RestartResult, e
 		files = append(files, handover.File{Name: l.name, FD: fd})
 	}
 	if err := p.Offer(version, doc, reason, files); err != nil {
-		return fail(err)
+		return err
 	}
-	notes, err := p.WaitReady()
-	if err != nil {
-		return fail(err)
+	r.version, r.changed = version, map[probeKey]struct{}{}
+	d.log.Info("hand-over: the successor prepares; this daemon serves meanwhile", "pid", hello.PID, "build", hello.Build)
+	return nil
+}
+
+// failHandOver ends a restart that failed before the cut-over (control
+// goroutine): the successor, if any, is killed, and this daemon serves on
+// as if nothing happened, performing a reload a SIGHUP asked meanwhile.
+func (d *daemon) failHandOver(r *restartUnderWay, err error) {
+	if r.p != nil {
+		r.p.Abandon()
 	}
+	d.restart = nil
+	d.log.Error("hand-over failed; this daemon keeps serving", "err", err)
+	r.answer <- restartAnswer{err: control.Errorf(409, "restart: %v (this daemon keeps serving)", err)}
+	if r.reload {
+		d.log.Info("reloading, as SIGHUP asked during the restart")
+		if _, err := d.Reload(false); err != nil {
+			d.log.Error("reload rejected; the running configuration keeps serving", "err", err)
+		}
+	}
+}
+
+// abandonHandOver ends a restart under way when the daemon stops.
+func (d *daemon) abandonHandOver(why string) {
+	if r := d.restart; r != nil {
+		d.failHandOver(r, fmt.Errorf("abandoned: %s", why))
+	}
+}
+
+// cutover stops the workers and hands them to the successor that is ready
+// (control goroutine). On success the daemon must exit without detaching
+// (d.exit is set); on a refusal it serves on as if nothing happened.
+func (d *daemon) cutover(r *restartUnderWay, notes []string) {
+	p := r.p
+	fail := func(err error) { d.failHandOver(r, err) }
 	begin := time.Now()
 	// From here the successor resumes the BFD sessions before it says
 	// DONE, and may take the router's BFD packets (bgp.go holdBFD).
@@ -282,35 +438,43 @@ func (d *daemon) handOver(req control.RestartRequest) (*control.RestartResult, e
 	if b := d.bgp.Load(); b != nil {
 		bfdNow = b.speaker.BFDExport()
 	}
-	var parked json.RawMessage
-	if ps := d.parkedVerdicts(); len(ps) > 0 {
-		if parked, err = json.Marshal(ps); err != nil {
-			return fail(err)
+	var carried json.RawMessage
+	if ps := d.carriedVerdicts(r); len(ps) > 0 {
+		var err error
+		if carried, err = json.Marshal(ps); err != nil {
+			d.holdBFD(false)
+			fail(err)
+			return
 		}
 	}
 	free := d.engine.Quiesce()
-	if err := p.Cutover(cutoverBody{Free: free, BFD: bfdNow, Probes: parked}); err != nil {
+	if err := p.Cutover(cutoverBody{Free: free, BFD: bfdNow, Probes: carried, Reload: r.reload}); err != nil {
 		d.holdBFD(false)
 		if handover.IsRefused(err) {
 			d.engine.Resume()
-			return fail(err)
+			fail(err)
+			return
 		}
 		// The successor may have started driving the rings: it is killed
 		// and this daemon serves again on new sockets.
 		p.Abandon()
+		d.restart = nil
 		d.log.Error("hand-over: the successor vanished after the cut-over; rebuilding the sockets", "err", err)
 		if rerr := d.engine.Rebuild(); rerr != nil {
 			d.log.Error("rebuild after a failed hand-over; stopping", "err", rerr)
 			d.exit = exitStop
-			return nil, control.Errorf(500, "restart: %v; rebuilding the sockets failed too: %v", err, rerr)
+			r.answer <- restartAnswer{err: control.Errorf(500, "restart: %v; rebuilding the sockets failed too: %v", err, rerr)}
+			return
 		}
-		return nil, control.Errorf(500, "restart: %v (this daemon serves again, on new sockets)", err)
+		r.answer <- restartAnswer{err: control.Errorf(500, "restart: %v (this daemon serves again, on new sockets)", err)}
+		return
 	}
 	pause := time.Since(begin)
 	// The successor runs the BFD sessions and starts its own speaker once
 	// it serves: this one goes first, without a withdraw (bgp.go).
 	d.detachBGP()
 	p.Close()
+	d.restart = nil
 	d.exit = exitHandedOver
 	// The successor accepts on the control socket now. This process stops
 	// accepting before its answer leaves, so a command sent after the
@@ -319,9 +483,9 @@ func (d *daemon) handOver(req control.RestartRequest) (*control.RestartResult, e
 	if d.controlLn != nil {
 		d.controlLn.Close()
 	}
-	res := &control.RestartResult{PID: hello.PID, Build: hello.Build, StateVersion: version, Queues: len(free), PauseMS: float64(pause.Microseconds()) / 1000, CutoverAt: begin, Notes: notes}
-	d.log.Info("hand-over done: the successor serves; exiting without detaching", "pid", hello.PID, "build", hello.Build, "pause", pause.String())
-	return res, nil
+	res := &control.RestartResult{PID: r.pid, Build: r.build, StateVersion: r.version, Queues: len(free), PauseMS: float64(pause.Microseconds()) / 1000, CutoverAt: begin, Notes: notes}
+	d.log.Info("hand-over done: the successor serves; exiting without detaching", "pid", r.pid, "build", r.build, "pause", pause.String(), "prepared", begin.Sub(r.started).Round(time.Millisecond).String())
+	r.answer <- restartAnswer{res: res}
 }
 
 // listenerFD returns a duplicate of ln's socket. A unix listener is told

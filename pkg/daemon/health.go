@@ -92,6 +92,9 @@ func (d *daemon) applyProbes() bool {
 			}
 		}
 		d.probes[k] = p
+		if r := d.restart; r != nil && r.changed != nil {
+			r.changed[k] = struct{}{} // for the cut-over (carriedVerdicts)
+		}
 	}
 	return changed
 }
@@ -154,16 +157,21 @@ func (d *daemon) startProbes() error {
 	return nil
 }
 
-// parkedVerdicts lists the reports the checker parked that the control
-// goroutine has not applied yet, for the cut-over of `xlb restart`: the
-// control goroutine waits for the successor while it prepares, so every
-// report of those seconds is parked, and the state document has none of
-// them. A report of a key that is no longer its group's prober is left
+// carriedVerdicts lists what the successor of restart r starts its
+// probers from beyond the state document: the verdicts this daemon
+// applied since it offered the document, overlaid with the reports its
+// checker parked that the control goroutine has not applied yet. A
+// parked report of a key that is no longer its group's prober is left
 // out, as applyProbes would leave it.
-func (d *daemon) parkedVerdicts() []probeState {
+func (d *daemon) carriedVerdicts(r *restartUnderWay) []probeState {
+	out := make([]probeState, 0, len(r.changed))
 	d.pendingMu.Lock()
 	defer d.pendingMu.Unlock()
-	var out []probeState
+	for k := range r.changed {
+		if _, parked := d.pendingProbes[k]; !parked {
+			out = append(out, stateOf(k, d.probes[k]))
+		}
+	}
 	for k, p := range d.pendingProbes {
 		if d.probers.prober(k.rule, k.addr) != k.rule {
 			continue
@@ -173,7 +181,7 @@ func (d *daemon) parkedVerdicts() []probeState {
 	return out
 }
 
-// takeVerdicts applies the predecessor's parked reports at the cut-over
+// takeVerdicts applies the predecessor's carried verdicts at the cut-over
 // (before startProbes, so the probers start from them), each under this
 // daemon's prober of its group: a successor groups the probes afresh and
 // may choose another rule of a group as its prober. A report of a rule

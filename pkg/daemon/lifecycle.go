@@ -7,18 +7,21 @@ import (
 	"github.com/xlbnet/xlb/pkg/control"
 )
 
-// Restart hands the daemon's work to a successor (POST /v1/restart). It
-// runs on the control goroutine; the reply goes out before this daemon
-// exits (the control server drains requests in flight).
+// Restart hands the daemon's work to a successor (POST /v1/restart). The
+// restart runs beside the control goroutine (beginHandOver); the reply
+// goes out before this daemon exits (the control server drains requests
+// in flight). A client that gives up does not stop the restart.
 func (o *ops) Restart(ctx context.Context, r control.RestartRequest) (*control.RestartResult, error) {
-	var (
-		res *control.RestartResult
-		err error
-	)
-	if derr := o.d.do(ctx, func() { res, err = o.d.handOver(r) }); derr != nil {
-		return nil, derr
+	var answer <-chan restartAnswer
+	if err := o.d.do(ctx, func() { answer = o.d.beginHandOver(r) }); err != nil {
+		return nil, err
 	}
-	return res, err
+	select {
+	case a := <-answer:
+		return a.res, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // Stop stops the appliance for good (POST /v1/stop): the program is
@@ -28,6 +31,7 @@ func (o *ops) Stop(ctx context.Context, _ control.StopRequest) (*control.StopRes
 	d := o.d
 	if derr := d.do(ctx, func() {
 		d.log.Info("stopping: xlb stop")
+		d.abandonHandOver("xlb stop") // before the detach: the successor takes nothing over
 		d.exit = exitStop
 		err = d.engine.Close()
 	}); derr != nil {
@@ -47,8 +51,11 @@ func (d *daemon) restartOnSignal() {
 		d.log.Error("restart on SIGUSR2", "err", err)
 		return
 	}
-	if _, err := d.handOver(control.RestartRequest{Config: cfg}); err != nil {
-		d.log.Error("restart on SIGUSR2 failed; this daemon keeps serving", "err", err)
+	// A failure logs itself (failHandOver); a refusal comes at once.
+	select {
+	case a := <-d.beginHandOver(control.RestartRequest{Config: cfg}):
+		d.log.Error("restart on SIGUSR2 refused", "err", a.err)
+	default:
 	}
 }
 

@@ -67,17 +67,17 @@ func runSuccessor(ctx context.Context, opts Options, s *handover.Successor) erro
 	}
 	// The probers start now, from the verdicts as they are at the
 	// cut-over (prepareSuccessor).
-	var parked []probeState
+	var carried []probeState
 	if len(body.Probes) > 0 {
-		if err := json.Unmarshal(body.Probes, &parked); err != nil {
-			parked = nil
-			d.log.Warn("hand-over: the predecessor's latest health reports unreadable; the probers start from its state document's", "err", err)
+		if err := json.Unmarshal(body.Probes, &carried); err != nil {
+			carried = nil
+			d.log.Warn("hand-over: the predecessor's latest health verdicts unreadable; the probers start from its state document's", "err", err)
 		}
 	}
-	if len(parked) > 0 {
-		d.log.Info("hand-over: health reports the predecessor made while this daemon prepared", "reports", len(parked))
+	if len(carried) > 0 {
+		d.log.Info("hand-over: health verdicts the predecessor reached while this daemon prepared", "verdicts", len(carried))
 	}
-	d.takeVerdicts(parked)
+	d.takeVerdicts(carried)
 	if err := d.startProbes(); err != nil { // validated by prepareSuccessor
 		d.log.Error("hand-over: health checks not started", "err", err)
 	}
@@ -91,6 +91,12 @@ func runSuccessor(ctx context.Context, opts Options, s *handover.Successor) erro
 		d.log.Error("recompute after the hand-over", "err", err)
 	}
 	d.log.Info("hand-over: serving in place of the previous daemon", "queues", d.engine.Queues())
+	if body.Reload {
+		d.log.Info("reloading, as SIGHUP asked the previous daemon while this one prepared")
+		if _, err := d.Reload(false); err != nil {
+			d.log.Error("reload rejected; the running configuration keeps serving", "err", err)
+		}
+	}
 	return d.serve(ctx)
 }
 

@@ -28,8 +28,9 @@
 //	DONE                                 predecessor resumes its workers)
 //	                                   predecessor exits without detaching
 //
-// Every receive has a deadline (Timeouts: HELLO 15 s, preparation 60 s,
-// every other step 5 s); a successor that overruns one, or exits, is
+// Every receive has a deadline (Timeouts: HELLO 15 s, preparation 60 s
+// unless the caller sets another — pkg/daemon allows 5 minutes, since it
+// serves on in full meanwhile — every other step 5 s); a successor that overruns one, or exits, is
 // killed and reaped by Abandon and the error says which step failed. A
 // successor's own refusal is a *RefusedError carrying its reason, which
 // `xlb restart` prints. Only an error after CUTOVER other than FAILED
