@@ -21,6 +21,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/xlbnet/xlb/pkg/control"
+	"github.com/xlbnet/xlb/pkg/handover"
 	"github.com/xlbnet/xlb/pkg/lab"
 	"github.com/xlbnet/xlb/pkg/netns"
 	"github.com/xlbnet/xlb/pkg/testutil"
@@ -989,29 +990,7 @@ func TestRestartCarriesLatestVerdicts(t *testing.T) {
 		res, err := restartXLB(t, x, "restart")
 		done <- restarted{res, err}
 	}()
-	// Catch the successor early: it needs tens of milliseconds to start
-	// before it can even say hello. Only a process running the restart's
-	// `run -c <config>` is the successor (a pid that is gone when it is
-	// signalled is looked for again).
-	succ := 0
-	for end := time.Now().Add(10 * time.Second); succ == 0 && time.Now().Before(end); time.Sleep(time.Millisecond) {
-		pid := childOf(x.cmd.Process.Pid)
-		if pid == 0 {
-			continue
-		}
-		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); !strings.Contains(string(b), x.config) {
-			continue
-		}
-		if err := syscall.Kill(pid, syscall.SIGSTOP); err == nil {
-			succ = pid
-		} else if err != syscall.ESRCH {
-			t.Fatalf("stop the successor %d: %v", pid, err)
-		}
-	}
-	if succ == 0 {
-		t.Fatal("no successor process to stop within 10 s of xlb restart")
-	}
-	t.Cleanup(func() { syscall.Kill(succ, syscall.SIGCONT) }) // a test that fails early leaves no stopped process
+	succ := stopSuccessor(t, x)
 	select {
 	case r := <-done:
 		syscall.Kill(succ, syscall.SIGCONT)
@@ -1089,4 +1068,77 @@ func TestRestartCarriesLatestVerdicts(t *testing.T) {
 		return strings.Contains(x.log.String(), "reloading, as SIGHUP asked the previous daemon"), ""
 	})
 	stopDaemon(t, l, x)
+}
+
+// stopSuccessor stops (SIGSTOP) the successor of the restart x was just
+// asked for, as early as it can, and returns its pid; a cleanup lets it
+// go on, so a test that fails early leaves no stopped process. It needs
+// tens of milliseconds to start before it can even say hello. Only a
+// process running the restart's `run -c <config>` with the hand-over's
+// descriptor in its environment is the successor (a pid that is gone
+// when it is signalled is looked for again).
+func stopSuccessor(t *testing.T, x *labXLB) int {
+	t.Helper()
+	succ := 0
+	for end := time.Now().Add(10 * time.Second); succ == 0 && time.Now().Before(end); time.Sleep(time.Millisecond) {
+		pid := childOf(x.cmd.Process.Pid)
+		if pid == 0 {
+			continue
+		}
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); !strings.Contains(string(b), x.config) {
+			continue
+		}
+		// Forked but not yet executed, the child still has this
+		// daemon's command line: stopped there, it would hold the
+		// daemon's exec (os/exec waits for it) instead of the successor.
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); !strings.Contains(string(b), handover.EnvFD+"=") {
+			continue
+		}
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err == nil {
+			succ = pid
+		} else if err != syscall.ESRCH {
+			t.Fatalf("stop the successor %d: %v", pid, err)
+		}
+	}
+	if succ == 0 {
+		t.Fatal("no successor process to stop within 10 s of xlb restart")
+	}
+	t.Cleanup(func() { syscall.Kill(succ, syscall.SIGCONT) })
+	return succ
+}
+
+// TestStopAbandonsRestart: `xlb stop` while a successor prepares kills
+// the successor, answers the restart that it was abandoned, and stops
+// the daemon as ever (the program detached).
+func TestStopAbandonsRestart(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := labWith(t, lab.Options{Backends: 1})
+	x, _ := startOps(t, l, t.TempDir(), l.DefaultRules("IPIP")[:1])
+	done := make(chan error, 1)
+	go func() {
+		_, err := restartXLB(t, x, "restart")
+		done <- err
+	}()
+	succ := stopSuccessor(t, x)
+	stopDaemon(t, l, x)
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "restart abandoned: the daemon stops") {
+			t.Errorf("xlb restart: %v, want abandoned", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("xlb restart did not answer within 20 s of xlb stop")
+	}
+	testutil.WaitFor(t, 10*time.Second, "the successor killed", func() (bool, string) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", succ))
+		if err != nil {
+			return true, ""
+		}
+		// The stopped daemon's child until it exits: a zombie then.
+		i := strings.LastIndexByte(string(b), ')')
+		return i > 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X'), string(b)
+	})
+	if xdpAttached(t, l) {
+		t.Errorf("the program is still attached after xlb stop during a restart")
+	}
 }

@@ -244,7 +244,7 @@ const restartPrepareLimit = 5 * time.Minute
 type restartUnderWay struct {
 	req     control.RestartRequest
 	started time.Time
-	p       *handover.Predecessor // once the successor said hello
+	p       *handover.Predecessor
 	pid     int
 	build   string
 	version int // the state document's version offered
@@ -269,12 +269,8 @@ func (d *daemon) restartGuard(what string) error {
 	if r == nil {
 		return nil
 	}
-	who := "the successor is starting"
-	if r.pid != 0 {
-		who = fmt.Sprintf("successor pid %d prepares", r.pid)
-	}
-	return control.Errorf(409, "%s: a restart is under way (since %s, %s); this daemon serves meanwhile: try again when it is done",
-		what, r.started.Format("15:04:05"), who)
+	return control.Errorf(409, "%s: a restart is under way (since %s, successor pid %d); this daemon serves meanwhile: try again when it is done",
+		what, r.started.Format("15:04:05"), r.pid)
 }
 
 // beginHandOver starts a restart (control goroutine); its answer comes on
@@ -293,10 +289,16 @@ func (d *daemon) beginHandOver(req control.RestartRequest) <-chan restartAnswer 
 	}
 	args := append([]string{"run", "-c", req.Config}, d.opts.SuccessorArgs...)
 	d.log.Info("hand-over: starting the successor", "binary", path, "config", req.Config)
-	r := &restartUnderWay{req: req, started: time.Now(), answer: answer}
-	d.restart = r
-	go d.driveHandOver(r, handover.Options{Path: path, Args: args, Env: os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr,
+	p, err := handover.Launch(handover.Options{Path: path, Args: args, Env: os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr,
 		Timeouts: handover.Timeouts{Prepare: restartPrepareLimit}})
+	if err != nil {
+		d.log.Error("hand-over failed; this daemon keeps serving", "err", err)
+		answer <- restartAnswer{err: control.Errorf(409, "restart: %v (this daemon keeps serving)", err)}
+		return answer
+	}
+	r := &restartUnderWay{req: req, started: time.Now(), p: p, pid: p.PID(), answer: answer}
+	d.restart = r
+	go d.driveHandOver(r)
 	return answer
 }
 
@@ -304,8 +306,9 @@ func (d *daemon) beginHandOver(req control.RestartRequest) <-chan restartAnswer 
 // control goroutine and runs each step that follows on it. When the
 // control loop has ended meanwhile (the daemon stops), it abandons the
 // successor itself.
-func (d *daemon) driveHandOver(r *restartUnderWay, o handover.Options) {
-	p, hello, err := handover.Start(o)
+func (d *daemon) driveHandOver(r *restartUnderWay) {
+	p := r.p
+	hello, err := p.WaitHello()
 	if err != nil {
 		d.onControl(func() {
 			if d.restart == r {
@@ -317,10 +320,9 @@ func (d *daemon) driveHandOver(r *restartUnderWay, o handover.Options) {
 	ok := d.onControl(func() {
 		if d.restart != r { // abandoned meanwhile (xlb stop)
 			err = errors.New("abandoned")
-			p.Abandon()
 			return
 		}
-		if err = d.offer(r, p, hello); err != nil {
+		if err = d.offer(r, hello); err != nil {
 			d.failHandOver(r, err)
 		}
 	})
@@ -335,7 +337,6 @@ func (d *daemon) driveHandOver(r *restartUnderWay, o handover.Options) {
 	if !d.onControl(func() {
 		switch {
 		case d.restart != r:
-			p.Abandon()
 		case err != nil:
 			d.failHandOver(r, err)
 		default:
@@ -362,8 +363,9 @@ func (d *daemon) onControl(f func()) bool {
 // offer hands the files and the state document to the successor that
 // said hello (control goroutine). From here the verdicts this daemon
 // applies are recorded for the cut-over.
-func (d *daemon) offer(r *restartUnderWay, p *handover.Predecessor, hello handover.Hello) error {
-	r.p, r.pid, r.build = p, hello.PID, hello.Build
+func (d *daemon) offer(r *restartUnderWay, hello handover.Hello) error {
+	p := r.p
+	r.build = hello.Build
 	version := handover.ChooseState(stateVersions, hello.States)
 	var doc []byte
 	reason := ""
@@ -403,9 +405,7 @@ func (d *daemon) offer(r *restartUnderWay, p *handover.Predecessor, hello handov
 // goroutine): the successor, if any, is killed, and this daemon serves on
 // as if nothing happened, performing a reload a SIGHUP asked meanwhile.
 func (d *daemon) failHandOver(r *restartUnderWay, err error) {
-	if r.p != nil {
-		r.p.Abandon()
-	}
+	r.p.Abandon()
 	d.restart = nil
 	d.log.Error("hand-over failed; this daemon keeps serving", "err", err)
 	r.answer <- restartAnswer{err: control.Errorf(409, "restart: %v (this daemon keeps serving)", err)}
@@ -417,11 +417,17 @@ func (d *daemon) failHandOver(r *restartUnderWay, err error) {
 	}
 }
 
-// abandonHandOver ends a restart under way when the daemon stops.
+// abandonHandOver ends a restart under way when the daemon stops: the
+// successor is killed.
 func (d *daemon) abandonHandOver(why string) {
-	if r := d.restart; r != nil {
-		d.failHandOver(r, fmt.Errorf("abandoned: %s", why))
+	r := d.restart
+	if r == nil {
+		return
 	}
+	r.p.Abandon()
+	d.restart = nil
+	d.log.Warn("hand-over abandoned: the daemon stops", "why", why)
+	r.answer <- restartAnswer{err: control.Errorf(409, "restart abandoned: the daemon stops (%s)", why)}
 }
 
 // cutover stops the workers and hands them to the successor that is ready

@@ -91,12 +91,25 @@ type Predecessor struct {
 }
 
 // Start starts the successor with its end of a fresh socketpair and
-// waits for its HELLO. A successor that exits or says nothing in time is
-// killed and the error says why.
+// waits for its HELLO: Launch, then WaitHello.
 func Start(o Options) (*Predecessor, Hello, error) {
-	c, theirs, err := newPair()
+	p, err := Launch(o)
 	if err != nil {
 		return nil, Hello{}, err
+	}
+	h, err := p.WaitHello()
+	if err != nil {
+		return nil, Hello{}, err
+	}
+	return p, h, nil
+}
+
+// Launch starts the successor with its end of a fresh socketpair, without
+// waiting for it: the caller can Abandon it from the start.
+func Launch(o Options) (*Predecessor, error) {
+	c, theirs, err := newPair()
+	if err != nil {
+		return nil, err
 	}
 	cmd := exec.Command(o.Path, o.Args...)
 	cmd.Env = append(slices.Clone(o.Env), EnvFD+"=3")
@@ -106,14 +119,20 @@ func Start(o Options) (*Predecessor, Hello, error) {
 	theirs.Close()
 	if err != nil {
 		c.close()
-		return nil, Hello{}, fmt.Errorf("start successor %s: %w", o.Path, err)
+		return nil, fmt.Errorf("start successor %s: %w", o.Path, err)
 	}
 	p := &Predecessor{c: c, cmd: cmd, to: o.Timeouts.withDefaults(), exited: make(chan struct{})}
 	go func() {
 		cmd.Wait()
 		close(p.exited)
 	}()
-	m, _, err := c.recv("wait for the successor's hello", p.to.Hello)
+	return p, nil
+}
+
+// WaitHello waits for the launched successor's HELLO. A successor that
+// exits or says nothing in time is killed and the error says why.
+func (p *Predecessor) WaitHello() (Hello, error) {
+	m, _, err := p.c.recv("wait for the successor's hello", p.to.Hello)
 	if err == nil {
 		err = expect(m, "hello", msgHello)
 	}
@@ -124,14 +143,14 @@ func Start(o Options) (*Predecessor, Hello, error) {
 	if err == nil && h.Protocol != Protocol {
 		err = fmt.Errorf("successor speaks hand-over protocol %d, this process %d", h.Protocol, Protocol)
 	}
-	if err == nil && h.PID != cmd.Process.Pid {
-		err = fmt.Errorf("hello from pid %d, successor is %d", h.PID, cmd.Process.Pid)
+	if err == nil && h.PID != p.cmd.Process.Pid {
+		err = fmt.Errorf("hello from pid %d, successor is %d", h.PID, p.cmd.Process.Pid)
 	}
 	if err != nil {
 		p.Abandon()
-		return nil, Hello{}, err
+		return Hello{}, err
 	}
-	return p, h, nil
+	return h, nil
 }
 
 // PID is the successor's process id.
