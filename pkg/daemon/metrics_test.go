@@ -261,9 +261,12 @@ func TestScrapeBesideReload(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "metrics.(*textWriter).add")
 	}
-	time.Sleep(300 * time.Millisecond) // the handler's writes fill the buffers and block
-	if !scraping() {
-		t.Fatal("the scrape is not blocked in its writes: nothing to test beside")
+	// The handler's writes fill the buffers and block; a loaded machine
+	// may take a while to run it that far.
+	for deadline := time.Now().Add(10 * time.Second); !scraping(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the scrape is not blocked in its writes within 10 s: nothing to test beside")
+		}
 	}
 
 	growRule(t, dir, n-1, m) // reads_test.go: one backend more
