@@ -378,7 +378,15 @@ next:
 				continue next
 			}
 		}
-		if err := d.ip("addr", "add", vipPrefix(v), "dev", "lo"); err != nil {
+		args := []string{"addr", "add", vipPrefix(v), "dev", "lo"}
+		if v.Is6() {
+			// Without nodad a new IPv6 address is tentative (bind fails
+			// with EADDRNOTAVAIL) until the kernel's DAD work runs, even
+			// on lo: a server binding the VIP after Start would fail on
+			// a loaded machine.
+			args = append(args, "nodad")
+		}
+		if err := d.ip(args...); err != nil {
 			return fmt.Errorf("add vip %v to lo: %w", v, err)
 		}
 		d.added = append(d.added, v)

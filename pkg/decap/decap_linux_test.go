@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/xlbnet/xlb/pkg/decap"
@@ -57,7 +58,7 @@ func topology(t *testing.T) (sender, backend *netns.NS) {
 	run(t, sender, "ip", "addr", "add", "198.18.0.2/24", "dev", "eth0")
 	run(t, sender, "ip", "addr", "add", "fd00:18::2/64", "dev", "eth0", "nodad")
 	run(t, sender, "ip", "addr", "add", "198.51.100.7/32", "dev", "lo")
-	run(t, sender, "ip", "addr", "add", "fd00:51::7/128", "dev", "lo")
+	run(t, sender, "ip", "addr", "add", "fd00:51::7/128", "dev", "lo", "nodad")
 	run(t, sender, "ip", "link", "set", "eth0", "up")
 	run(t, sender, "ip", "route", "add", "default", "via", "198.18.0.100")
 	run(t, sender, "ip", "-6", "route", "add", "default", "via", "fd00:18::100")
@@ -106,6 +107,30 @@ func TestDecapDeliversToVIP(t *testing.T) {
 			t.Errorf("close decap: %v", err)
 		}
 	})
+	// The IPv6 VIP is never tentative: the echo server binds it at once.
+	// (Without nodad it is until the kernel's DAD work runs, and the bind
+	// failed under load: cannot assign requested address.)
+	if err := backend.Do(func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		addrs, err := netlink.AddrList(lo, netlink.FAMILY_V6)
+		if err != nil {
+			return err
+		}
+		for _, a := range addrs {
+			if ip, _ := netip.AddrFromSlice(a.IP); ip == vip6 {
+				if a.Flags&unix.IFA_F_NODAD == 0 {
+					return fmt.Errorf("VIP %v on lo with flags %#x, want nodad", vip6, a.Flags)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("VIP %v not on lo: %v", vip6, addrs)
+	}); err != nil {
+		t.Fatal(err)
+	}
 	echo(t, backend, netip.AddrPortFrom(vip4, echoPort))
 	echo(t, backend, netip.AddrPortFrom(vip6, echoPort))
 

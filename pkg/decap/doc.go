@@ -55,7 +55,9 @@
 //     rp_filter is left at 0 on Close (restoring it under a running server
 //     would silently break it if two decaps share a host).
 //   - The VIPs are added to lo (/32, /128) unless already present; Close
-//     removes those it added.
+//     removes those it added. An IPv6 VIP is added without duplicate
+//     address detection (nodad), so it is never tentative: a server can
+//     bind it as soon as Start returns.
 //   - The TUN gets MTU 65535 (it only receives; a smaller MTU would not
 //     limit input anyway, but keeps tools from misreading it) and is brought
 //     up. It has no address: the kernel needs none to accept input on it.
