@@ -113,7 +113,11 @@ func (b *backend) target(tb testing.TB, rule string, typ Kind) Target {
 	t := serverTarget(tb, typ, b.Listener.Addr().String())
 	t.Rule = rule
 	t.Check.Interval = 10 * time.Millisecond
-	t.Check.Timeout = 200 * time.Millisecond
+	// A loopback answer takes well under a millisecond, but a loaded
+	// machine may run neither the prober nor the server for a while: at
+	// 50 ms two probes in a row timed out (UNHEALTHY before the test made
+	// the backend fail) in 2 of 200 runs on a CPU shared with a busy loop.
+	t.Check.Timeout = time.Second
 	return t
 }
 
@@ -183,7 +187,6 @@ func TestCheckerFallAndRecover(t *testing.T) {
 	c := New(Options{Seed: 2, OnChange: rec.on})
 	defer c.Stop()
 	tg := b.target(t, "web", HTTP)
-	tg.Check.Timeout = 50 * time.Millisecond
 	if err := c.Add(tg); err != nil {
 		t.Fatal(err)
 	}
