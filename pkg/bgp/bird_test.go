@@ -170,13 +170,13 @@ func TestBIRD(t *testing.T) {
 	s0b.do("announce " + vip4.String())
 	time.Sleep(500 * time.Millisecond)
 	wait("successor holds the route", l.Opts.VIP4, a0.Addr4)
-	waitUntil(t, 20*time.Second, "successor's session established", func() bool {
+	// The route turns fresh when BIRD has read the successor's UPDATE,
+	// which follows the session's establishment: wait for both.
+	waitUntil(t, 20*time.Second, "successor's session established and the route fresh", func() bool {
 		ps := s0b.peers()
-		return len(ps) == 2 && ps[0].Established()
+		sh, _ := l.Birdc("show route", vip4.String())
+		return len(ps) == 2 && ps[0].Established() && strings.Contains(sh, a0.Addr4.String()) && !strings.Contains(sh, "stale")
 	})
-	if sh, _ := l.Birdc("show route", vip4.String()); strings.Contains(sh, "stale") {
-		t.Errorf("route still stale after the successor announced:\n%s", sh)
-	}
 	s0b.do("close")
 	wait("no appliance left", l.Opts.VIP4)
 }
