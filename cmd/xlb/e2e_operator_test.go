@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -1020,6 +1021,9 @@ func TestRestartCarriesLatestVerdicts(t *testing.T) {
 			return false, err.Error()
 		}
 		b := backendOf(*st, "web4", be1)
+		if !slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.Contains(w, "a restart is under way") }) {
+			return false, fmt.Sprintf("%s, no restart in the warnings %q", b.Health, st.Warnings)
+		}
 		return b.Health == "UNHEALTHY", b.Health
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

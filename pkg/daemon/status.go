@@ -38,8 +38,12 @@ func (o *ops) Status(ctx context.Context, q control.StatusQuery) (*control.Statu
 		in = o.d.statsInputs(ctx, rules)
 		out.Stream = o.streamRules(ctx, rules, q.Backend, true, in)
 	}
-	if out.Stale, err = o.stale(ctx); err != nil {
+	var restart string
+	if out.Stale, restart, err = o.controlLines(ctx); err != nil {
 		return nil, err
+	}
+	if restart != "" {
+		out.Warnings = append(out.Warnings, restart)
 	}
 	rates := in.rates
 	out.Rates = control.RateInterval{Seconds: rates.seconds(), WindowSeconds: rates.nominal.Seconds()}
@@ -199,16 +203,19 @@ func summarize(all, selected []*ruleStatus, q control.StatusQuery) *control.Stat
 	return sum
 }
 
-// stale copies the state overrides that match nothing, on the control
-// goroutine.
-func (o *ops) stale(ctx context.Context) ([]string, error) {
-	var out []string
-	err := o.d.do(ctx, func() {
+// controlLines copies, on the control goroutine, the state overrides
+// that match nothing and the line of a restart under way ("" when none).
+func (o *ops) controlLines(ctx context.Context) (stale []string, restart string, err error) {
+	err = o.d.do(ctx, func() {
 		for _, s := range o.d.view.Stale {
-			out = append(out, s.String())
+			stale = append(stale, s.String())
+		}
+		if r := o.d.restart; r != nil {
+			restart = fmt.Sprintf("a restart is under way since %s (successor pid %d, %s so far): reloads and backend changes are refused until it is done",
+				r.started.Format("15:04:05"), r.pid, time.Since(r.started).Round(100*time.Millisecond))
 		}
 	})
-	return out, err
+	return stale, restart, err
 }
 
 // queueStat is one queue's row of status: packets, rates, drops, and the
