@@ -86,6 +86,10 @@ type daemon struct {
 	loopDone chan struct{}
 	// restart is the restart under way, or nil (handover.go).
 	restart *restartUnderWay
+	// stateBuf holds the last state document (stateDocument), and
+	// docProbes and docNextHops its encoded verdicts and next hops, nil
+	// once d.probes or d.nexthops changed (invalidateDoc).
+	stateBuf, docProbes, docNextHops []byte
 
 	mu     sync.Mutex // guards status
 	status publishedStatus

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -41,10 +42,10 @@ type stateDoc struct {
 	Seed      uint64                       `json:"conntrack_seed"`
 	Engine    engine.State                 `json:"engine"`
 	Rules     map[string]uint16            `json:"rule_slots"`
-	Backends  map[string]map[string]uint32 `json:"backend_slots"` // rule → address → slot
-	Runtime   []ruleState                  `json:"rules"`
-	Probes    []probeState                 `json:"probes"`
-	NextHops  []nexthopState               `json:"next_hops"`
+	Backends  map[string]map[string]uint32 `json:"backend_slots,omitempty"` // rule → address → slot
+	Runtime   []ruleState                  `json:"rules,omitempty"`
+	Probes    []probeState                 `json:"probes,omitempty"`
+	NextHops  []nexthopState               `json:"next_hops,omitempty"`
 	Reloads   [2]uint64                    `json:"reloads"` // ok, rejected
 	// Stopped is set in the document a daemon leaves in systemd's fd store
 	// when it stops for a restart (systemd.go).
@@ -103,47 +104,123 @@ const (
 )
 
 // stateDocument writes the control plane's state (control goroutine).
+// The bytes are the daemon's until the next call (one buffer, reused:
+// under systemd every publication writes the document).
+//
+// Its bulk is each rule's failover state and backend slots, and the
+// verdicts and next hops (about 600 bytes a backend in all): a rule's
+// carried state is encoded once per computation of the rule
+// (ruleRuntime.carry), the verdicts and the next hops once per change of
+// theirs (docProbes, docNextHops: nil again wherever d.probes or
+// d.nexthops changes), and spliced in as they are, so a publication
+// under systemd costs about a copy of the document, not its encoding
+// (BenchmarkStateDocument, TestStateDocumentFollowsChanges).
 func (d *daemon) stateDocument(stop *storedStop) ([]byte, error) {
 	doc := stateDoc{Stopped: stop,
 		Version: stateVersion, Build: buildID(), ClockBase: d.clock.Base(), Seed: d.seed,
-		Engine: d.engine.State(), Rules: d.reg.rules, Backends: map[string]map[string]uint32{},
+		Rules:   d.reg.rules,
 		Reloads: [2]uint64{d.reloadsOK.Load(), d.reloadsRejected.Load()},
 	}
-	for rule, m := range d.reg.backends {
-		bs := map[string]uint32{}
-		for a, s := range m {
-			bs[a.String()] = s
-		}
-		doc.Backends[rule] = bs
-	}
-	for name, rt := range d.rules {
-		rs := ruleState{Name: name, Slot: rt.slot, Warm: rt.warm.warm}
-		if rt.prev != nil {
-			b, err := rt.prev.MarshalCarry()
-			if err != nil {
-				return nil, err
-			}
-			rs.Prev = b
-		}
-		for a, r := range rt.removed {
-			rs.Removed = append(rs.Removed, removedState{Addr: a, At: r.at, Group: r.group})
-		}
-		doc.Runtime = append(doc.Runtime, rs)
-	}
-	for k, p := range d.probes {
-		doc.Probes = append(doc.Probes, stateOf(k, p))
+	if d.engine != nil { // nil in the tests of the control plane alone
+		doc.Engine = d.engine.State()
 	}
 	if b := d.bgp.Load(); b != nil && stop == nil {
 		doc.BFD = b.speaker.BFDExport()
 	}
-	for k, nh := range d.nexthops {
-		s := nexthopState{Addr: k.addr, Direct: k.direct, NH: nh.nh}
-		if nh.err != nil {
-			s.Err = nh.err.Error()
-		}
-		doc.NextHops = append(doc.NextHops, s)
+	head, err := json.Marshal(doc) // without the sections below (omitempty)
+	if err != nil {
+		return nil, err
 	}
-	return json.Marshal(doc)
+	if d.docProbes == nil {
+		ps := make([]probeState, 0, len(d.probes))
+		for k, p := range d.probes {
+			ps = append(ps, stateOf(k, p))
+		}
+		if d.docProbes, err = json.Marshal(ps); err != nil {
+			return nil, err
+		}
+	}
+	if d.docNextHops == nil {
+		ns := make([]nexthopState, 0, len(d.nexthops))
+		for k, nh := range d.nexthops {
+			s := nexthopState{Addr: k.addr, Direct: k.direct, NH: nh.nh}
+			if nh.err != nil {
+				s.Err = nh.err.Error()
+			}
+			ns = append(ns, s)
+		}
+		if d.docNextHops, err = json.Marshal(ns); err != nil {
+			return nil, err
+		}
+	}
+	buf := append(d.stateBuf[:0], head[:len(head)-1]...) // without its closing brace
+	buf = append(buf, `,"probes":`...)
+	buf = append(buf, d.docProbes...)
+	buf = append(buf, `,"next_hops":`...)
+	buf = append(buf, d.docNextHops...)
+	buf = append(buf, `,"backend_slots":{`...)
+	first := true
+	for rule, m := range d.reg.backends {
+		if !first {
+			buf = append(buf, ',')
+		}
+		first = false
+		buf = strconv.AppendQuote(buf, rule) // rule names are [a-z0-9-_.]: JSON and Go quote them alike
+		buf = append(buf, ":{"...)
+		n := 0
+		for a, slot := range m {
+			if n > 0 {
+				buf = append(buf, ',')
+			}
+			n++
+			buf = append(buf, '"')
+			buf = a.AppendTo(buf)
+			buf = append(buf, `":`...)
+			buf = strconv.AppendUint(buf, uint64(slot), 10)
+		}
+		buf = append(buf, '}')
+	}
+	buf = append(buf, `},"rules":[`...)
+	first = true
+	for name, rt := range d.rules {
+		if !first {
+			buf = append(buf, ',')
+		}
+		first = false
+		buf = append(buf, `{"name":`...)
+		buf = strconv.AppendQuote(buf, name)
+		buf = append(buf, `,"slot":`...)
+		buf = strconv.AppendUint(buf, uint64(rt.slot), 10)
+		buf = append(buf, `,"warm":`...)
+		buf = strconv.AppendBool(buf, rt.warm.warm)
+		if rt.prev != nil {
+			if rt.carryOf != rt.prev {
+				b, err := rt.prev.MarshalCarry()
+				if err != nil {
+					return nil, err
+				}
+				rt.carry, rt.carryOf = b, rt.prev
+			}
+			buf = append(buf, `,"failover":`...)
+			buf = append(buf, rt.carry...)
+		}
+		if len(rt.removed) > 0 {
+			var rs []removedState
+			for a, r := range rt.removed {
+				rs = append(rs, removedState{Addr: a, At: r.at, Group: r.group})
+			}
+			b, err := json.Marshal(rs)
+			if err != nil {
+				return nil, err
+			}
+			buf = append(buf, `,"removed":`...)
+			buf = append(buf, b...)
+		}
+		buf = append(buf, '}')
+	}
+	buf = append(buf, "]}"...)
+	d.stateBuf = buf
+	return buf, nil
 }
 
 // restoreState takes the control plane's state from a predecessor's
@@ -179,6 +256,7 @@ func (d *daemon) restoreState(doc *stateDoc) error {
 				return fmt.Errorf("state document: rule %s: %w", rs.Name, err)
 			}
 			rt.prev = st
+			rt.carry, rt.carryOf = rs.Prev, st // as it came: the next document copies it
 		}
 		for _, r := range rs.Removed {
 			rt.removed[r.Addr] = removedBackend{at: r.At, group: r.Group}
@@ -188,6 +266,7 @@ func (d *daemon) restoreState(doc *stateDoc) error {
 	for _, p := range doc.Probes {
 		d.probes[probeKey{p.Rule, p.Addr}] = p.probe()
 	}
+	d.docProbes, d.docNextHops = nil, nil
 	for _, s := range doc.NextHops {
 		nh := nexthop{nh: s.NH}
 		if s.Err != "" {
@@ -364,6 +443,7 @@ func (d *daemon) onControl(f func()) bool {
 // said hello (control goroutine). From here the verdicts this daemon
 // applies are recorded for the cut-over.
 func (d *daemon) offer(r *restartUnderWay, hello handover.Hello) error {
+	t0 := time.Now()
 	p := r.p
 	r.build = hello.Build
 	version := handover.ChooseState(stateVersions, hello.States)
@@ -397,7 +477,8 @@ func (d *daemon) offer(r *restartUnderWay, hello handover.Hello) error {
 		return err
 	}
 	r.version, r.changed = version, map[probeKey]struct{}{}
-	d.log.Info("hand-over: the successor prepares; this daemon serves meanwhile", "pid", hello.PID, "build", hello.Build)
+	d.log.Info("hand-over: the successor prepares; this daemon serves meanwhile", "pid", hello.PID, "build", hello.Build,
+		"hello_after", t0.Sub(r.started).Round(time.Millisecond).String(), "offer", time.Since(t0).Round(time.Millisecond).String(), "state_bytes", len(doc))
 	return nil
 }
 

@@ -92,6 +92,7 @@ func (d *daemon) applyProbes() bool {
 			}
 		}
 		d.probes[k] = p
+		d.docProbes = nil // the state document's verdicts (stateDocument)
 		if r := d.restart; r != nil && r.changed != nil {
 			r.changed[k] = struct{}{} // for the cut-over (carriedVerdicts)
 		}

@@ -90,6 +90,7 @@ func (d *daemon) resolve(ctx context.Context, only map[string]bool) map[netip.Ad
 		for k := range d.nexthops {
 			if !want[k] {
 				delete(d.nexthops, k)
+				d.docNextHops = nil
 			}
 		}
 	}
@@ -147,6 +148,7 @@ func (d *daemon) resolvePass(ctx context.Context, want map[nhKey]bool, changed m
 	var news nextHopLog
 	if len(d.nexthops) == 0 { // the start: every backend is new, grow the map once
 		d.nexthops = make(map[nhKey]nexthop, len(keys))
+		d.docNextHops = nil
 	}
 	for i, k := range keys {
 		nh, err := found[i].nh, found[i].err
@@ -166,6 +168,9 @@ func (d *daemon) resolvePass(ctx context.Context, want map[nhKey]bool, changed m
 			nh.Src, err = s.nh.Src, s.err
 		}
 		old, had := d.nexthops[k]
+		if !had || !sameNextHop(old.nh, nh) || errText(old.err) != errText(err) {
+			d.docNextHops = nil // the state document's next hops (stateDocument)
+		}
 		if !had || (old.err == nil) != (err == nil) || (err == nil && !sameNextHop(old.nh, nh)) {
 			changed[k.addr] = true
 			if err != nil {
@@ -235,6 +240,14 @@ func (l *nextHopLog) write(log *slog.Logger) {
 		}
 		log.Info("backend next hops", "backends", g.n, "first", g.first, "gateway", w.gateway, "mac", mac, "mtu", w.mtu)
 	}
+}
+
+// errText is err's message, "" for nil.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 func sameNextHop(a, b neigh.NextHop) bool {

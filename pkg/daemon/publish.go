@@ -79,8 +79,13 @@ func countBackends(st *failover.State) ruleCounts {
 // ruleRuntime is what the control plane remembers of one rule between
 // computations.
 type ruleRuntime struct {
-	slot    uint16
-	prev    *failover.State
+	slot uint16
+	prev *failover.State
+	// carry is prev as the state document carries it (MarshalCarry),
+	// encoded once per computation of the rule: carryOf is the State it
+	// encodes (a State is never changed once computed).
+	carry   []byte
+	carryOf *failover.State
 	removed map[netip.Addr]removedBackend // gone from the configuration, still draining
 	cfg     *config.Rule                  // as last published
 	warm    warmState                     // warmup.go

@@ -328,6 +328,7 @@ func (d *daemon) regroupProbes(names []string) map[string]bool {
 		}
 		if q, has := d.probes[to]; !has {
 			d.probes[to] = p
+			d.docProbes = nil
 		} else if q.health != p.health || q.weight != p.weight || q.weightState != p.weightState {
 			// The new prober brought its own verdict from another group
 			// (the checker carries its state across the change of
@@ -340,6 +341,7 @@ func (d *daemon) regroupProbes(names []string) map[string]bool {
 	for _, m := range moved {
 		if d.probers.prober(m.from.rule, m.from.addr) != m.from.rule {
 			delete(d.probes, m.from)
+			d.docProbes = nil
 		}
 	}
 	return probers

@@ -225,6 +225,7 @@ func (d *daemon) startFromStore() error {
 		d.log.Warn("fd store: state not restored; starting cold", "err", err)
 		d.reg, d.rules = newRegistry(), map[string]*ruleRuntime{}
 		d.probes, d.nexthops = map[probeKey]probe{}, map[nhKey]nexthop{}
+		d.docProbes, d.docNextHops = nil, nil
 		d.clock, d.seed = newClock(), randomSeed()
 		d.store.close()
 		d.store = nil

@@ -132,6 +132,14 @@ type ScaleResults struct {
 	RestartEligibleBefore int     `json:"restart_eligible_before,omitempty"`
 	RestartEligibleMin    int     `json:"restart_eligible_min,omitempty"`
 	RestartNotHealthyMax  int     `json:"restart_not_healthy_max,omitempty"`
+	// RestartStatusAnswers, RestartStatusFailed, RestartStatusSlowestMS:
+	// the summaries asked while `xlb restart` ran (every 250 ms, each when
+	// the one before ended), answered and failed, and the longest wait: a
+	// daemon whose control goroutine waits for its successor answers none
+	// until the cut-over.
+	RestartStatusAnswers   int     `json:"restart_status_answers,omitempty"`
+	RestartStatusFailed    int     `json:"restart_status_failed,omitempty"`
+	RestartStatusSlowestMS float64 `json:"restart_status_slowest_ms,omitempty"`
 	// With health TCP: the daemon's CPU (all threads, of one CPU) over
 	// ProbeWindowSec once every backend had its first verdict, and the
 	// probes the gateway answered per second meanwhile (probeListener).
@@ -1136,6 +1144,7 @@ func printScale(w io.Writer, r *ScaleResults) {
 	if r.RestartSec > 0 {
 		fmt.Fprintf(w, "| `xlb restart` | %.2f s, workers paused %.1f ms; eligible backends %d before, fewest %d over %v after, at most %d not HEALTHY |\n",
 			r.RestartSec, r.RestartPauseMS, r.RestartEligibleBefore, r.RestartEligibleMin, restartWatch, r.RestartNotHealthyMax)
+		fmt.Fprintf(w, "| `status --summary` during the restart | %d answered, %d failed, the longest wait %.0f ms |\n", r.RestartStatusAnswers, r.RestartStatusFailed, r.RestartStatusSlowestMS)
 	}
 	fmt.Fprintf(w, "| daemon descriptors: peak / limit | %d / %d (log lines: %d too many open files, %d probes late) |\n", r.FDsPeak, r.FDLimit, r.EMFILELines, r.LateProbesLines)
 	if len(r.StartCPUTop) > 0 {
@@ -1185,7 +1194,14 @@ func measureRestart(ctx context.Context, o scaleOptions, cfg, sock string, fw *f
 		return fmt.Errorf("status before the restart: %w", err)
 	}
 	res.RestartEligibleBefore = st.Summary.Eligible
+	stop, asked := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(asked)
+		res.RestartStatusAnswers, res.RestartStatusFailed, res.RestartStatusSlowestMS = statusMeanwhile(ctx, sock, stop)
+	}()
 	d, out, err := timed(o.xlb, "restart", "-c", cfg, "--json")
+	close(stop)
+	<-asked
 	if err != nil {
 		return err
 	}
@@ -1215,8 +1231,44 @@ func measureRestart(ctx context.Context, o scaleOptions, cfg, sock string, fw *f
 	if res.RestartEligibleMin < 0 {
 		return fmt.Errorf("no status from the successor (pid %d) within %v of the restart", rr.PID, restartWatch)
 	}
-	progress("xlb restart: %.2f s, workers paused %.1f ms; eligible %d before, fewest %d after, at most %d not HEALTHY", res.RestartSec, res.RestartPauseMS, res.RestartEligibleBefore, res.RestartEligibleMin, res.RestartNotHealthyMax)
+	progress("xlb restart: %.2f s, workers paused %.1f ms; eligible %d before, fewest %d after, at most %d not HEALTHY; status meanwhile %d answered, %d failed, the longest wait %.0f ms",
+		res.RestartSec, res.RestartPauseMS, res.RestartEligibleBefore, res.RestartEligibleMin, res.RestartNotHealthyMax, res.RestartStatusAnswers, res.RestartStatusFailed, res.RestartStatusSlowestMS)
 	return nil
+}
+
+// statusMeanwhile asks the daemon on sock for its summary every 250 ms
+// (each when the one before ended) until stop is closed, and returns how
+// many answers came, how many requests failed, and the longest wait
+// (ms), answered or not: a request still waiting when stop comes, or one
+// that failed after waiting (the old daemon's server closing at the
+// cut-over), is what a daemon that blocks its control goroutine shows.
+func statusMeanwhile(ctx context.Context, sock string, stop <-chan struct{}) (answers, failed int, slowestMS float64) {
+	cl := control.NewClient(sock)
+	defer cl.Close()
+	for {
+		t0 := time.Now()
+		done := make(chan error, 1)
+		go func() {
+			_, err := cl.Status(ctx, control.StatusQuery{Summary: true})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil {
+				answers++
+			} else {
+				failed++
+			}
+			slowestMS = max(slowestMS, float64(time.Since(t0).Microseconds())/1000)
+		case <-stop:
+			return answers, failed, max(slowestMS, float64(time.Since(t0).Microseconds())/1000)
+		}
+		select {
+		case <-stop:
+			return answers, failed, slowestMS
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // sleepCtx sleeps for d, or until ctx ends (an interrupt: the harness

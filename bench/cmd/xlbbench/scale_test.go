@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"net"
+	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -249,5 +253,45 @@ func TestSleepCtx(t *testing.T) {
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("a cancelled sleep took %v", d)
+	}
+}
+
+// TestStatusMeanwhile: the watch of a restart counts answers and failed
+// requests and reports the longest wait, a request still waiting when
+// it stops included. The daemon here answers the first summary at once,
+// fails the second after 200 ms, and holds every later one.
+func TestStatusMeanwhile(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "xlb.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var n atomic.Int32
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch n.Add(1) {
+		case 1:
+			w.Write([]byte(`{"summary":{}}`))
+		case 2:
+			time.Sleep(200 * time.Millisecond)
+			http.Error(w, `{"error":"closing"}`, http.StatusServiceUnavailable)
+		default:
+			<-release
+		}
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	defer close(release)
+	stop := make(chan struct{})
+	time.AfterFunc(3*time.Second, func() { close(stop) })
+	answers, failed, slowest := statusMeanwhile(context.Background(), sock, stop)
+	if answers != 1 || failed != 1 {
+		t.Errorf("%d answered, %d failed; want 1 and 1", answers, failed)
+	}
+	// The third request waits from about 0.45 s (two 250 ms pauses and
+	// the failed one's 200 ms) until the stop at 3 s: over 1 s even when
+	// a loaded machine delays its start by a second and a half.
+	if slowest < 1000 || slowest > 4000 {
+		t.Errorf("the longest wait %.0f ms, want the held request's (about 2500 ms)", slowest)
 	}
 }

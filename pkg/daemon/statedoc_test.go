@@ -1,0 +1,158 @@
+package daemon
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/xlbnet/xlb/failover"
+	"github.com/xlbnet/xlb/pkg/control"
+)
+
+// BenchmarkStateDocument: the state document a restart offers and, under
+// systemd, every publication stores (systemd.go storeState), at 100
+// backends a rule, once every part has been encoded (as after the
+// daemon's first publication; nothing changed since); it reports the
+// document's bytes.
+func BenchmarkStateDocument(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
+			d, _ := scaleDaemon(b, n, 100)
+			if err := do(d, func() error { _, err := d.stateDocument(nil); return err }); err != nil {
+				b.Fatal(err) // every part encoded once, as the daemon's first publication does
+			}
+			for _, fresh := range []bool{false, true} {
+				name := "spliced"
+				if fresh {
+					// The reference: every part encoded again, as each
+					// document was before the parts were kept.
+					name = "fresh"
+				}
+				b.Run(name, func(b *testing.B) {
+					var size int
+					b.ReportAllocs()
+					for b.Loop() {
+						err := do(d, func() error {
+							if fresh {
+								d.docProbes, d.docNextHops = nil, nil
+								for _, rt := range d.rules {
+									rt.carryOf = nil
+								}
+							}
+							doc, err := d.stateDocument(nil)
+							size = len(doc)
+							return err
+						})
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(size), "bytes/doc")
+				})
+			}
+		})
+	}
+}
+
+// TestStateDocumentFollowsChanges: the state document, spliced from what
+// earlier documents encoded (each rule's carried failover state, the
+// verdicts), says what one encoded afresh says after each kind of change
+// that reaches them: a health verdict, a CLI drain, and a reload that adds
+// a backend and a rule sharing the first rule's probe. Without the
+// invalidation of a kind, its document keeps the old state and differs.
+func TestStateDocumentFollowsChanges(t *testing.T) {
+	files := map[string]string{
+		"rules.d/a.toml": vipRule("203.0.113.10", "", healthGroup("198.51.100.10", "198.51.100.11")),
+		"rules.d/b.toml": vipRule("203.0.113.11", "", healthGroup("198.51.100.20")),
+	}
+	var addrs []netip.Addr
+	for _, a := range []string{"198.51.100.10", "198.51.100.11", "198.51.100.12", "198.51.100.20"} {
+		addrs = append(addrs, addr(a))
+	}
+	d, dir := healthDaemon(t, files, addrs)
+	o := &ops{d: d}
+	// doc decodes the document as the daemon writes it, then as one
+	// encoded afresh writes it (every cache dropped).
+	doc := func() (spliced, fresh stateDoc) {
+		t.Helper()
+		err := do(d, func() error {
+			b, err := d.stateDocument(nil)
+			if err == nil {
+				err = json.Unmarshal(b, &spliced)
+			}
+			if err != nil {
+				return err
+			}
+			d.docProbes, d.docNextHops = nil, nil
+			for _, rt := range d.rules {
+				rt.carryOf = nil
+			}
+			if b, err = d.stateDocument(nil); err == nil {
+				err = json.Unmarshal(b, &fresh)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return normalDoc(spliced), normalDoc(fresh)
+	}
+	doc() // every part encoded once
+	for _, tc := range []struct {
+		what   string
+		change func() error
+	}{
+		{"a verdict", func() error {
+			return do(d, func() error {
+				d.onHealth(report("a", "198.51.100.10", failover.HealthUnhealthy, "connection refused"))
+				d.applyProbes()
+				return d.publish()
+			})
+		}},
+		{"a CLI drain", func() error {
+			_, err := o.ChangeBackend(context.Background(), control.BackendChange{Action: control.ActionDrain, Rule: "b", Backend: "198.51.100.20"})
+			return err
+		}},
+		{"a reload", func() error {
+			reloadWith(t, d, dir, map[string]string{
+				"rules.d/a.toml": vipRule("203.0.113.10", "", healthGroup("198.51.100.10", "198.51.100.11", "198.51.100.12")),
+				"rules.d/c.toml": vipRule("203.0.113.12", "", healthGroup("198.51.100.10")),
+			})
+			return nil
+		}},
+	} {
+		if err := tc.change(); err != nil {
+			t.Fatalf("%s: %v", tc.what, err)
+		}
+		spliced, fresh := doc()
+		if !reflect.DeepEqual(spliced, fresh) {
+			a, _ := json.Marshal(spliced)
+			b, _ := json.Marshal(fresh)
+			i := 0
+			for i < min(len(a), len(b)) && a[i] == b[i] {
+				i++
+			}
+			from := max(0, i-200)
+			t.Errorf("after %s the document differs from one encoded afresh at byte %d:\n…%s\n…%s", tc.what, i, a[from:min(len(a), i+100)], b[from:min(len(b), i+100)])
+		}
+	}
+}
+
+// normalDoc sorts what a state document lists in map order, and drops
+// the clock base (the clock's reading of its base moves by nanoseconds
+// from one call to the next).
+func normalDoc(d stateDoc) stateDoc {
+	d.ClockBase = 0
+	slices.SortFunc(d.Probes, func(a, b probeState) int {
+		return cmp.Or(strings.Compare(a.Rule, b.Rule), a.Addr.Compare(b.Addr))
+	})
+	slices.SortFunc(d.NextHops, func(a, b nexthopState) int { return a.Addr.Compare(b.Addr) })
+	slices.SortFunc(d.Runtime, func(a, b ruleState) int { return strings.Compare(a.Name, b.Name) })
+	return d
+}
