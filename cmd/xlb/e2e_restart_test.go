@@ -674,11 +674,15 @@ func TestEndToEndCrash(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A test that fails before its xlb stop stops the daemon before
+		// the lab goes: it would log the interface's removal after the
+		// test ended, which panics the test binary.
+		t.Cleanup(func() { x.Stop() })
 		return x
 	}
 	x := start()
 	if res := drive(t, l, 50, 4); !res.OK() {
-		t.Fatalf("before the crash: %d errors", res.Errors)
+		t.Fatalf("before the crash: %d errors (first: %v), %d mismatched", res.Errors, res.FirstError, res.Mismatched)
 	}
 	kill := func() {
 		x.cmd.Process.Signal(syscall.SIGKILL)
@@ -703,7 +707,7 @@ func TestEndToEndCrash(t *testing.T) {
 	x = start()
 	waitLog(t, x, "reused_link=true")
 	if res := drive(t, l, 50, 4); !res.OK() {
-		t.Fatalf("after the restart over the pins: %d errors", res.Errors)
+		t.Fatalf("after the restart over the pins: %d errors (first: %v), %d mismatched", res.Errors, res.FirstError, res.Mismatched)
 	}
 	stopDaemon(t, l, x)
 	entries := pinsIn(pins)

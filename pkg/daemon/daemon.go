@@ -86,10 +86,12 @@ type daemon struct {
 	loopDone chan struct{}
 	// restart is the restart under way, or nil (handover.go).
 	restart *restartUnderWay
-	// stateBuf holds the last state document (stateDocument), and
-	// docProbes and docNextHops its encoded verdicts and next hops, nil
-	// once d.probes or d.nexthops changed (invalidateDoc).
-	stateBuf, docProbes, docNextHops []byte
+	// docProbes and docNextHops are the state document's verdicts and
+	// next hops as last encoded, nil once d.probes or d.nexthops changed;
+	// stateBuf is the last document, kept under systemd (keepStateBuf),
+	// where every publication writes one (stateDocument).
+	docProbes, docNextHops, stateBuf []byte
+	keepStateBuf                     bool
 
 	mu     sync.Mutex // guards status
 	status publishedStatus
@@ -183,7 +185,7 @@ func newDaemon(opts Options) (*daemon, error) {
 		probes: map[probeKey]probe{}, nexthops: map[nhKey]nexthop{},
 		requests: make(chan func()), loopDone: make(chan struct{}),
 		pendingProbes: map[probeKey]probe{}, healthPoke: make(chan struct{}, 1),
-		dataPath: newDataPathProbes(),
+		dataPath: newDataPathProbes(), keepStateBuf: underSystemd(),
 	}
 	d.rates = newEstimator(estimatorWindow, d.takeSample)
 	d.view = config.Apply(cfg, st)

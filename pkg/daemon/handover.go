@@ -104,8 +104,6 @@ const (
 )
 
 // stateDocument writes the control plane's state (control goroutine).
-// The bytes are the daemon's until the next call (one buffer, reused:
-// under systemd every publication writes the document).
 //
 // Its bulk is each rule's failover state and backend slots, and the
 // verdicts and next hops (about 600 bytes a backend in all): a rule's
@@ -219,7 +217,9 @@ func (d *daemon) stateDocument(stop *storedStop) ([]byte, error) {
 		buf = append(buf, '}')
 	}
 	buf = append(buf, "]}"...)
-	d.stateBuf = buf
+	if d.keepStateBuf {
+		d.stateBuf = buf // for the next publication's document
+	}
 	return buf, nil
 }
 
