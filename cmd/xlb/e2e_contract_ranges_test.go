@@ -199,7 +199,14 @@ func TestWireUnmatchedVIPTraffic(t *testing.T) {
 	const hosted = 8081
 	// The appliance hosts a service of its own on the VIP addresses.
 	for _, vip := range []netip.Addr{l.Opts.VIP4, l.Opts.VIP6} {
-		if out, err := exec.Command("ip", "-n", l.XLB.Name, "addr", "add", netip.PrefixFrom(vip, vip.BitLen()).String(), "dev", "lo").CombinedOutput(); err != nil {
+		args := []string{"-n", l.XLB.Name, "addr", "add", netip.PrefixFrom(vip, vip.BitLen()).String(), "dev", "lo"}
+		if vip.Is6() {
+			// Else the address is tentative until the kernel's DAD work
+			// runs, and the listen below fails (1 in 10 at once beside a
+			// busy CPU).
+			args = append(args, "nodad")
+		}
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Fatalf("ip addr add %s in %s: %v: %s", vip, l.XLB.Name, err, out)
 		}
 		serveIn(t, l.XLB, netip.AddrPortFrom(vip, hosted), func(c net.Conn) {
