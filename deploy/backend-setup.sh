@@ -200,7 +200,12 @@ if [ "$want_direct" -eq 1 ]; then
 fi
 
 for v in "${vips[@]}"; do
-  try ip addr add "$(vip_prefix "$v")" dev lo
+  case "$v" in
+    # nodad: else an IPv6 address is tentative (a service cannot bind it)
+    # until the kernel's duplicate address detection has run, even on lo.
+    *:*) try ip addr add "$(vip_prefix "$v")" dev lo nodad ;;
+    *) try ip addr add "$(vip_prefix "$v")" dev lo ;;
+  esac
 done
 
 echo "backend-setup.sh: ready for ${encaps} on VIPs ${vips[*]}" >&2

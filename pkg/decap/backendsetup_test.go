@@ -41,7 +41,7 @@ func TestBackendSetupDryRun(t *testing.T) {
 				"ip fou add port 6080 gue", "ip -6 fou add port 6080 gue",
 				"net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.tunl0.rp_filter=0",
 				"net.ipv4.conf.eth9.arp_ignore=1", "net.ipv4.conf.eth9.arp_announce=2",
-				"ip addr add 203.0.113.10/32 dev lo", "ip addr add fd00:203:113::10/128 dev lo",
+				"ip addr add 203.0.113.10/32 dev lo", "ip addr add fd00:203:113::10/128 dev lo nodad",
 			},
 		},
 		{
