@@ -158,8 +158,16 @@ func (x *labXLB) Stop() error {
 		}
 		return err
 	case <-time.After(15 * time.Second):
+		// SIGQUIT: the Go runtime writes every goroutine's stack to the
+		// log, which says where the stop hung.
+		_ = x.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case err := <-x.exited:
+			x.exited <- err
+		case <-time.After(5 * time.Second):
+		}
 		_ = x.cmd.Process.Kill()
-		return fmt.Errorf("xlb did not stop within 15s after SIGTERM; killed:\n%s", x.log)
+		return fmt.Errorf("xlb did not stop within 15s after SIGTERM; SIGQUIT, then killed:\n%s", x.log)
 	}
 }
 
