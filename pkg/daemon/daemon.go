@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -87,11 +88,11 @@ type daemon struct {
 	// restart is the restart under way, or nil (handover.go).
 	restart *restartUnderWay
 	// docProbes and docNextHops are the state document's verdicts and
-	// next hops as last encoded, nil once d.probes or d.nexthops changed;
-	// stateBuf is the last document, kept under systemd (keepStateBuf),
-	// where every publication writes one (stateDocument).
-	docProbes, docNextHops, stateBuf []byte
-	keepStateBuf                     bool
+	// next hops as last encoded, nil once d.probes or d.nexthops changed
+	// (stateDocument); stateWriter is the buffer they are written
+	// through, kept (writeState).
+	docProbes, docNextHops []byte
+	stateWriter            *bufio.Writer
 
 	mu     sync.Mutex // guards status
 	status publishedStatus
@@ -185,7 +186,7 @@ func newDaemon(opts Options) (*daemon, error) {
 		probes: map[probeKey]probe{}, nexthops: map[nhKey]nexthop{},
 		requests: make(chan func()), loopDone: make(chan struct{}),
 		pendingProbes: map[probeKey]probe{}, healthPoke: make(chan struct{}, 1),
-		dataPath: newDataPathProbes(), keepStateBuf: underSystemd(),
+		dataPath: newDataPathProbes(),
 	}
 	d.rates = newEstimator(estimatorWindow, d.takeSample)
 	d.view = config.Apply(cfg, st)

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bufio"
 	"debug/elf"
 	"encoding/binary"
 	"encoding/json"
@@ -9,8 +10,11 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -103,17 +107,69 @@ const (
 	metricsFile = "metrics"
 )
 
-// stateDocument writes the control plane's state (control goroutine).
+// writeState writes the state document into a new sealed memfd, which
+// the caller closes (control goroutine), and returns its size.
 //
-// Its bulk is each rule's failover state and backend slots, and the
-// verdicts and next hops (about 600 bytes a backend in all): a rule's
-// carried state is encoded once per computation of the rule
-// (ruleRuntime.carry), the verdicts and the next hops once per change of
+// The document's bulk is each rule's failover state and backend slots,
+// and the verdicts and next hops (about 600 bytes a backend in all): a
+// rule's carried state is encoded once per computation of the rule
+// (ruleRuntime.carry; a restart encodes the missing ones off the control
+// goroutine first), the verdicts and the next hops once per change of
 // theirs (docProbes, docNextHops: nil again wherever d.probes or
-// d.nexthops changes), and spliced in as they are, so a publication
-// under systemd costs about a copy of the document, not its encoding
-// (BenchmarkStateDocument, TestStateDocumentFollowsChanges).
-func (d *daemon) stateDocument(stop *storedStop) ([]byte, error) {
+// d.nexthops changes), and copied in as they are through a small buffer,
+// straight into the memfd: a document costs about the kernel's copy of
+// its bytes, not their encoding, and no buffer of its size in this
+// process (BenchmarkStateDocument, TestStateDocumentFollowsChanges).
+func (d *daemon) writeState(stop *storedStop) (fd, size int, err error) {
+	fd, err = unix.MemfdCreate("xlb-state", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return -1, 0, fmt.Errorf("state memfd: %w", err)
+	}
+	out := &fdWriter{fd: fd}
+	if d.stateWriter == nil {
+		d.stateWriter = bufio.NewWriterSize(out, 1<<20)
+	}
+	w := d.stateWriter
+	w.Reset(out)
+	defer w.Reset(nil) // the memfd is the caller's now
+	err = d.stateDocument(w, stop)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE|unix.F_SEAL_SEAL)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, 0, fmt.Errorf("state document: %w", err)
+	}
+	return fd, out.n, nil
+}
+
+// fdWriter writes to a descriptor, counting the bytes.
+type fdWriter struct {
+	fd, n int
+}
+
+func (w *fdWriter) Write(b []byte) (int, error) {
+	total := 0
+	for len(b) > 0 {
+		n, err := unix.Write(w.fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return total, err
+		}
+		total, b = total+n, b[n:]
+	}
+	w.n += total
+	return total, nil
+}
+
+// stateDocument writes the control plane's state to w (control
+// goroutine), spliced from its parts as writeState says.
+func (d *daemon) stateDocument(w *bufio.Writer, stop *storedStop) error {
 	doc := stateDoc{Stopped: stop,
 		Version: stateVersion, Build: buildID(), ClockBase: d.clock.Base(), Seed: d.seed,
 		Rules:   d.reg.rules,
@@ -127,7 +183,7 @@ func (d *daemon) stateDocument(stop *storedStop) ([]byte, error) {
 	}
 	head, err := json.Marshal(doc) // without the sections below (omitempty)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if d.docProbes == nil {
 		ps := make([]probeState, 0, len(d.probes))
@@ -135,7 +191,7 @@ func (d *daemon) stateDocument(stop *storedStop) ([]byte, error) {
 			ps = append(ps, stateOf(k, p))
 		}
 		if d.docProbes, err = json.Marshal(ps); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if d.docNextHops == nil {
@@ -148,79 +204,73 @@ func (d *daemon) stateDocument(stop *storedStop) ([]byte, error) {
 			ns = append(ns, s)
 		}
 		if d.docNextHops, err = json.Marshal(ns); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	buf := append(d.stateBuf[:0], head[:len(head)-1]...) // without its closing brace
-	buf = append(buf, `,"probes":`...)
-	buf = append(buf, d.docProbes...)
-	buf = append(buf, `,"next_hops":`...)
-	buf = append(buf, d.docNextHops...)
-	buf = append(buf, `,"backend_slots":{`...)
+	w.Write(head[:len(head)-1]) // without its closing brace
+	w.WriteString(`,"probes":`)
+	w.Write(d.docProbes)
+	w.WriteString(`,"next_hops":`)
+	w.Write(d.docNextHops)
+	w.WriteString(`,"backend_slots":{`)
 	first := true
 	for rule, m := range d.reg.backends {
 		if !first {
-			buf = append(buf, ',')
+			w.WriteByte(',')
 		}
 		first = false
-		buf = strconv.AppendQuote(buf, rule) // rule names are [a-z0-9-_.]: JSON and Go quote them alike
-		buf = append(buf, ":{"...)
+		// Rule names are [a-z0-9-_.]: JSON and Go quote them alike.
+		w.Write(append(strconv.AppendQuote(w.AvailableBuffer(), rule), ":{"...))
 		n := 0
 		for a, slot := range m {
+			b := w.AvailableBuffer()
 			if n > 0 {
-				buf = append(buf, ',')
+				b = append(b, ',')
 			}
 			n++
-			buf = append(buf, '"')
-			buf = a.AppendTo(buf)
-			buf = append(buf, `":`...)
-			buf = strconv.AppendUint(buf, uint64(slot), 10)
+			b = append(a.AppendTo(append(b, '"')), `":`...)
+			w.Write(strconv.AppendUint(b, uint64(slot), 10))
 		}
-		buf = append(buf, '}')
+		w.WriteByte('}')
 	}
-	buf = append(buf, `},"rules":[`...)
+	w.WriteString(`},"rules":[`)
 	first = true
 	for name, rt := range d.rules {
+		b := w.AvailableBuffer()
 		if !first {
-			buf = append(buf, ',')
+			b = append(b, ',')
 		}
 		first = false
-		buf = append(buf, `{"name":`...)
-		buf = strconv.AppendQuote(buf, name)
-		buf = append(buf, `,"slot":`...)
-		buf = strconv.AppendUint(buf, uint64(rt.slot), 10)
-		buf = append(buf, `,"warm":`...)
-		buf = strconv.AppendBool(buf, rt.warm.warm)
+		b = strconv.AppendQuote(append(b, `{"name":`...), name)
+		b = strconv.AppendUint(append(b, `,"slot":`...), uint64(rt.slot), 10)
+		w.Write(strconv.AppendBool(append(b, `,"warm":`...), rt.warm.warm))
 		if rt.prev != nil {
 			if rt.carryOf != rt.prev {
-				b, err := rt.prev.MarshalCarry()
+				c, err := rt.prev.MarshalCarry()
 				if err != nil {
-					return nil, err
+					return err
 				}
-				rt.carry, rt.carryOf = b, rt.prev
+				rt.carry, rt.carryOf = c, rt.prev
 			}
-			buf = append(buf, `,"failover":`...)
-			buf = append(buf, rt.carry...)
+			w.WriteString(`,"failover":`)
+			w.Write(rt.carry)
 		}
 		if len(rt.removed) > 0 {
 			var rs []removedState
 			for a, r := range rt.removed {
 				rs = append(rs, removedState{Addr: a, At: r.at, Group: r.group})
 			}
-			b, err := json.Marshal(rs)
+			c, err := json.Marshal(rs)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			buf = append(buf, `,"removed":`...)
-			buf = append(buf, b...)
+			w.WriteString(`,"removed":`)
+			w.Write(c)
 		}
-		buf = append(buf, '}')
+		w.WriteByte('}')
 	}
-	buf = append(buf, "]}"...)
-	if d.keepStateBuf {
-		d.stateBuf = buf // for the next publication's document
-	}
-	return buf, nil
+	_, err = w.WriteString("]}")
+	return err
 }
 
 // restoreState takes the control plane's state from a predecessor's
@@ -387,7 +437,15 @@ func (d *daemon) beginHandOver(req control.RestartRequest) <-chan restartAnswer 
 // successor itself.
 func (d *daemon) driveHandOver(r *restartUnderWay) {
 	p := r.p
+	// The rules' carried failover states are the bulk of the state
+	// document: encoded here, while the successor starts, the offer on
+	// the control goroutine only splices them (a State is never changed
+	// once computed; a rule computed again meanwhile is encoded there).
+	var carries []pendingCarry
+	d.onControl(func() { carries = d.unencodedCarries() })
+	encodeCarries(carries)
 	hello, err := p.WaitHello()
+	helloAt := time.Now()
 	if err != nil {
 		d.onControl(func() {
 			if d.restart == r {
@@ -396,12 +454,14 @@ func (d *daemon) driveHandOver(r *restartUnderWay) {
 		})
 		return
 	}
+	var parts offerParts
 	ok := d.onControl(func() {
 		if d.restart != r { // abandoned meanwhile (xlb stop)
 			err = errors.New("abandoned")
 			return
 		}
-		if err = d.offer(r, hello); err != nil {
+		installCarries(carries)
+		if parts, err = d.prepareOffer(r, hello); err != nil {
 			d.failHandOver(r, err)
 		}
 	})
@@ -412,6 +472,30 @@ func (d *daemon) driveHandOver(r *restartUnderWay) {
 	if err != nil {
 		return
 	}
+	// Sent from here: writing tens of megabytes into the document's
+	// memfd takes the kernel most of a second at 1000 × 100.
+	t0 := time.Now()
+	if parts.stateFD >= 0 {
+		err = p.OfferSealed(parts.version, parts.stateFD, parts.reason, parts.files)
+	} else {
+		err = p.Offer(parts.version, nil, parts.reason, parts.files) // no version in common: no document
+	}
+	for _, fd := range parts.own {
+		unix.Close(fd)
+	}
+	if err != nil {
+		if !d.onControl(func() {
+			if d.restart == r {
+				d.failHandOver(r, err)
+			}
+		}) {
+			p.Abandon()
+		}
+		return
+	}
+	d.log.Info("hand-over: the successor prepares; this daemon serves meanwhile", "pid", hello.PID, "build", hello.Build,
+		"hello_after", helloAt.Sub(r.started).Round(time.Millisecond).String(), "document", parts.took.Round(time.Millisecond).String(),
+		"offer", time.Since(t0).Round(time.Millisecond).String(), "state_bytes", parts.docBytes)
 	notes, err := p.WaitReady()
 	if !d.onControl(func() {
 		switch {
@@ -423,6 +507,53 @@ func (d *daemon) driveHandOver(r *restartUnderWay) {
 		}
 	}) {
 		p.Abandon()
+	}
+}
+
+// pendingCarry is a rule's failover state whose carried form the state
+// document has not encoded yet, and that form once encoded.
+type pendingCarry struct {
+	rt  *ruleRuntime // read and written on the control goroutine only
+	st  *failover.State
+	b   []byte
+	err error
+}
+
+// unencodedCarries lists the rules whose carried state is not encoded
+// (control goroutine).
+func (d *daemon) unencodedCarries() []pendingCarry {
+	var out []pendingCarry
+	for _, rt := range d.rules {
+		if rt.prev != nil && rt.carryOf != rt.prev {
+			out = append(out, pendingCarry{rt: rt, st: rt.prev})
+		}
+	}
+	return out
+}
+
+// encodeCarries encodes each pending state, on up to one goroutine per
+// CPU; it reads the States only, never the rules (any goroutine).
+func encodeCarries(cs []pendingCarry) {
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for range min(runtime.GOMAXPROCS(0), len(cs)) {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(len(cs)); i = next.Add(1) - 1 {
+				cs[i].b, cs[i].err = cs[i].st.MarshalCarry()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// installCarries keeps each encoded state for its rule's state
+// documents, unless the rule was computed again since (control
+// goroutine).
+func installCarries(cs []pendingCarry) {
+	for _, c := range cs {
+		if c.err == nil && c.rt.prev == c.st {
+			c.rt.carry, c.rt.carryOf = c.b, c.st
+		}
 	}
 }
 
@@ -439,25 +570,38 @@ func (d *daemon) onControl(f func()) bool {
 	return true
 }
 
-// offer hands the files and the state document to the successor that
-// said hello (control goroutine). From here the verdicts this daemon
-// applies are recorded for the cut-over.
-func (d *daemon) offer(r *restartUnderWay, hello handover.Hello) error {
+// offerParts is what the control goroutine prepares for the offer, and
+// the hand-over's goroutine sends: the state document, the files, and
+// the duplicates among them it closes once they are sent.
+type offerParts struct {
+	version  int
+	stateFD  int // the document's sealed memfd, -1 without one
+	docBytes int
+	reason   string
+	files    []handover.File
+	own      []int         // the listeners' duplicates and the memfd
+	took     time.Duration // writing the document
+}
+
+// prepareOffer writes the state document and lists the files for the
+// successor that said hello (control goroutine). From here the verdicts
+// this daemon applies are recorded for the cut-over.
+func (d *daemon) prepareOffer(r *restartUnderWay, hello handover.Hello) (offerParts, error) {
 	t0 := time.Now()
-	p := r.p
 	r.build = hello.Build
-	version := handover.ChooseState(stateVersions, hello.States)
-	var doc []byte
-	reason := ""
-	if version == stateVersion {
+	o := offerParts{version: handover.ChooseState(stateVersions, hello.States), stateFD: -1}
+	if o.version == stateVersion {
 		var err error
-		if doc, err = d.stateDocument(nil); err != nil {
-			return err
+		if o.stateFD, o.docBytes, err = d.writeState(nil); err != nil {
+			return o, err
 		}
+		o.own = append(o.own, o.stateFD)
 	} else {
-		reason = fmt.Sprintf("the successor reads state versions %v, this daemon writes %d", hello.States, stateVersion)
+		o.reason = fmt.Sprintf("the successor reads state versions %v, this daemon writes %d", hello.States, stateVersion)
 	}
-	files := d.engine.Files()
+	// The engine's files stay open while it serves, which it does until
+	// the cut-over.
+	o.files = d.engine.Files()
 	for _, l := range []struct {
 		name string
 		ln   net.Listener
@@ -470,16 +614,12 @@ func (d *daemon) offer(r *restartUnderWay, hello handover.Hello) error {
 			d.log.Warn("hand-over: the successor opens its own listener", "listener", l.name, "err", err)
 			continue
 		}
-		defer unix.Close(fd)
-		files = append(files, handover.File{Name: l.name, FD: fd})
+		o.files = append(o.files, handover.File{Name: l.name, FD: fd})
+		o.own = append(o.own, fd)
 	}
-	if err := p.Offer(version, doc, reason, files); err != nil {
-		return err
-	}
-	r.version, r.changed = version, map[probeKey]struct{}{}
-	d.log.Info("hand-over: the successor prepares; this daemon serves meanwhile", "pid", hello.PID, "build", hello.Build,
-		"hello_after", t0.Sub(r.started).Round(time.Millisecond).String(), "offer", time.Since(t0).Round(time.Millisecond).String(), "state_bytes", len(doc))
-	return nil
+	r.version, r.changed = o.version, map[probeKey]struct{}{}
+	o.took = time.Since(t0)
+	return o, nil
 }
 
 // failHandOver ends a restart that failed before the cut-over (control

@@ -11,21 +11,22 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/xlbnet/xlb/failover"
 	"github.com/xlbnet/xlb/pkg/control"
 )
 
 // BenchmarkStateDocument: the state document a restart offers and, under
-// systemd, every publication stores (systemd.go storeState), at 100
-// backends a rule, once every part has been encoded (as after the
-// daemon's first publication; nothing changed since); it reports the
-// document's bytes.
+// systemd, every publication stores (systemd.go storeState), written into
+// its sealed memfd, at 100 backends a rule, once every part has been
+// encoded (as after the daemon's first publication; nothing changed
+// since); it reports the document's bytes.
 func BenchmarkStateDocument(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
 			d, _ := scaleDaemon(b, n, 100)
-			d.keepStateBuf = true // as under systemd
-			if err := do(d, func() error { _, err := d.stateDocument(nil); return err }); err != nil {
+			if err := do(d, func() error { _, err := d.stateBytes(); return err }); err != nil {
 				b.Fatal(err) // every part encoded once, as the daemon's first publication does
 			}
 			for _, fresh := range []bool{false, true} {
@@ -46,8 +47,11 @@ func BenchmarkStateDocument(b *testing.B) {
 									rt.carryOf = nil
 								}
 							}
-							doc, err := d.stateDocument(nil)
-							size = len(doc)
+							fd, n, err := d.writeState(nil)
+							if err == nil {
+								unix.Close(fd)
+							}
+							size = n
 							return err
 						})
 						if err != nil {
@@ -83,7 +87,7 @@ func TestStateDocumentFollowsChanges(t *testing.T) {
 	doc := func() (spliced, fresh stateDoc) {
 		t.Helper()
 		err := do(d, func() error {
-			b, err := d.stateDocument(nil)
+			b, err := d.stateBytes()
 			if err == nil {
 				err = json.Unmarshal(b, &spliced)
 			}
@@ -94,7 +98,7 @@ func TestStateDocumentFollowsChanges(t *testing.T) {
 			for _, rt := range d.rules {
 				rt.carryOf = nil
 			}
-			if b, err = d.stateDocument(nil); err == nil {
+			if b, err = d.stateBytes(); err == nil {
 				err = json.Unmarshal(b, &fresh)
 			}
 			return err
@@ -156,4 +160,78 @@ func normalDoc(d stateDoc) stateDoc {
 	slices.SortFunc(d.NextHops, func(a, b nexthopState) int { return a.Addr.Compare(b.Addr) })
 	slices.SortFunc(d.Runtime, func(a, b ruleState) int { return strings.Compare(a.Name, b.Name) })
 	return d
+}
+
+// TestCarriesEncodedAside: a restart encodes the rules' carried failover
+// states off the control goroutine while its successor starts; each is
+// kept for its rule unless the rule was computed again meanwhile (a CLI
+// drain of b here), and the document then says what one encoded afresh
+// says.
+func TestCarriesEncodedAside(t *testing.T) {
+	files := map[string]string{
+		"rules.d/a.toml": vipRule("203.0.113.10", "", healthGroup("198.51.100.10", "198.51.100.11")),
+		"rules.d/b.toml": vipRule("203.0.113.11", "", healthGroup("198.51.100.20")),
+	}
+	d, _ := healthDaemon(t, files, []netip.Addr{addr("198.51.100.10"), addr("198.51.100.11"), addr("198.51.100.20")})
+	var cs []pendingCarry
+	if err := do(d, func() error { cs = d.unencodedCarries(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 2 {
+		t.Fatalf("%d rules to encode, want a and b", len(cs))
+	}
+	encodeCarries(cs)
+	if _, err := (&ops{d: d}).ChangeBackend(context.Background(), control.BackendChange{Action: control.ActionDrain, Rule: "b", Backend: "198.51.100.20"}); err != nil {
+		t.Fatal(err)
+	}
+	var spliced, fresh stateDoc
+	err := do(d, func() error {
+		installCarries(cs)
+		if a, b := d.rules["a"], d.rules["b"]; a.carryOf != a.prev || b.carryOf == b.prev {
+			return fmt.Errorf("kept: a %v, b %v; want a's only (b was computed again)", a.carryOf == a.prev, b.carryOf == b.prev)
+		}
+		doc, err := d.stateBytes()
+		if err == nil {
+			err = json.Unmarshal(doc, &spliced)
+		}
+		if err != nil {
+			return err
+		}
+		d.docProbes, d.docNextHops = nil, nil
+		for _, rt := range d.rules {
+			rt.carryOf = nil
+		}
+		if doc, err = d.stateBytes(); err == nil {
+			err = json.Unmarshal(doc, &fresh)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(normalDoc(spliced), normalDoc(fresh)) {
+		t.Errorf("the document with the states encoded aside differs from one encoded afresh")
+	}
+}
+
+// stateBytes writes the state document as a store or an offer does, and
+// reads it back from its memfd, which must be sealed against changes.
+func (d *daemon) stateBytes() ([]byte, error) {
+	fd, n, err := d.writeState(nil)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil {
+		return nil, err
+	}
+	if want := unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F_SEAL_SEAL; seals&want != want {
+		return nil, fmt.Errorf("the state memfd's seals are %#x, want %#x", seals, want)
+	}
+	b := make([]byte, n)
+	if _, err := unix.Pread(fd, b, 0); err != nil {
+		return nil, err
+	}
+	return b, nil
 }

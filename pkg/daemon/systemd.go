@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -154,12 +153,7 @@ func (d *daemon) storeState(stop *storedStop) {
 	if !underSystemd() || d.engine.Preparing() {
 		return // a successor preparing: its predecessor's document stands
 	}
-	doc, err := d.stateDocument(stop)
-	if err != nil {
-		d.log.Warn("fd store: state document", "err", err)
-		return
-	}
-	fd, err := sealedMemfd("xlb-state", doc)
+	fd, _, err := d.writeState(stop)
 	if err != nil {
 		d.log.Warn("fd store: state document", "err", err)
 		return
@@ -190,23 +184,6 @@ func (d *daemon) clearStore() {
 			d.log.Warn("fd store", "name", n, "err", err)
 		}
 	}
-}
-
-// sealedMemfd returns a memfd holding b, sealed against every change.
-func sealedMemfd(name string, b []byte) (int, error) {
-	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		return -1, fmt.Errorf("memfd: %w", err)
-	}
-	if _, err := unix.Pwrite(fd, b, 0); err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("memfd: %w", err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE|unix.F_SEAL_SEAL); err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("seal memfd: %w", err)
-	}
-	return fd, nil
 }
 
 // startFromStore starts the data plane from what systemd's fd store

@@ -160,6 +160,19 @@ func (p *Predecessor) PID() int { return p.cmd.Process.Pid }
 // it is done) and the state document of version stateVersion (0: none,
 // with reason), which travels in a sealed memfd.
 func (p *Predecessor) Offer(stateVersion int, state []byte, reason string, files []File) error {
+	sf, err := stateFile(state)
+	if err != nil {
+		return err
+	}
+	defer sf.Close()
+	return p.OfferSealed(stateVersion, int(sf.Fd()), reason, files)
+}
+
+// OfferSealed is Offer with the state document already in stateFD, a
+// memfd sealed against every change (F_SEAL_SHRINK, GROW, WRITE, SEAL),
+// which stays the caller's: a large document is written there piece by
+// piece, never whole in memory.
+func (p *Predecessor) OfferSealed(stateVersion int, stateFD int, reason string, files []File) error {
 	count := len(files)
 	for len(files) > 0 {
 		n := min(len(files), maxFDsPerMessage)
@@ -174,13 +187,8 @@ func (p *Predecessor) Offer(stateVersion int, state []byte, reason string, files
 		}
 		files = files[n:]
 	}
-	sf, err := stateFile(state)
-	if err != nil {
-		return err
-	}
-	defer sf.Close()
 	body, _ := json.Marshal(offerBody{StateVersion: stateVersion, Reason: reason, Files: count})
-	return p.c.send(message{Type: msgOffer, Body: body, Names: []string{"state"}}, []int{int(sf.Fd())}, p.to.Step)
+	return p.c.send(message{Type: msgOffer, Body: body, Names: []string{"state"}}, []int{stateFD}, p.to.Step)
 }
 
 // WaitReady waits for the successor to finish preparing and returns the
