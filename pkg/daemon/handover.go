@@ -472,8 +472,8 @@ func (d *daemon) driveHandOver(r *restartUnderWay) {
 	if err != nil {
 		return
 	}
-	// Sent from here: writing tens of megabytes into the document's
-	// memfd takes the kernel most of a second at 1000 × 100.
+	// Sent from here: the successor reads the files as it starts, and a
+	// busy one takes its time.
 	t0 := time.Now()
 	if parts.stateFD >= 0 {
 		err = p.OfferSealed(parts.version, parts.stateFD, parts.reason, parts.files)
