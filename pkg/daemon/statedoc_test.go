@@ -82,33 +82,7 @@ func TestStateDocumentFollowsChanges(t *testing.T) {
 	}
 	d, dir := healthDaemon(t, files, addrs)
 	o := &ops{d: d}
-	// doc decodes the document as the daemon writes it, then as one
-	// encoded afresh writes it (every cache dropped).
-	doc := func() (spliced, fresh stateDoc) {
-		t.Helper()
-		err := do(d, func() error {
-			b, err := d.stateBytes()
-			if err == nil {
-				err = json.Unmarshal(b, &spliced)
-			}
-			if err != nil {
-				return err
-			}
-			d.docProbes, d.docNextHops = nil, nil
-			for _, rt := range d.rules {
-				rt.carryOf = nil
-			}
-			if b, err = d.stateBytes(); err == nil {
-				err = json.Unmarshal(b, &fresh)
-			}
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return normalDoc(spliced), normalDoc(fresh)
-	}
-	doc() // every part encoded once
+	splicedAndFresh(t, d) // every part encoded once
 	for _, tc := range []struct {
 		what   string
 		change func() error
@@ -135,7 +109,7 @@ func TestStateDocumentFollowsChanges(t *testing.T) {
 		if err := tc.change(); err != nil {
 			t.Fatalf("%s: %v", tc.what, err)
 		}
-		spliced, fresh := doc()
+		spliced, fresh := splicedAndFresh(t, d)
 		if !reflect.DeepEqual(spliced, fresh) {
 			a, _ := json.Marshal(spliced)
 			b, _ := json.Marshal(fresh)
@@ -147,6 +121,33 @@ func TestStateDocumentFollowsChanges(t *testing.T) {
 			t.Errorf("after %s the document differs from one encoded afresh at byte %d:\n…%s\n…%s", tc.what, i, a[from:min(len(a), i+100)], b[from:min(len(b), i+100)])
 		}
 	}
+}
+
+// splicedAndFresh decodes d's state document as the daemon writes it,
+// then as one encoded afresh (every kept part dropped), both normalised.
+func splicedAndFresh(t *testing.T, d *daemon) (spliced, fresh stateDoc) {
+	t.Helper()
+	err := do(d, func() error {
+		b, err := d.stateBytes()
+		if err == nil {
+			err = json.Unmarshal(b, &spliced)
+		}
+		if err != nil {
+			return err
+		}
+		d.docProbes, d.docNextHops = nil, nil
+		for _, rt := range d.rules {
+			rt.carryOf = nil
+		}
+		if b, err = d.stateBytes(); err == nil {
+			err = json.Unmarshal(b, &fresh)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return normalDoc(spliced), normalDoc(fresh)
 }
 
 // normalDoc sorts what a state document lists in map order, and drops
@@ -184,32 +185,18 @@ func TestCarriesEncodedAside(t *testing.T) {
 	if _, err := (&ops{d: d}).ChangeBackend(context.Background(), control.BackendChange{Action: control.ActionDrain, Rule: "b", Backend: "198.51.100.20"}); err != nil {
 		t.Fatal(err)
 	}
-	var spliced, fresh stateDoc
 	err := do(d, func() error {
 		installCarries(cs)
 		if a, b := d.rules["a"], d.rules["b"]; a.carryOf != a.prev || b.carryOf == b.prev {
 			return fmt.Errorf("kept: a %v, b %v; want a's only (b was computed again)", a.carryOf == a.prev, b.carryOf == b.prev)
 		}
-		doc, err := d.stateBytes()
-		if err == nil {
-			err = json.Unmarshal(doc, &spliced)
-		}
-		if err != nil {
-			return err
-		}
-		d.docProbes, d.docNextHops = nil, nil
-		for _, rt := range d.rules {
-			rt.carryOf = nil
-		}
-		if doc, err = d.stateBytes(); err == nil {
-			err = json.Unmarshal(doc, &fresh)
-		}
-		return err
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(normalDoc(spliced), normalDoc(fresh)) {
+	spliced, fresh := splicedAndFresh(t, d)
+	if !reflect.DeepEqual(spliced, fresh) {
 		t.Errorf("the document with the states encoded aside differs from one encoded afresh")
 	}
 }
