@@ -83,7 +83,7 @@ type daemon struct {
 	templates templateCache
 	requests  chan func()
 	// loopDone is closed when the control loop has ended: a goroutine
-	// that waits on requests gives up (onControl).
+	// that waits on requests gives up (do).
 	loopDone chan struct{}
 	// restart is the restart under way, or nil (handover.go).
 	restart *restartUnderWay

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bufio"
+	"context"
 	"debug/elf"
 	"encoding/binary"
 	"encoding/json"
@@ -371,7 +372,6 @@ const restartPrepareLimit = 5 * time.Minute
 // is refused (restartGuard), except a SIGHUP, which the successor
 // performs after the cut-over. Owned by the control goroutine.
 type restartUnderWay struct {
-	req     control.RestartRequest
 	started time.Time
 	p       *handover.Predecessor
 	pid     int
@@ -425,7 +425,7 @@ func (d *daemon) beginHandOver(req control.RestartRequest) <-chan restartAnswer 
 		answer <- restartAnswer{err: control.Errorf(409, "restart: %v (this daemon keeps serving)", err)}
 		return answer
 	}
-	r := &restartUnderWay{req: req, started: time.Now(), p: p, pid: p.PID(), answer: answer}
+	r := &restartUnderWay{started: time.Now(), p: p, pid: p.PID(), answer: answer}
 	d.restart = r
 	go d.driveHandOver(r)
 	return answer
@@ -437,39 +437,46 @@ func (d *daemon) beginHandOver(req control.RestartRequest) <-chan restartAnswer 
 // successor itself.
 func (d *daemon) driveHandOver(r *restartUnderWay) {
 	p := r.p
+	// onControl runs f on the control goroutine while r is the restart
+	// under way; once it is not (xlb stop abandoned it) or the control
+	// loop has ended, the successor is abandoned here and false returned.
+	onControl := func(f func()) bool {
+		current := false
+		err := d.do(context.Background(), func() {
+			if current = d.restart == r; current {
+				f()
+			}
+		})
+		if err != nil || !current {
+			p.Abandon()
+			return false
+		}
+		return true
+	}
+	fail := func(err error) { onControl(func() { d.failHandOver(r, err) }) }
 	// The rules' carried failover states are the bulk of the state
 	// document: encoded here, while the successor starts, the offer on
 	// the control goroutine only splices them (a State is never changed
 	// once computed; a rule computed again meanwhile is encoded there).
 	var carries []pendingCarry
-	d.onControl(func() { carries = d.unencodedCarries() })
+	if !onControl(func() { carries = d.unencodedCarries() }) {
+		return
+	}
 	encodeCarries(carries)
 	hello, err := p.WaitHello()
 	helloAt := time.Now()
 	if err != nil {
-		d.onControl(func() {
-			if d.restart == r {
-				d.failHandOver(r, err)
-			}
-		})
+		fail(err)
 		return
 	}
 	var parts offerParts
-	ok := d.onControl(func() {
-		if d.restart != r { // abandoned meanwhile (xlb stop)
-			err = errors.New("abandoned")
-			return
-		}
+	ok := onControl(func() {
 		installCarries(carries)
 		if parts, err = d.prepareOffer(r, hello); err != nil {
 			d.failHandOver(r, err)
 		}
 	})
-	if !ok {
-		p.Abandon()
-		return
-	}
-	if err != nil {
+	if !ok || err != nil {
 		return
 	}
 	// Sent from here: the successor reads the files as it starts, and a
@@ -484,30 +491,18 @@ func (d *daemon) driveHandOver(r *restartUnderWay) {
 		unix.Close(fd)
 	}
 	if err != nil {
-		if !d.onControl(func() {
-			if d.restart == r {
-				d.failHandOver(r, err)
-			}
-		}) {
-			p.Abandon()
-		}
+		fail(err)
 		return
 	}
 	d.log.Info("hand-over: the successor prepares; this daemon serves meanwhile", "pid", hello.PID, "build", hello.Build,
 		"hello_after", helloAt.Sub(r.started).Round(time.Millisecond).String(), "document", parts.took.Round(time.Millisecond).String(),
 		"offer", time.Since(t0).Round(time.Millisecond).String(), "state_bytes", parts.docBytes)
 	notes, err := p.WaitReady()
-	if !d.onControl(func() {
-		switch {
-		case d.restart != r:
-		case err != nil:
-			d.failHandOver(r, err)
-		default:
-			d.cutover(r, notes)
-		}
-	}) {
-		p.Abandon()
+	if err != nil {
+		fail(err)
+		return
 	}
+	onControl(func() { d.cutover(r, notes) })
 }
 
 // pendingCarry is a rule's failover state whose carried form the state
@@ -555,19 +550,6 @@ func installCarries(cs []pendingCarry) {
 			c.rt.carry, c.rt.carryOf = c.b, c.st
 		}
 	}
-}
-
-// onControl runs f on the control goroutine and waits for it; false when
-// the control loop has ended (f did not run).
-func (d *daemon) onControl(f func()) bool {
-	done := make(chan struct{})
-	select {
-	case d.requests <- func() { f(); close(done) }:
-	case <-d.loopDone:
-		return false
-	}
-	<-done
-	return true
 }
 
 // offerParts is what the control goroutine prepares for the offer, and
