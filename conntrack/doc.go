@@ -248,4 +248,9 @@
 //   - Count and List skip dead entries; Flush removes them too.
 //   - Counters are worker-owned plain fields; other goroutines get them
 //     through the mailbox (Control.Stats), one batch old at most.
+//   - MonotonicClock ties CLOCK_MONOTONIC to Go's clock (at start and in
+//     Base) with the syscall between two Go readings, retried until they
+//     are at most 20 µs apart (10 tries, the closest pair kept): a single
+//     pair of readings was off by the preemption between them, up to
+//     milliseconds on a busy machine, and a successor's clock with it.
 package conntrack

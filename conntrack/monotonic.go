@@ -27,8 +27,36 @@ func NewMonotonicClock() *MonotonicClock { return MonotonicClockAt(MonotonicNow(
 func MonotonicClockAt(base int64) *MonotonicClock {
 	// Go's monotonic clock is CLOCK_MONOTONIC on Linux, so one reading of
 	// each, taken together, ties them; Nanotime then needs no syscall.
-	start := time.Now()
-	return &MonotonicClock{offset: MonotonicNow() - base, start: start}
+	mono, at := monotonicWithGo()
+	return &MonotonicClock{offset: mono - base, start: at}
+}
+
+// tieTries and tieGap bound monotonicWithGo's attempts.
+const (
+	tieTries = 10
+	tieGap   = 20 * time.Microsecond
+)
+
+// monotonicWithGo reads CLOCK_MONOTONIC and Go's clock at one moment: the
+// syscall between two Go readings, their midpoint as its moment. A
+// process preempted between two readings (a busy machine does it for
+// milliseconds) would tie the clocks that far apart, so it reads again,
+// up to tieTries times, until the two Go readings are at most tieGap
+// apart, and keeps the closest pair.
+func monotonicWithGo() (mono int64, at time.Time) {
+	best := time.Duration(-1)
+	for range tieTries {
+		before := time.Now()
+		m := MonotonicNow()
+		gap := time.Since(before)
+		if best < 0 || gap < best {
+			best, mono, at = gap, m, before.Add(gap/2)
+		}
+		if gap <= tieGap {
+			break
+		}
+	}
+	return mono, at
 }
 
 // MonotonicNow reads CLOCK_MONOTONIC in nanoseconds.
@@ -44,6 +72,9 @@ func MonotonicNow() int64 {
 func (c *MonotonicClock) Nanotime() int64 { return c.offset + int64(time.Since(c.start)) }
 
 // Base returns the CLOCK_MONOTONIC value of the clock's zero.
-func (c *MonotonicClock) Base() int64 { return MonotonicNow() - c.Nanotime() }
+func (c *MonotonicClock) Base() int64 {
+	mono, at := monotonicWithGo()
+	return mono - (c.offset + int64(at.Sub(c.start)))
+}
 
 var _ Clock = (*MonotonicClock)(nil)
