@@ -52,9 +52,12 @@ func exitCode(err error) int {
 // unknownCommand is the error for an argument of c that names no
 // subcommand.
 func unknownCommand(c *cli.Context) error {
-	path := "xlb"
+	path := progName
 	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
-		path = "xlb " + c.Command.FullName()
+		path = progName + " " + c.Command.FullName()
+	}
+	if path == progName && elsewhere(c.Args().First()) {
+		return unknownCommandError{fmt.Sprintf("%q is a command of xlb, not of %s (which holds the commands that talk to a running daemon)", c.Args().First(), progName)}
 	}
 	return unknownCommandError{fmt.Sprintf("unknown command %q for %q (see '%s --help')", c.Args().First(), path, path)}
 }
@@ -63,13 +66,11 @@ func unknownCommand(c *cli.Context) error {
 // tests can run commands in-process.
 func newApp(stdout, stderr io.Writer) *cli.App {
 	app := &cli.App{
-		Name:  "xlb",
-		Usage: "a userspace L4 passthrough load balancer on AF_XDP",
-		Description: "xlb takes packets addressed to virtual IPs from AF_XDP sockets, places each flow on a backend\n" +
-			"with connection tracking and weighted Maglev hashing, and encapsulates it towards the backend,\n" +
-			"which answers the client directly.\n\n" + exitStatusHelp,
-		Writer:    stdout,
-		ErrWriter: stderr,
+		Name:        progName,
+		Usage:       progUsage,
+		Description: progDescription + "\n\n" + exitStatusHelp,
+		Writer:      stdout,
+		ErrWriter:   stderr,
 		// xlb --version: the module version and VCS revision (pkg/buildinfo).
 		Version: buildinfo.Read().Short(),
 		Action: func(c *cli.Context) error {
@@ -78,26 +79,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			}
 			return cli.ShowAppHelp(c)
 		},
-		Commands: []*cli.Command{
-			runCommand(),
-			decapCommand(),
-			labCommand(),
-			validateCommand(),
-			statusCommand(),
-			backendCommand(),
-			applianceCommand(),
-			reloadCommand(),
-			restartCommand(),
-			upgradeCommand(),
-			stopCommand(),
-			conntrackCommand(),
-			lookupCommand(),
-			captureCommand(),
-			topCommand(),
-			simulateCommand(),
-			pktgenCommand(),
-			k8sCommand(),
-		},
+		Commands: commands(),
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
 			return usageError{err.Error()}
 		},

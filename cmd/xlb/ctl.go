@@ -35,6 +35,15 @@ func jsonFlag() cli.Flag {
 // where the CLI is needed) still gives its control_socket line, or the
 // default: its syntax error is printed as a warning in validate's
 // file:line: form, and the command goes on.
+// defaultConfig is where every command looks for the configuration.
+const defaultConfig = "/etc/xlb/xlb.toml"
+
+// configFlag is --config, shared by every command that reads the
+// configuration or finds the control socket in it.
+func configFlag() *cli.StringFlag {
+	return &cli.StringFlag{Name: "config", Aliases: []string{"c"}, Value: defaultConfig, Usage: "the appliance configuration `FILE` (rules are read from its rules_dir)"}
+}
+
 func socketPath(c *cli.Context) (string, error) {
 	if s := c.String("socket"); s != "" {
 		return s, nil

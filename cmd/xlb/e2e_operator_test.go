@@ -391,6 +391,24 @@ func TestLookupFindsRule(t *testing.T) {
 	out, _, _ := xlbCtl(t, sock, 1, "lookup", "--src", src, "--dst", vip, "--dst-port", "8081")
 	t.Logf("xlb lookup … --dst-port 8081:\n%s", out)
 
+	// xlbctl (this package built with -tags xlbctl) asks the same and
+	// prints the same, as a table and as JSON.
+	ctl := buildXlbctl(t)
+	for _, args := range [][]string{
+		{"lookup", "--src", src, "--dst", vip, "--dst-port", "8081"},
+		{"lookup", "--json", "--src", src, "--dst", vip, "--dst-port", "80"},
+		{"lookup", "--rule", "web4", "--src", src, "--syn"},
+	} {
+		want, _, err := xlbCtl(t, sock, 1, args...)
+		if err != nil {
+			t.Fatalf("xlb %v: %v", args, err)
+		}
+		got, errOut, code := runBinary(t, ctl, append([]string{args[0], "--socket", sock}, args[1:]...)...)
+		if code != 0 || got != want {
+			t.Errorf("xlbctl %v (exit %d, %s):\n%s\nxlb's:\n%s", args, code, errOut, got, want)
+		}
+	}
+
 	// What the workers do: SYNs to port 8081 reach xlb and are counted.
 	before := statusJSON(t, sock).Counters
 	l.Client.Do(func() error {

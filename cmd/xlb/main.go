@@ -11,7 +11,7 @@ const runMainEnv = "XLB_RUN_MAIN"
 
 func main() {
 	if err := runApp(newApp(os.Stdout, os.Stderr), os.Args); err != nil {
-		fmt.Fprintf(os.Stderr, "xlb: %v\n", err)
+		fmt.Fprintf(os.Stderr, "%s: %v\n", progName, err)
 		os.Exit(exitCode(err))
 	}
 }

@@ -1,3 +1,5 @@
+//go:build !xlbctl
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+//go:build !xlbctl
+
 package main
 
 import (
@@ -8,12 +10,6 @@ import (
 
 	"github.com/xlbnet/xlb/pkg/config"
 )
-
-const defaultConfig = "/etc/xlb/xlb.toml"
-
-func configFlag() *cli.StringFlag {
-	return &cli.StringFlag{Name: "config", Aliases: []string{"c"}, Value: defaultConfig, Usage: "the appliance configuration `FILE` (rules are read from its rules_dir)"}
-}
 
 func validateCommand() *cli.Command {
 	return &cli.Command{
