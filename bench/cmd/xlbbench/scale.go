@@ -50,23 +50,23 @@ const (
 )
 
 type scaleOptions struct {
-	xlb, out        string
-	rules, backends int
-	pool            int
-	queues          int
-	health          string
-	interval        time.Duration
-	repeat          int
-	heap            bool
-	probeWindow     time.Duration
-	daemonLog       string // --daemon-log
-	restart         bool   // --restart
-	servingTimeout  time.Duration
-	startCPU        time.Duration
-	jsonReads       bool
-	scrapes         []string      // metrics queries to scrape ("": the whole endpoint)
-	scrapeCPU       time.Duration // profile the daemon over this long of full scrapes
-	scrapeSave      string        // a directory for each query's first scrape
+	xlb, xlbctl, out string
+	rules, backends  int
+	pool             int
+	queues           int
+	health           string
+	interval         time.Duration
+	repeat           int
+	heap             bool
+	probeWindow      time.Duration
+	daemonLog        string // --daemon-log
+	restart          bool   // --restart
+	servingTimeout   time.Duration
+	startCPU         time.Duration
+	jsonReads        bool
+	scrapes          []string      // metrics queries to scrape ("": the whole endpoint)
+	scrapeCPU        time.Duration // profile the daemon over this long of full scrapes
+	scrapeSave       string        // a directory for each query's first scrape
 }
 
 // ScaleResults is the JSON file of one scale run (bench/results/<date>-scale.json).
@@ -191,6 +191,7 @@ func scaleMain(args []string) int {
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
 	var o scaleOptions
 	fs.StringVar(&o.xlb, "xlb", "", "the xlb binary (required)")
+	fs.StringVar(&o.xlbctl, "xlbctl", "", "an xlbctl binary (go build -tags xlbctl ./cmd/xlb): also run --version, status and lookup with it")
 	fs.StringVar(&o.out, "out", "bench/results", "directory for the JSON results and the heap profile")
 	fs.IntVar(&o.rules, "rules", 1000, "forwarding rules (one file each)")
 	fs.IntVar(&o.backends, "backends", 100, "backends per rule")
@@ -729,8 +730,18 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 	if !o.jsonReads {
 		reads = slices.DeleteFunc(reads, func(a []string) bool { return slices.Contains(a, "--json") })
 	}
-	for _, args := range reads {
-		r := Read{Command: "xlb " + strings.Join(args, " ")}
+	// The same reads by xlbctl, where given: every xlb read above is run
+	// by o.xlb, each of these by o.xlbctl.
+	xlbReads := len(reads)
+	if o.xlbctl != "" {
+		reads = append(reads, []string{"--version"}, []string{"status"}, []string{"lookup", "--rule", rule, "--src", scaleClient})
+	}
+	for i, args := range reads {
+		prog, bin := "xlb", o.xlb
+		if i >= xlbReads {
+			prog, bin = "xlbctl", o.xlbctl
+		}
+		r := Read{Command: prog + " " + strings.Join(args, " ")}
 		if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", fw.pid), []byte("5"), 0); err != nil {
 			return fmt.Errorf("reset the daemon's peak RSS: %w", err)
 		}
@@ -742,7 +753,7 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 			if args[0] != "--version" {
 				run = append(slices.Clone(args), "-c", cfg)
 			}
-			d, _, n, rss, err := timedRSS(o.xlb, run...)
+			d, _, n, rss, err := timedRSS(bin, run...)
 			if err != nil {
 				return err
 			}
