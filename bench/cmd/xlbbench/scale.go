@@ -858,10 +858,15 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 // fdSample is how often watchFDs counts the daemon's descriptors.
 const fdSample = 100 * time.Millisecond
 
+// fdCounted, when set (tests do), is told each count a watchFDs started
+// after it was set takes.
+var fdCounted func(n int)
+
 // watchFDs counts pid's open descriptors every fdSample until the returned
 // function is called, which returns the most it counted.
 func watchFDs(ctx context.Context, pid int) (stop func() int) {
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	counted := fdCounted
 	done := make(chan struct{})
 	peak := make(chan int, 1)
 	go func() {
@@ -873,6 +878,9 @@ func watchFDs(ctx context.Context, pid int) (stop func() int) {
 				names, _ := f.Readdirnames(-1)
 				f.Close()
 				most = max(most, len(names))
+				if counted != nil {
+					counted(len(names))
+				}
 			}
 			select {
 			case <-tick.C:

@@ -212,6 +212,14 @@ func TestWatchFDs(t *testing.T) {
 	}
 	before := watchFDs(context.Background(), os.Getpid())
 	base := before()
+	counts := make(chan int, 16)
+	fdCounted = func(n int) {
+		select {
+		case counts <- n:
+		default:
+		}
+	}
+	defer func() { fdCounted = nil }()
 	peak := watchFDs(context.Background(), os.Getpid())
 	var files []*os.File
 	for range 50 {
@@ -221,7 +229,17 @@ func TestWatchFDs(t *testing.T) {
 		}
 		files = append(files, f)
 	}
-	time.Sleep(3 * fdSample)
+	// The files stay open until the watch counted them: a busy machine
+	// may not run its goroutine for longer than a few samples.
+	deadline := time.After(30 * time.Second)
+	for counted := false; !counted; {
+		select {
+		case n := <-counts:
+			counted = n >= base+50
+		case <-deadline:
+			t.Fatalf("the watch did not count the 50 opened descriptors (over %d) within 30 s", base)
+		}
+	}
 	for _, f := range files {
 		f.Close()
 	}
