@@ -15,6 +15,10 @@ import (
 type clock struct {
 	mono  *conntrack.MonotonicClock
 	start time.Time // the zero, as a time.Time of this process
+	// base is the zero as given: MonotonicClock.Base computes it again
+	// from two readings, a few nanoseconds off each time, which would
+	// change the state document's head at every store (statestore.go).
+	base int64
 }
 
 func newClock() *clock { return newClockAt(conntrack.MonotonicNow()) }
@@ -22,13 +26,13 @@ func newClock() *clock { return newClockAt(conntrack.MonotonicNow()) }
 // newClockAt returns the clock whose zero is base (CLOCK_MONOTONIC ns).
 func newClockAt(base int64) *clock {
 	m := conntrack.MonotonicClockAt(base)
-	return &clock{mono: m, start: time.Now().Add(-time.Duration(m.Nanotime()))}
+	return &clock{mono: m, start: time.Now().Add(-time.Duration(m.Nanotime())), base: base}
 }
 
 func (c *clock) Nanotime() int64 { return c.mono.Nanotime() }
 
 // Base is the CLOCK_MONOTONIC value of the clock's zero.
-func (c *clock) Base() int64 { return c.mono.Base() }
+func (c *clock) Base() int64 { return c.base }
 
 func (c *clock) Ticks(t time.Time) conntrack.Time {
 	d := t.Sub(c.start)
