@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,13 +126,51 @@ func (s *fakeSystemd) serve(done chan struct{}) {
 	}
 }
 
-// names lists the store's content.
+// names lists the store's content, the state document's files as one
+// name: "state" when they are one manifest (state-m-<gen>) and exactly
+// the parts it names, each there once; otherwise "state?" and what is
+// wrong.
 func (s *fakeSystemd) names() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
+	parts := map[string]int{}
+	var manifests []int
 	for _, f := range s.store {
-		out = append(out, f.name)
+		switch {
+		case strings.HasPrefix(f.name, "state-m-"):
+			manifests = append(manifests, f.fd)
+		case strings.HasPrefix(f.name, "state-"):
+			parts[f.name]++
+		default:
+			out = append(out, f.name)
+		}
+	}
+	switch {
+	case len(manifests) == 0 && len(parts) == 0:
+	case len(manifests) != 1:
+		out = append(out, fmt.Sprintf("state? %d manifests, %d parts", len(manifests), len(parts)))
+	default:
+		var m struct {
+			Parts []struct{ Name string } `json:"parts"`
+		}
+		var st unix.Stat_t
+		unix.Fstat(manifests[0], &st)
+		b := make([]byte, st.Size)
+		unix.Pread(manifests[0], b, 0)
+		if err := json.Unmarshal(b, &m); err != nil {
+			out = append(out, "state? manifest: "+err.Error())
+			break
+		}
+		named := map[string]int{}
+		for _, p := range m.Parts {
+			named[p.Name]++
+		}
+		if !maps.Equal(named, parts) {
+			out = append(out, fmt.Sprintf("state? the manifest names %d parts, the store holds %d", len(named), len(parts)))
+			break
+		}
+		out = append(out, "state")
 	}
 	slices.Sort(out)
 	return out
@@ -258,6 +298,10 @@ func TestEndToEndSystemd(t *testing.T) {
 		defer sd.mu.Unlock()
 		return sd.mainPID == res.PID && sd.ready[res.PID], fmt.Sprintf("main pid %d", sd.mainPID)
 	})
+	testutil.WaitFor(t, 5*time.Second, "the predecessor's state document out of the store", func() (bool, string) {
+		got := sd.names()
+		return slices.Equal(got, []string{"ct-fragments", "ct-q0", "ct-q1", "ct-sessions", "state"}), fmt.Sprint(got)
+	})
 	check("after xlb restart")
 	stopWatch()
 
@@ -288,8 +332,11 @@ func TestSystemdUnitHandsOver(t *testing.T) {
 			t.Errorf("%s=%s, want %s", k, keys[k], want)
 		}
 	}
-	if n, err := strconv.Atoi(keys["FileDescriptorStoreMax"]); err != nil || n < 3*256+3 {
-		t.Errorf("FileDescriptorStoreMax=%s: want room for 3 fds per queue (256 queues) and 3 more", keys["FileDescriptorStoreMax"])
+	// The state document is 66 parts and a manifest (pkg/daemon
+	// statestore.go), twice while a first store replaces another
+	// process's.
+	if n, err := strconv.Atoi(keys["FileDescriptorStoreMax"]); err != nil || n < 3*256+2+2*67 {
+		t.Errorf("FileDescriptorStoreMax=%s: want room for 3 fds per queue (256 queues), 2 more and twice the state document's 67", keys["FileDescriptorStoreMax"])
 	}
 	tool, err := exec.LookPath("systemd-analyze")
 	if err != nil {

@@ -203,7 +203,7 @@ func TestForgetProbes(t *testing.T) {
 		name, a, _ := strings.Cut(k, "/")
 		probes[probeKey{name, netip.MustParseAddr("10.0.0." + a)}] = probe{}
 	}
-	forgetProbes(probes, old, n, n.Prior(old))
+	forgetProbes(func(k probeKey) { delete(probes, k) }, old, n, n.Prior(old))
 	var left []string
 	for k := range probes {
 		left = append(left, k.rule+"/"+k.addr.String())

@@ -87,12 +87,15 @@ type daemon struct {
 	loopDone chan struct{}
 	// restart is the restart under way, or nil (handover.go).
 	restart *restartUnderWay
-	// docProbes and docNextHops are the state document's verdicts and
-	// next hops as last encoded, nil once d.probes or d.nexthops changed
-	// (stateDocument); stateWriter is the buffer they are written
-	// through, kept (writeState).
-	docProbes, docNextHops []byte
-	stateWriter            *bufio.Writer
+	// docBuckets are the state document's rules and verdicts in buckets,
+	// as last encoded (docparts.go); docNextHops its next hops, nil once
+	// d.nexthops changed; stateWriter is the buffer they are written
+	// through, kept (writeState); stateStore is what systemd's fd store
+	// holds of the document (systemd.go).
+	docBuckets  docBuckets
+	docNextHops []byte
+	stateWriter *bufio.Writer
+	stateStore  storedParts
 
 	mu     sync.Mutex // guards status
 	status publishedStatus
@@ -155,6 +158,9 @@ func Run(ctx context.Context, opts Options) error {
 	d.phase("config", t0)
 	if d.store, err = loadStore(d.log); err != nil {
 		return err
+	}
+	if d.store != nil { // the document's files there are replaced by this process's
+		d.stateStore.stale, d.stateStore.gen = d.store.stateNames, d.store.stateGen
 	}
 	return d.Run(ctx)
 }

@@ -48,10 +48,16 @@
 //	exclusive.go one daemon per interface and control socket (claim)
 //	handover.go  restart and upgrade, the running daemon's side: the state
 //	             document, handing the files over, the cut-over
+//	docparts.go  the state document's parts: the head, the next hops and 64
+//	             buckets of rules and verdicts, each encoded again only when
+//	             it changed, and the one assembly of a document from them
 //	successor.go restart and upgrade, the new process's side: prepare, take over
 //	lifecycle.go POST /v1/restart and /v1/stop, SIGUSR2
 //	systemd.go   under systemd: readiness, MAINPID, the fd store (a restart
 //	             or a crash keeps tables and state; a SIGTERM also the sockets)
+//	statestore.go the state document in the fd store: its parts, each a
+//	             memfd, stored when they changed under a manifest written last;
+//	             the restore from the newest complete manifest
 //
 // The control API (control.API, served on control_socket), by concern:
 //
@@ -216,8 +222,9 @@
 //     the process), so flows placed under an older backend set may move.
 //   - Under systemd (deploy/systemd/xlb.service: Type=notify,
 //     NotifyAccess=all, FileDescriptorStoreMax): the fd store keeps the
-//     conntrack arenas and the state document (rewritten at every
-//     publication) while the daemon serves. After a crash the next start
+//     conntrack arenas and the state document (in parts, each publication
+//     storing those that changed and a manifest: docs/design.md "The state
+//     document in parts") while the daemon serves. After a crash the next start
 //     (Restart=on-failure) keeps them: new sockets (VIP packets dropped by
 //     the program from the crash to the new registration), the tables
 //     recounted and cleared of entries naming slots the carried registry does

@@ -12,7 +12,6 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,39 +111,24 @@ const (
 // the caller closes (control goroutine), and returns its size.
 //
 // The document's bulk is each rule's failover state and backend slots,
-// and the verdicts and next hops (about 600 bytes a backend in all): a
-// rule's carried state is encoded once per computation of the rule
-// (ruleRuntime.carry; a restart encodes the missing ones off the control
-// goroutine first), the verdicts and the next hops once per change of
-// theirs (docProbes, docNextHops: nil again wherever d.probes or
-// d.nexthops changes), and copied in as they are through a small buffer,
+// and the verdicts and next hops (about 600 bytes a backend in all): they
+// are kept encoded in parts (docparts.go), a bucket of rules encoded
+// again only when one of its rules or verdicts changed (a rule's carried
+// state once per computation of the rule; a restart encodes the missing
+// ones off the control goroutine first), the next hops when they change
+// (docNextHops), and copied in as they are through a small buffer,
 // straight into the memfd: a document costs about the kernel's copy of
 // its bytes, not their encoding, and no buffer of its size in this
 // process (BenchmarkStateDocument, TestStateDocumentFollowsChanges).
 func (d *daemon) writeState(stop *storedStop) (fd, size int, err error) {
-	fd, err = unix.MemfdCreate("xlb-state", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		return -1, 0, fmt.Errorf("state memfd: %w", err)
-	}
-	out := &fdWriter{fd: fd}
 	if d.stateWriter == nil {
-		d.stateWriter = bufio.NewWriterSize(out, 1<<20)
+		d.stateWriter = bufio.NewWriterSize(nil, 1<<20)
 	}
-	w := d.stateWriter
-	w.Reset(out)
-	defer w.Reset(nil) // the memfd is the caller's now
-	err = d.stateDocument(w, stop)
-	if err == nil {
-		err = w.Flush()
-	}
-	if err == nil {
-		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE|unix.F_SEAL_SEAL)
-	}
+	fd, size, err = sealedMemfd("xlb-state", d.stateWriter, func(w *bufio.Writer) error { return d.stateDocument(w, stop) })
 	if err != nil {
-		unix.Close(fd)
 		return -1, 0, fmt.Errorf("state document: %w", err)
 	}
-	return fd, out.n, nil
+	return fd, size, nil
 }
 
 // fdWriter writes to a descriptor, counting the bytes.
@@ -169,109 +153,24 @@ func (w *fdWriter) Write(b []byte) (int, error) {
 }
 
 // stateDocument writes the control plane's state to w (control
-// goroutine), spliced from its parts as writeState says.
+// goroutine), assembled from its parts as writeState says.
 func (d *daemon) stateDocument(w *bufio.Writer, stop *storedStop) error {
-	doc := stateDoc{Stopped: stop,
-		Version: stateVersion, Build: buildID(), ClockBase: d.clock.Base(), Seed: d.seed,
-		Rules:   d.reg.rules,
-		Reloads: [2]uint64{d.reloadsOK.Load(), d.reloadsRejected.Load()},
-	}
-	if d.engine != nil { // nil in the tests of the control plane alone
-		doc.Engine = d.engine.State()
-	}
-	if b := d.bgp.Load(); b != nil && stop == nil {
-		doc.BFD = b.speaker.BFDExport()
-	}
-	head, err := json.Marshal(doc) // without the sections below (omitempty)
+	head, err := d.stateHead(stop)
 	if err != nil {
 		return err
 	}
-	if d.docProbes == nil {
-		ps := make([]probeState, 0, len(d.probes))
-		for k, p := range d.probes {
-			ps = append(ps, stateOf(k, p))
-		}
-		if d.docProbes, err = json.Marshal(ps); err != nil {
-			return err
-		}
+	nexthops, err := d.nextHopsSection()
+	if err != nil {
+		return err
 	}
-	if d.docNextHops == nil {
-		ns := make([]nexthopState, 0, len(d.nexthops))
-		for k, nh := range d.nexthops {
-			s := nexthopState{Addr: k.addr, Direct: k.direct, NH: nh.nh}
-			if nh.err != nil {
-				s.Err = nh.err.Error()
-			}
-			ns = append(ns, s)
-		}
-		if d.docNextHops, err = json.Marshal(ns); err != nil {
-			return err
-		}
+	if err := d.encodeBuckets(); err != nil {
+		return err
 	}
-	w.Write(head[:len(head)-1]) // without its closing brace
-	w.WriteString(`,"probes":`)
-	w.Write(d.docProbes)
-	w.WriteString(`,"next_hops":`)
-	w.Write(d.docNextHops)
-	w.WriteString(`,"backend_slots":{`)
-	first := true
-	for rule, m := range d.reg.backends {
-		if !first {
-			w.WriteByte(',')
-		}
-		first = false
-		// Rule names are [a-z0-9-_.]: JSON and Go quote them alike.
-		w.Write(append(strconv.AppendQuote(w.AvailableBuffer(), rule), ":{"...))
-		n := 0
-		for a, slot := range m {
-			b := w.AvailableBuffer()
-			if n > 0 {
-				b = append(b, ',')
-			}
-			n++
-			b = append(a.AppendTo(append(b, '"')), `":`...)
-			w.Write(strconv.AppendUint(b, uint64(slot), 10))
-		}
-		w.WriteByte('}')
+	var sections [stateBuckets]docSections
+	for i := range d.docBuckets {
+		sections[i] = d.docBuckets[i].sections()
 	}
-	w.WriteString(`},"rules":[`)
-	first = true
-	for name, rt := range d.rules {
-		b := w.AvailableBuffer()
-		if !first {
-			b = append(b, ',')
-		}
-		first = false
-		b = strconv.AppendQuote(append(b, `{"name":`...), name)
-		b = strconv.AppendUint(append(b, `,"slot":`...), uint64(rt.slot), 10)
-		w.Write(strconv.AppendBool(append(b, `,"warm":`...), rt.warm.warm))
-		if rt.prev != nil {
-			if rt.carryOf != rt.prev {
-				c, err := rt.prev.MarshalCarry()
-				if err != nil {
-					return err
-				}
-				rt.carry, rt.carryOf = c, rt.prev
-			}
-			w.WriteString(`,"failover":`)
-			w.Write(rt.carry)
-		}
-		if len(rt.removed) > 0 {
-			var rs []removedState
-			for a, r := range rt.removed {
-				rs = append(rs, removedState{Addr: a, At: r.at, Group: r.group})
-			}
-			c, err := json.Marshal(rs)
-			if err != nil {
-				return err
-			}
-			w.WriteString(`,"removed":`)
-			w.Write(c)
-		}
-		w.WriteByte('}')
-	}
-	_, err = w.WriteString("]}")
-	return err
+	return assembleDoc(w, head, nexthops, sections[:])
 }
 
 // restoreState takes the control plane's state from a predecessor's
@@ -317,7 +216,7 @@ func (d *daemon) restoreState(doc *stateDoc) error {
 	for _, p := range doc.Probes {
 		d.probes[probeKey{p.Rule, p.Addr}] = p.probe()
 	}
-	d.docProbes, d.docNextHops = nil, nil
+	d.docNextHops = nil
 	for _, s := range doc.NextHops {
 		nh := nexthop{nh: s.NH}
 		if s.Err != "" {
@@ -328,6 +227,7 @@ func (d *daemon) restoreState(doc *stateDoc) error {
 	d.bfdCarried = doc.BFD
 	d.reloadsOK.Store(doc.Reloads[0])
 	d.reloadsRejected.Store(doc.Reloads[1])
+	d.resetDocBuckets()
 	return nil
 }
 
@@ -353,6 +253,13 @@ type cutoverBody struct {
 	BFD    []bfd.Carried     `json:"bfd,omitempty"`
 	Probes json.RawMessage   `json:"probes,omitempty"`
 	Reload bool              `json:"reload,omitempty"`
+	// StoreNames are the state document's files the predecessor left in
+	// systemd's fd store, and StoreGen their newest generation: the
+	// successor's first store removes them and writes later
+	// generations (statestore.go). Absent (an older predecessor): its
+	// single "state" file is removed.
+	StoreNames []string `json:"store_names,omitempty"`
+	StoreGen   uint64   `json:"store_gen,omitempty"`
 }
 
 // restartPrepareLimit bounds the successor's preparation, from the offer
@@ -657,7 +564,8 @@ func (d *daemon) cutover(r *restartUnderWay, notes []string) {
 		}
 	}
 	free := d.engine.Quiesce()
-	if err := p.Cutover(cutoverBody{Free: free, BFD: bfdNow, Probes: carried, Reload: r.reload}); err != nil {
+	body := cutoverBody{Free: free, BFD: bfdNow, Probes: carried, Reload: r.reload, StoreNames: d.stateStore.names(), StoreGen: d.stateStore.gen}
+	if err := p.Cutover(body); err != nil {
 		d.holdBFD(false)
 		if handover.IsRefused(err) {
 			d.engine.Resume()

@@ -91,8 +91,7 @@ func (d *daemon) applyProbes() bool {
 				d.healthChanged(k, from, p)
 			}
 		}
-		d.probes[k] = p
-		d.docProbes = nil // the state document's verdicts (stateDocument)
+		d.setProbe(k, p) // and the state document's bucket (docparts.go)
 		if r := d.restart; r != nil && r.changed != nil {
 			r.changed[k] = struct{}{} // for the cut-over (carriedVerdicts)
 		}

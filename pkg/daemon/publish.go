@@ -371,6 +371,7 @@ func (d *daemon) publishTouched(withVerdicts bool) error {
 		for name, rt := range d.rules {
 			if rt.seen != p.gen {
 				delete(d.rules, name)
+				d.ruleChanged(name)
 				vipsChanged = true
 			}
 		}
@@ -475,6 +476,7 @@ func (d *daemon) prepare(rv *config.RuleView, now time.Time) (computed, error) {
 		d.rules[r.Name] = rt
 	}
 	rt.seen = d.pub.gen
+	d.ruleChanged(r.Name) // its state document's bucket (docparts.go)
 	warm, pending := d.warmCheck(rv, rt, now)
 	groups, backends := d.ruleInput(rv, rt, warm)
 	st, err := failover.Compute(policyOf(r), groups, backends, rt.prev, now)

@@ -110,6 +110,7 @@ func (d *daemon) apply(cfg *config.Config, err error, force bool, t0 time.Time) 
 		for _, b := range ov.Backends {
 			if !keep[b.Addr] {
 				rt.removed[b.Addr] = removedBackend{at: now, group: b.Group}
+				d.ruleChanged(rv.Rule.Name)
 			}
 		}
 	}
@@ -147,7 +148,7 @@ func (d *daemon) apply(cfg *config.Config, err error, force bool, t0 time.Time) 
 		d.log.Error("reload health checks", "err", err)
 	}
 	d.reloadBGP(context.Background())
-	forgetProbes(d.probes, oldView, newView, prior)
+	forgetProbes(d.forgetProbe, oldView, newView, prior)
 	revived = revivedOverrides(oldView, newView, prior) // reloadkeys.go
 	for _, w := range revived {
 		d.log.Warn("state overlay", "warning", w)
@@ -204,7 +205,7 @@ func priorView(v *config.View, j int) *config.RuleView {
 // forgetProbes drops the verdicts of the backends that left a rule whose
 // view changed, and of every backend of a rule that is gone (prior:
 // config.View.Prior of v).
-func forgetProbes(probes map[probeKey]probe, old, v *config.View, prior []int) {
+func forgetProbes(forget func(probeKey), old, v *config.View, prior []int) {
 	kept := make([]bool, len(old.Rules)) // old rules still in v
 	for i := range v.Rules {
 		j := prior[i]
@@ -222,14 +223,14 @@ func forgetProbes(probes map[probeKey]probe, old, v *config.View, prior []int) {
 		}
 		for _, b := range ov.Backends {
 			if !in[b.Addr] {
-				delete(probes, probeKey{ov.Rule.Name, b.Addr})
+				forget(probeKey{ov.Rule.Name, b.Addr})
 			}
 		}
 	}
 	for j, still := range kept {
 		if !still {
 			for _, b := range old.Rules[j].Backends {
-				delete(probes, probeKey{old.Rules[j].Rule.Name, b.Addr})
+				forget(probeKey{old.Rules[j].Rule.Name, b.Addr})
 			}
 		}
 	}

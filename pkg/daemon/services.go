@@ -327,8 +327,7 @@ func (d *daemon) regroupProbes(names []string) map[string]bool {
 			continue
 		}
 		if q, has := d.probes[to]; !has {
-			d.probes[to] = p
-			d.docProbes = nil
+			d.setProbe(to, p)
 		} else if q.health != p.health || q.weight != p.weight || q.weightState != p.weightState {
 			// The new prober brought its own verdict from another group
 			// (the checker carries its state across the change of
@@ -340,8 +339,7 @@ func (d *daemon) regroupProbes(names []string) map[string]bool {
 	}
 	for _, m := range moved {
 		if d.probers.prober(m.from.rule, m.from.addr) != m.from.rule {
-			delete(d.probes, m.from)
-			d.docProbes = nil
+			d.forgetProbe(m.from)
 		}
 	}
 	return probers

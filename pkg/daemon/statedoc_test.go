@@ -42,10 +42,7 @@ func BenchmarkStateDocument(b *testing.B) {
 					for b.Loop() {
 						err := do(d, func() error {
 							if fresh {
-								d.docProbes, d.docNextHops = nil, nil
-								for _, rt := range d.rules {
-									rt.carryOf = nil
-								}
+								d.forgetEncoded()
 							}
 							fd, n, err := d.writeState(nil)
 							if err == nil {
@@ -67,10 +64,13 @@ func BenchmarkStateDocument(b *testing.B) {
 
 // TestStateDocumentFollowsChanges: the state document, spliced from what
 // earlier documents encoded (each rule's carried failover state, the
-// verdicts), says what one encoded afresh says after each kind of change
-// that reaches them: a health verdict, a CLI drain, and a reload that adds
-// a backend and a rule sharing the first rule's probe. Without the
-// invalidation of a kind, its document keeps the old state and differs.
+// buckets of rules and verdicts), says what one encoded afresh says after
+// each kind of change that reaches them: a health verdict, a CLI drain, a
+// reload that adds a backend and a rule sharing the first rule's probe,
+// and one that removes a backend and a rule. So does the document
+// assembled from the parts in the fd store, stored after each change
+// (storeParts: only the parts that changed). Without the invalidation of
+// a kind, its document keeps the old state and differs.
 func TestStateDocumentFollowsChanges(t *testing.T) {
 	files := map[string]string{
 		"rules.d/a.toml": vipRule("203.0.113.10", "", healthGroup("198.51.100.10", "198.51.100.11")),
@@ -82,6 +82,11 @@ func TestStateDocumentFollowsChanges(t *testing.T) {
 	}
 	d, dir := healthDaemon(t, files, addrs)
 	o := &ops{d: d}
+	store := newFakeStore(t)
+	if err := do(d, func() error { _, err := d.storeParts(store, nil); return err }); err != nil {
+		t.Fatal(err)
+	}
+	store.settle()
 	splicedAndFresh(t, d) // every part encoded once
 	for _, tc := range []struct {
 		what   string
@@ -90,6 +95,7 @@ func TestStateDocumentFollowsChanges(t *testing.T) {
 		{"a verdict", func() error {
 			return do(d, func() error {
 				d.onHealth(report("a", "198.51.100.10", failover.HealthUnhealthy, "connection refused"))
+				d.onHealth(report("b", "198.51.100.20", failover.HealthHealthy, "")) // forgotten with b
 				d.applyProbes()
 				return d.publish()
 			})
@@ -98,10 +104,17 @@ func TestStateDocumentFollowsChanges(t *testing.T) {
 			_, err := o.ChangeBackend(context.Background(), control.BackendChange{Action: control.ActionDrain, Rule: "b", Backend: "198.51.100.20"})
 			return err
 		}},
-		{"a reload", func() error {
+		{"a reload adding", func() error {
 			reloadWith(t, d, dir, map[string]string{
 				"rules.d/a.toml": vipRule("203.0.113.10", "", healthGroup("198.51.100.10", "198.51.100.11", "198.51.100.12")),
 				"rules.d/c.toml": vipRule("203.0.113.12", "", healthGroup("198.51.100.10")),
+			})
+			return nil
+		}},
+		{"a reload removing", func() error {
+			reloadWith(t, d, dir, map[string]string{
+				"rules.d/a.toml": vipRule("203.0.113.10", "", healthGroup("198.51.100.10", "198.51.100.12")),
+				"rules.d/b.toml": "",
 			})
 			return nil
 		}},
@@ -109,16 +122,38 @@ func TestStateDocumentFollowsChanges(t *testing.T) {
 		if err := tc.change(); err != nil {
 			t.Fatalf("%s: %v", tc.what, err)
 		}
-		spliced, fresh := splicedAndFresh(t, d)
-		if !reflect.DeepEqual(spliced, fresh) {
-			a, _ := json.Marshal(spliced)
-			b, _ := json.Marshal(fresh)
-			i := 0
-			for i < min(len(a), len(b)) && a[i] == b[i] {
-				i++
+		var stored stateDoc
+		err := do(d, func() error {
+			if _, err := d.storeParts(store, nil); err != nil {
+				return err
 			}
-			from := max(0, i-200)
-			t.Errorf("after %s the document differs from one encoded afresh at byte %d:\n…%s\n…%s", tc.what, i, a[from:min(len(a), i+100)], b[from:min(len(b), i+100)])
+			b, from, skipped := readStoredDoc(store.settle())
+			if b == nil {
+				return fmt.Errorf("no document in the store: %v", skipped)
+			}
+			if from != d.stateStore.manifest {
+				return fmt.Errorf("the store's document is %s, want %s", from, d.stateStore.manifest)
+			}
+			return json.Unmarshal(b, &stored)
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.what, err)
+		}
+		spliced, fresh := splicedAndFresh(t, d)
+		for _, got := range []struct {
+			what string
+			doc  stateDoc
+		}{{"spliced", spliced}, {"stored in parts", normalDoc(stored)}} {
+			if !reflect.DeepEqual(got.doc, fresh) {
+				a, _ := json.Marshal(got.doc)
+				b, _ := json.Marshal(fresh)
+				i := 0
+				for i < min(len(a), len(b)) && a[i] == b[i] {
+					i++
+				}
+				from := max(0, i-200)
+				t.Errorf("after %s the document %s differs from one encoded afresh at byte %d:\n…%s\n…%s", tc.what, got.what, i, a[from:min(len(a), i+100)], b[from:min(len(b), i+100)])
+			}
 		}
 	}
 }
@@ -135,10 +170,7 @@ func splicedAndFresh(t *testing.T, d *daemon) (spliced, fresh stateDoc) {
 		if err != nil {
 			return err
 		}
-		d.docProbes, d.docNextHops = nil, nil
-		for _, rt := range d.rules {
-			rt.carryOf = nil
-		}
+		d.forgetEncoded()
 		if b, err = d.stateBytes(); err == nil {
 			err = json.Unmarshal(b, &fresh)
 		}
@@ -148,6 +180,17 @@ func splicedAndFresh(t *testing.T, d *daemon) (spliced, fresh stateDoc) {
 		t.Fatal(err)
 	}
 	return normalDoc(spliced), normalDoc(fresh)
+}
+
+// forgetEncoded drops every part of the state document kept encoded, and
+// files the buckets' rules and verdicts again from the registry and
+// d.probes: the next document is encoded afresh.
+func (d *daemon) forgetEncoded() {
+	d.docNextHops = nil
+	d.resetDocBuckets()
+	for _, rt := range d.rules {
+		rt.carryOf = nil
+	}
 }
 
 // normalDoc sorts what a state document lists in map order, and drops

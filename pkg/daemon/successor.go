@@ -58,6 +58,9 @@ func runSuccessor(ctx context.Context, opts Options, s *handover.Successor) erro
 		return fmt.Errorf("hand-over: cut-over: %w", err)
 	}
 	d.engine.Begin()
+	// The predecessor's document in systemd's fd store goes once this
+	// process stored its own.
+	d.stateStore.stale, d.stateStore.gen = append(body.StoreNames, stateFile), body.StoreGen
 	if len(body.BFD) > 0 {
 		d.bfdCarried = body.BFD // as they are now (cutoverBody)
 	}

@@ -14,8 +14,9 @@ import (
 // process there is in systemd's file descriptor store.
 //
 //   - While serving: the conntrack arenas (ct-q<N>, ct-sessions,
-//     ct-fragments) and the state document ("state", a sealed memfd
-//     rewritten at every publication). After a crash systemd starts the
+//     ct-fragments) and the state document in parts (statestore.go:
+//     sealed memfds named state-<part>-<generation> and a manifest,
+//     each publication storing the parts that changed). After a crash systemd starts the
 //     daemon again with them (LISTEN_FDS): it binds new sockets (whatever
 //     the dead process held on its rings is lost; the pinned program drops
 //     VIP packets meanwhile), adopts the arenas (recounted: the clean flag
@@ -38,6 +39,8 @@ import (
 // `systemctl stop` then `start` keeps them only with
 // FileDescriptorStorePreserve=yes (systemd 254).
 
+// stateFile is the name of the state document a build before the parts
+// stored whole: still read (an upgrade starts from it) and removed.
 const stateFile = "state"
 
 // storedStop is the part of the state document written at a stop into
@@ -50,6 +53,11 @@ type storedStop struct {
 type fromStore struct {
 	files map[string]int
 	doc   *stateDoc
+	// stateNames are the state document's files in the store (every
+	// generation found), removed once this process stored its own;
+	// stateGen the highest generation among them.
+	stateNames []string
+	stateGen   uint64
 }
 
 func (s *fromStore) take(name string) (int, bool) {
@@ -89,15 +97,30 @@ func loadStore(log interface{ Warn(string, ...any) }) (*fromStore, error) {
 		}
 		s.files[f.Name] = f.FD
 	}
-	if fd, ok := s.take(stateFile); ok {
-		b, err := readFD(fd)
-		unix.Close(fd)
+	stored := map[string]int{} // the state document's files
+	for name, fd := range s.files {
+		if isStateFile(name) {
+			stored[name] = fd
+			delete(s.files, name)
+			s.stateNames = append(s.stateNames, name)
+			s.stateGen = max(s.stateGen, partGen(name))
+		}
+	}
+	if len(stored) > 0 {
+		b, from, skipped := readStoredDoc(stored)
+		for name, fd := range stored {
+			unix.Close(fd)
+			delete(stored, name)
+		}
+		for _, why := range skipped {
+			log.Warn("fd store: a state document passed over", "why", why)
+		}
 		var doc stateDoc
 		switch {
-		case err != nil:
-			log.Warn("fd store: state document unreadable; starting cold", "err", err)
+		case b == nil:
+			log.Warn("fd store: no complete state document; starting cold")
 		case json.Unmarshal(b, &doc) != nil || doc.Version != stateVersion:
-			log.Warn("fd store: state document of another version; starting cold", "version", doc.Version)
+			log.Warn("fd store: state document of another version; starting cold", "version", doc.Version, "from", from)
 		default:
 			s.doc = &doc
 		}
@@ -147,19 +170,16 @@ func (d *daemon) storeFD(name string, fd int) {
 	}
 }
 
-// storeState replaces the state document in the fd store, with stop
-// (the stopped workers' hand-over) when the daemon stops for a restart.
+// storeState stores the state document in the fd store, with stop (the
+// stopped workers' hand-over) when the daemon stops for a restart: the
+// parts that changed since the last store (storeParts).
 func (d *daemon) storeState(stop *storedStop) {
 	if !underSystemd() || d.engine.Preparing() {
 		return // a successor preparing: its predecessor's document stands
 	}
-	fd, _, err := d.writeState(stop)
-	if err != nil {
+	if _, err := d.storeParts(systemdStore{}, stop); err != nil {
 		d.log.Warn("fd store: state document", "err", err)
-		return
 	}
-	defer unix.Close(fd)
-	d.storeFD(stateFile, fd)
 }
 
 // storeForRestart is SIGTERM under systemd: stop the workers between two
@@ -179,7 +199,7 @@ func (d *daemon) clearStore() {
 	if !underSystemd() {
 		return
 	}
-	for _, n := range append([]string{stateFile}, d.engine.FileNames()...) {
+	for _, n := range append(append([]string{stateFile}, d.stateStore.names()...), d.engine.FileNames()...) {
 		if _, err := sdnotify.Remove(n); err != nil {
 			d.log.Warn("fd store", "name", n, "err", err)
 		}
@@ -202,7 +222,8 @@ func (d *daemon) startFromStore() error {
 		d.log.Warn("fd store: state not restored; starting cold", "err", err)
 		d.reg, d.rules = newRegistry(), map[string]*ruleRuntime{}
 		d.probes, d.nexthops = map[probeKey]probe{}, map[nhKey]nexthop{}
-		d.docProbes, d.docNextHops = nil, nil
+		d.docNextHops = nil
+		d.resetDocBuckets()
 		d.clock, d.seed = newClock(), randomSeed()
 		d.store.close()
 		d.store = nil

@@ -1,0 +1,312 @@
+package daemon
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"strconv"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The state document in parts (docs/design.md#the-state-document-in-parts).
+// Its rules' sections (backend slots, carried failover states, verdicts)
+// are split in stateBuckets buckets by a hash of the rule name, each
+// encoded anew only when one of its rules or verdicts changed; the head
+// (everything else but the next hops) and the next hops are the two other
+// parts. A document, for a restart's offer as for systemd's fd store, is
+// assembled from them (assembleDoc); the fd store keeps the parts
+// themselves, each in its own memfd, so that a publication stores only
+// the parts that changed (systemd.go).
+
+// stateBuckets is how many buckets the rules are split in: a one-rule
+// change stores about 1/64 of the rules' sections, and a publication
+// holds at most 2×(64+2)+2 of the fd store's fds for the document while
+// it replaces its parts (FileDescriptorStoreMax=1024; the engine's arenas
+// and sockets take 3 a queue).
+const stateBuckets = 64
+
+// stateBucket is the bucket of a rule: FNV-1a of its name, so that a rule
+// that comes or goes moves no other.
+func stateBucket(rule string) int {
+	h := fnv.New32a()
+	h.Write([]byte(rule))
+	return int(h.Sum32() % stateBuckets)
+}
+
+// docBucket is one bucket's sections of the state document as last
+// encoded: each a comma-separated list of entries, without the brackets.
+type docBucket struct {
+	names   map[string]struct{}   // the registry's rule names in the bucket
+	probes  map[probeKey]struct{} // the verdicts' keys whose rule is in the bucket
+	dirty   bool                  // something changed since the sections were encoded
+	version uint64                // encodings so far: the fd store compares it
+	slots   []byte                // "rule":{"addr":slot,…}
+	rules   []byte                // {"name":…,"slot":…,…}
+	verdict []byte                // probeState objects
+}
+
+// docBuckets are the buckets of the rules' sections; the zero value has
+// nothing encoded and nothing to encode.
+type docBuckets [stateBuckets]docBucket
+
+// ruleChanged records that a rule's sections changed: its backend slots,
+// failover state, warm flag or removed backends, or the rule came or
+// went (control goroutine).
+func (d *daemon) ruleChanged(name string) {
+	b := &d.docBuckets[stateBucket(name)]
+	if b.names == nil {
+		b.names = map[string]struct{}{}
+	}
+	b.names[name] = struct{}{}
+	b.dirty = true
+}
+
+// setProbe records a verdict, and that its bucket changed.
+func (d *daemon) setProbe(k probeKey, p probe) {
+	d.probes[k] = p
+	b := &d.docBuckets[stateBucket(k.rule)]
+	if b.probes == nil {
+		b.probes = map[probeKey]struct{}{}
+	}
+	b.probes[k] = struct{}{}
+	b.dirty = true
+}
+
+// forgetProbe drops a verdict, and records that its bucket changed.
+func (d *daemon) forgetProbe(k probeKey) {
+	if _, ok := d.probes[k]; !ok {
+		return
+	}
+	delete(d.probes, k)
+	b := &d.docBuckets[stateBucket(k.rule)]
+	delete(b.probes, k)
+	b.dirty = true
+}
+
+// resetDocBuckets forgets every bucket's content (the registry, rules
+// and verdicts were replaced) and files what is there now.
+func (d *daemon) resetDocBuckets() {
+	for i := range d.docBuckets {
+		v := d.docBuckets[i].version
+		d.docBuckets[i] = docBucket{dirty: true, version: v + 1}
+	}
+	for name := range d.reg.backends {
+		d.ruleChanged(name)
+	}
+	for k, p := range d.probes {
+		d.setProbe(k, p)
+	}
+}
+
+// encodeBuckets encodes again the buckets that changed (control
+// goroutine); every other bucket costs a flag's test.
+func (d *daemon) encodeBuckets() error {
+	for i := range d.docBuckets {
+		if b := &d.docBuckets[i]; b.dirty {
+			if err := d.encodeBucket(b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (d *daemon) encodeBucket(b *docBucket) error {
+	// The rules' carried states are kept once, in the bucket: each rule's
+	// carry is its part of rules, so the section is written into a new
+	// buffer (the old one holds the carries copied in) and the old one
+	// goes once every carry points into the new.
+	slots, rules := b.slots[:0], make([]byte, 0, cap(b.rules))
+	type carrySpan struct {
+		rt         *ruleRuntime
+		start, end int
+	}
+	var carries []carrySpan
+	for name := range b.names {
+		if m, ok := d.reg.backends[name]; ok {
+			if len(slots) > 0 {
+				slots = append(slots, ',')
+			}
+			// Rule names are [a-z0-9-_.]: JSON and Go quote them alike.
+			slots = append(strconv.AppendQuote(slots, name), ":{"...)
+			n := 0
+			for a, slot := range m {
+				if n > 0 {
+					slots = append(slots, ',')
+				}
+				n++
+				slots = append(a.AppendTo(append(slots, '"')), `":`...)
+				slots = strconv.AppendUint(slots, uint64(slot), 10)
+			}
+			slots = append(slots, '}')
+		}
+		rt := d.rules[name]
+		if rt == nil {
+			continue
+		}
+		if len(rules) > 0 {
+			rules = append(rules, ',')
+		}
+		rules = strconv.AppendQuote(append(rules, `{"name":`...), name)
+		rules = strconv.AppendUint(append(rules, `,"slot":`...), uint64(rt.slot), 10)
+		rules = strconv.AppendBool(append(rules, `,"warm":`...), rt.warm.warm)
+		if rt.prev != nil {
+			if rt.carryOf != rt.prev {
+				c, err := rt.prev.MarshalCarry()
+				if err != nil {
+					return err
+				}
+				rt.carry, rt.carryOf = c, rt.prev
+			}
+			rules = append(rules, `,"failover":`...)
+			carries = append(carries, carrySpan{rt, len(rules), len(rules) + len(rt.carry)})
+			rules = append(rules, rt.carry...)
+		}
+		if len(rt.removed) > 0 {
+			rs := make([]removedState, 0, len(rt.removed))
+			for a, r := range rt.removed {
+				rs = append(rs, removedState{Addr: a, At: r.at, Group: r.group})
+			}
+			c, err := json.Marshal(rs)
+			if err != nil {
+				return err
+			}
+			rules = append(append(rules, `,"removed":`...), c...)
+		}
+		rules = append(rules, '}')
+	}
+	ps := make([]probeState, 0, len(b.probes))
+	for k := range b.probes {
+		if p, ok := d.probes[k]; ok {
+			ps = append(ps, stateOf(k, p))
+		}
+	}
+	verdict := b.verdict[:0]
+	if len(ps) > 0 {
+		c, err := json.Marshal(ps)
+		if err != nil {
+			return err
+		}
+		verdict = append(verdict, c[1:len(c)-1]...) // without the brackets
+	}
+	for _, c := range carries {
+		c.rt.carry = rules[c.start:c.end:c.end]
+	}
+	b.slots, b.rules, b.verdict = slots, rules, verdict
+	b.dirty = false
+	b.version++
+	return nil
+}
+
+// docSections are a bucket's sections, as a bucket or a stored part
+// carries them.
+type docSections struct {
+	slots, rules, verdict []byte
+}
+
+func (b *docBucket) sections() docSections { return docSections{b.slots, b.rules, b.verdict} }
+
+// assembleDoc writes a state document from its head (a stateDoc encoded
+// without the sections below), its next hops and the buckets' sections:
+// the one way a document is made, for an offer as for a restore from the
+// fd store's parts.
+func assembleDoc(w io.Writer, head, nexthops []byte, buckets []docSections) error {
+	if len(head) < 2 || head[len(head)-1] != '}' {
+		return fmt.Errorf("state document: a head of %d bytes is no JSON object", len(head))
+	}
+	if len(nexthops) == 0 {
+		nexthops = []byte("null")
+	}
+	join := func(open string, section func(docSections) []byte) {
+		io.WriteString(w, open)
+		first := true
+		for _, s := range buckets {
+			if b := section(s); len(b) > 0 {
+				if !first {
+					io.WriteString(w, ",")
+				}
+				first = false
+				w.Write(b)
+			}
+		}
+	}
+	w.Write(head[:len(head)-1]) // without its closing brace
+	join(`,"probes":[`, func(s docSections) []byte { return s.verdict })
+	io.WriteString(w, `],"next_hops":`)
+	w.Write(nexthops)
+	join(`,"backend_slots":{`, func(s docSections) []byte { return s.slots })
+	join(`},"rules":[`, func(s docSections) []byte { return s.rules })
+	_, err := io.WriteString(w, "]}")
+	return err
+}
+
+// stateHead encodes the state document's head: everything but the
+// sections of the next hops and the buckets (omitempty leaves them out).
+func (d *daemon) stateHead(stop *storedStop) ([]byte, error) {
+	doc := stateDoc{Stopped: stop,
+		Version: stateVersion, Build: buildID(), ClockBase: d.clock.Base(), Seed: d.seed,
+		Rules:   d.reg.rules,
+		Reloads: [2]uint64{d.reloadsOK.Load(), d.reloadsRejected.Load()},
+	}
+	if d.engine != nil { // nil in the tests of the control plane alone
+		doc.Engine = d.engine.State()
+	}
+	if b := d.bgp.Load(); b != nil && stop == nil {
+		doc.BFD = b.speaker.BFDExport()
+	}
+	return json.Marshal(doc)
+}
+
+// nextHopsSection is the next hops encoded, kept until they change
+// (docNextHops: nil again wherever d.nexthops changes).
+func (d *daemon) nextHopsSection() ([]byte, error) {
+	if d.docNextHops == nil {
+		ns := make([]nexthopState, 0, len(d.nexthops))
+		for k, nh := range d.nexthops {
+			s := nexthopState{Addr: k.addr, Direct: k.direct, NH: nh.nh}
+			if nh.err != nil {
+				s.Err = nh.err.Error()
+			}
+			ns = append(ns, s)
+		}
+		b, err := json.Marshal(ns)
+		if err != nil {
+			return nil, err
+		}
+		d.docNextHops = b
+	}
+	return d.docNextHops, nil
+}
+
+// sameBytes says whether a and b are the same slice (not only equal).
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && unsafe.SliceData(a) == unsafe.SliceData(b)
+}
+
+// sealedMemfd writes what write writes into a new memfd through buf and
+// seals it; the caller closes it. It returns the bytes written.
+func sealedMemfd(name string, buf *bufio.Writer, write func(w *bufio.Writer) error) (fd, size int, err error) {
+	fd, err = unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return -1, 0, fmt.Errorf("memfd %s: %w", name, err)
+	}
+	out := &fdWriter{fd: fd}
+	buf.Reset(out)
+	defer buf.Reset(nil) // the memfd is the caller's now
+	err = write(buf)
+	if err == nil {
+		err = buf.Flush()
+	}
+	if err == nil {
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE|unix.F_SEAL_SEAL)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, 0, fmt.Errorf("memfd %s: %w", name, err)
+	}
+	return fd, out.n, nil
+}
