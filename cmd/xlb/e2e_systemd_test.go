@@ -176,6 +176,83 @@ func (s *fakeSystemd) names() []string {
 	return out
 }
 
+// toWholeDocument replaces the state document's parts in the store by
+// the document they make in one memfd named "state", as a build before
+// the parts stored it (pkg/daemon statestore.go): the head without its
+// closing brace, then the buckets' verdicts, the next hops, the
+// buckets' backend slots and rules, each list joined by commas.
+func (s *fakeSystemd) toWholeDocument(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	read := func(fd int) []byte {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, st.Size)
+		if _, err := unix.Pread(fd, b, 0); err != nil && st.Size > 0 {
+			t.Fatal(err)
+		}
+		return b
+	}
+	files := map[string]int{}
+	var manifest []byte
+	for _, f := range s.store {
+		files[f.name] = f.fd
+		if strings.HasPrefix(f.name, "state-m-") {
+			manifest = read(f.fd)
+		}
+	}
+	var m struct {
+		Parts []struct {
+			Name  string
+			Sizes []int
+		} `json:"parts"`
+	}
+	if err := json.Unmarshal(manifest, &m); err != nil || len(m.Parts) < 2 {
+		t.Fatalf("the store's manifest %q: %v", manifest, err)
+	}
+	var sections [][]byte
+	for _, p := range m.Parts {
+		fd, ok := files[p.Name]
+		if !ok {
+			t.Fatalf("part %s not in the store", p.Name)
+		}
+		b := read(fd)
+		for _, n := range p.Sizes {
+			sections, b = append(sections, b[:n]), b[n:]
+		}
+	}
+	join := func(open string, which int) string {
+		var items []string
+		for i := 2 + which; i < len(sections); i += 3 {
+			if len(sections[i]) > 0 {
+				items = append(items, string(sections[i]))
+			}
+		}
+		return open + strings.Join(items, ",")
+	}
+	head := sections[0]
+	doc := string(head[:len(head)-1]) + join(`,"probes":[`, 2) + `],"next_hops":` + string(sections[1]) +
+		join(`,"backend_slots":{`, 0) + join(`},"rules":[`, 1) + "]}"
+	fd, err := unix.MemfdCreate("state", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Write(fd, []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	s.store = slices.DeleteFunc(s.store, func(f storedFD) bool {
+		if strings.HasPrefix(f.name, "state-") {
+			unix.Close(f.fd)
+			return true
+		}
+		return false
+	})
+	s.store = append(s.store, storedFD{"state", fd})
+}
+
 // start runs xlb as the unit would, with the store's fds.
 func (s *fakeSystemd) start(t *testing.T, l *lab.Lab, dir string, rules []lab.Rule) *labXLB {
 	t.Helper()
@@ -219,7 +296,9 @@ func (s *fakeSystemd) start(t *testing.T, l *lab.Lab, dir string, rules []lab.Ru
 // TestEndToEndSystemd drives the systemd paths with the fake manager:
 // SIGTERM stores sockets, rings and tables and the next start takes them
 // over (systemctl restart); after SIGKILL the next start keeps the
-// conntrack tables and state from the store and binds new sockets; xlb
+// conntrack tables and state from the store and binds new sockets, from
+// the document's parts as from the whole document of a build before the
+// parts (an upgrade after a crash); xlb
 // restart makes the successor the main process; xlb stop empties the
 // store. Connections opened before a fourth backend was added survive
 // all of it on their backends.
@@ -287,6 +366,20 @@ func TestEndToEndSystemd(t *testing.T) {
 	waitLog(t, x, "after a crash: new sockets, conntrack tables and state kept")
 	waitLog(t, x, "conntrack table kept from the previous process")
 	check("after a crash and a restart")
+
+	// An upgrade after a crash: the store holds the whole document a
+	// build before the parts stored; the start takes it, and its first
+	// store replaces it by parts.
+	x.cmd.Process.Signal(syscall.SIGKILL)
+	x.exited <- <-x.exited
+	sd.toWholeDocument(t)
+	x = sd.start(t, l, dir, rules)
+	waitLog(t, x, "after a crash: new sockets, conntrack tables and state kept")
+	testutil.WaitFor(t, 5*time.Second, "the whole document replaced by parts", func() (bool, string) {
+		got := sd.names()
+		return slices.Equal(got, []string{"ct-fragments", "ct-q0", "ct-q1", "ct-sessions", "state"}), fmt.Sprint(got)
+	})
+	check("after a crash and an upgrade from the whole document")
 
 	// xlb restart under systemd: the successor becomes the main process.
 	res, err := restartXLB(t, x, "restart")
