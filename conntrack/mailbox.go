@@ -85,7 +85,9 @@ type request struct {
 // number of slots, so a request over a large table is spread over many
 // batches and never stalls one. When the walk is complete the worker
 // clears the mailbox (compare-and-swap) and closes done; the channel close
-// orders the worker's writes before the caller's reads. A caller whose
+// orders the worker's writes before the caller's reads. A posted request
+// rings the table's doorbell (SetDoorbell), for a worker that sleeps while
+// its queue is idle, and the worker does not sleep while one is Pending. A caller whose
 // context ends withdraws its request by compare-and-swapping the mailbox
 // back to nil and returns; a flush it withdrew may have been partly done.
 // A walk is not a snapshot: entries inserted or removed by the worker
@@ -215,6 +217,9 @@ func (c *Control) do(ctx context.Context, r *request) error {
 		return err
 	}
 	c.t.mail.Store(r)
+	if ring := c.t.doorbell.Load(); ring != nil {
+		(*ring)()
+	}
 	select {
 	case <-r.done:
 		return nil
@@ -227,6 +232,22 @@ func (c *Control) do(ctx context.Context, r *request) error {
 		return nil
 	}
 }
+
+// SetDoorbell makes every Control request wake the table's worker with
+// ring once it is posted, so a worker asleep on an idle queue answers at
+// once (nil: no doorbell). Safe beside Control calls.
+func (t *Table) SetDoorbell(ring func()) {
+	if ring == nil {
+		t.doorbell.Store(nil)
+		return
+	}
+	t.doorbell.Store(&ring)
+}
+
+// Pending says whether a Control request waits for the worker: an idle
+// worker does not sleep while one does, so a walk over many of its loops
+// runs them back to back. One atomic load.
+func (t *Table) Pending() bool { return t.mail.Load() != nil }
 
 // Serve publishes the entry count and works on a pending Control request
 // for at most budget slots. The worker calls it once between batches; it

@@ -147,6 +147,7 @@ type Table struct {
 	published atomic.Int64            // n as of the last Serve or Sweep
 	mail      atomic.Pointer[request] // pending Control request
 	control   Control
+	doorbell  atomic.Pointer[func()] // wakes the worker for a request posted (SetDoorbell)
 
 	arena *Arena  // the memfd behind buckets (arena.go); nil on the Go heap
 	lim   limiter // the new-entry rate and the unconfirmed idle timeout (limit.go)

@@ -772,3 +772,56 @@ func TestControlGet(t *testing.T) {
 		t.Errorf("second Get: %+v", rec)
 	}
 }
+
+// TestDoorbell: a Control request rings the table's doorbell once it is
+// posted (the worker that wakes finds it pending), and a worker that sleeps
+// until its doorbell rings, serving then and while Pending, answers every
+// request, a walk over many of its loops included.
+func TestDoorbell(t *testing.T) {
+	tb := mustNew(t, 1024)
+	for i := range uint32(100) {
+		k := flowKey(i)
+		if _, ok := tb.Insert(&k, 0, Value{Backend: i % 4}, 0, Ticks(minute), false); !ok {
+			t.Fatal("insert failed")
+		}
+	}
+	bell := make(chan bool, 16)
+	tb.SetDoorbell(func() { bell <- tb.Pending() })
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() { // the worker: asleep but for its doorbell
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case pending := <-bell:
+				if !pending {
+					t.Error("the doorbell rang with no request pending")
+				}
+				for tb.Pending() {
+					tb.Serve(0, 37) // an odd budget: the count spans many loops
+				}
+			}
+		}
+	}()
+	defer func() { close(quit); <-done }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := tb.Control()
+	k := flowKey(7)
+	if rec, ok, err := c.Get(ctx, k, 0); err != nil || !ok || rec.Value.Backend != 3 {
+		t.Errorf("Get = %+v, %v, %v; want backend 3", rec, ok, err)
+	}
+	if n, err := c.Count(ctx, Filter{ByBackend: true, Backend: 1}); err != nil || n != 25 {
+		t.Errorf("Count of backend 1 = %d, %v; want 25", n, err)
+	}
+	tb.SetDoorbell(nil) // none: a request waits for a worker that polls
+	if tb.Pending() {
+		t.Error("a request pending with none posted")
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelShort()
+	if _, _, err := c.Get(short, k, 0); err == nil {
+		t.Error("Get without a doorbell was answered by a worker that only wakes for one")
+	}
+}

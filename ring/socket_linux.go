@@ -5,6 +5,7 @@ package ring
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +26,20 @@ type Socket struct {
 	opts       Options // with defaults applied
 	umem       []byte
 	maps       [4][]byte // RX, TX, fill, completion ring mappings
+	bell       doorbell
+}
+
+// doorbell is an eventfd that Poll waits on beside the socket, so another
+// goroutine can wake an owner asleep on an idle queue (Ring): a request
+// to the worker (a lookup's key, a status tally) is then answered at once
+// instead of after the rest of the idle wait. Its mutex orders Ring and
+// Close, so a ring after Close writes to no descriptor that has been
+// reused; the owner's Poll reads fd alone (EnableDoorbell before the owner
+// runs, Close after it stopped).
+type doorbell struct {
+	mu sync.Mutex
+	fd int // valid while on
+	on bool
 }
 
 // Open creates the socket, registers and maps the UMEM and the four rings,
@@ -207,16 +222,54 @@ func (s *Socket) Stats() (Stats, error) {
 	}, nil
 }
 
-// Poll waits up to timeoutMs for RX entries or an error on the socket
-// (EINTR is not an error). For an idle worker; the busy path never calls
-// it.
+// Poll waits up to timeoutMs for RX entries or an error on the socket, or
+// for a Ring of its doorbell (EINTR is not an error). For an idle worker;
+// the busy path never calls it. A ring is consumed here: a read of the
+// eventfd, only when it rang.
 func (s *Socket) Poll(timeoutMs int) error {
-	fds := [1]unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}
-	_, err := unix.Poll(fds[:], timeoutMs)
+	fds := [2]unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}, {Fd: -1}}
+	n := 1
+	if s.bell.on {
+		fds[1] = unix.PollFd{Fd: int32(s.bell.fd), Events: unix.POLLIN}
+		n = 2
+	}
+	_, err := unix.Poll(fds[:n], timeoutMs)
 	if err != nil && !errors.Is(err, unix.EINTR) {
 		return err
 	}
+	if fds[1].Revents&unix.POLLIN != 0 {
+		var b [8]byte
+		unix.Read(s.bell.fd, b[:]) // EAGAIN: another poll took it
+	}
 	return nil
+}
+
+// EnableDoorbell gives the socket its doorbell (an eventfd) if it has none.
+// Call it before the owner's first Poll.
+func (s *Socket) EnableDoorbell() error {
+	s.bell.mu.Lock()
+	defer s.bell.mu.Unlock()
+	if s.bell.on {
+		return nil
+	}
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("doorbell eventfd: %w", err)
+	}
+	s.bell.fd, s.bell.on = fd, true
+	return nil
+}
+
+// Ring wakes the owner if it sleeps in Poll, or makes its next Poll
+// return at once. Safe from any goroutine; nothing without a doorbell or
+// after Close.
+func (s *Socket) Ring() {
+	s.bell.mu.Lock()
+	defer s.bell.mu.Unlock()
+	if s.bell.on {
+		one := [8]byte{1}             // a nonzero count in either byte order
+		unix.Write(s.bell.fd, one[:]) // EAGAIN: the count is full, so it rang
+	}
 }
 
 // SetBusyPoll turns preferred busy polling on for the socket (b.Timeout >
@@ -290,6 +343,14 @@ func (s *Socket) Close() error {
 		}
 		s.umemFD = -1
 	}
+	s.bell.mu.Lock()
+	if s.bell.on {
+		if err := unix.Close(s.bell.fd); err != nil {
+			errs = append(errs, fmt.Errorf("close doorbell: %w", err))
+		}
+		s.bell.on = false
+	}
+	s.bell.mu.Unlock()
 	s.r = Rings{}
 	return errors.Join(errs...)
 }

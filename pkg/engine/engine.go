@@ -332,8 +332,20 @@ func (e *Engine) newWorker(q *queue) error {
 		q.table.SetUnconfirmedIdle(conntrack.TicksOf(e.cfg.UnconfirmedIdle))
 	}
 	tables := dataplane.FlowTables{Conntrack: q.table, Sessions: e.sessions, Fragments: e.frags, Peers: e.peers}
-	sock := q.sock
-	q.worker = dataplane.NewWorker(sock.Rings(), &e.snapshot, tables, e.cfg.Clock, idleWait(func() { sock.Poll(1) }))
+	sock, table := q.sock, q.table
+	// A request to the worker (a lookup's key, a tally, a scrape's
+	// counters) rings the socket's doorbell, which its idle Poll waits on
+	// too; while one is pending (a walk over many loops) the idle worker
+	// does not sleep.
+	if err := sock.EnableDoorbell(); err != nil {
+		return err
+	}
+	table.SetDoorbell(sock.Ring)
+	q.worker = dataplane.NewWorker(sock.Rings(), &e.snapshot, tables, e.cfg.Clock, idleWait(func() {
+		if !table.Pending() {
+			sock.Poll(1)
+		}
+	}))
 	e.shareExceptions(q)
 	return nil
 }
