@@ -179,8 +179,9 @@ func (s *fakeSystemd) names() []string {
 // toWholeDocument replaces the state document's parts in the store by
 // the document they make in one memfd named "state", as a build before
 // the parts stored it (pkg/daemon statestore.go): the head without its
-// closing brace, then the buckets' verdicts, the next hops, the
-// buckets' backend slots and rules, each list joined by commas.
+// closing brace, then the buckets' rule slots and verdicts, the next
+// hops, the buckets' backend slots and rules, each list joined by
+// commas.
 func (s *fakeSystemd) toWholeDocument(t *testing.T) {
 	t.Helper()
 	s.mu.Lock()
@@ -226,7 +227,7 @@ func (s *fakeSystemd) toWholeDocument(t *testing.T) {
 	}
 	join := func(open string, which int) string {
 		var items []string
-		for i := 2 + which; i < len(sections); i += 3 {
+		for i := 2 + which; i < len(sections); i += 4 {
 			if len(sections[i]) > 0 {
 				items = append(items, string(sections[i]))
 			}
@@ -234,8 +235,8 @@ func (s *fakeSystemd) toWholeDocument(t *testing.T) {
 		return open + strings.Join(items, ",")
 	}
 	head := sections[0]
-	doc := string(head[:len(head)-1]) + join(`,"probes":[`, 2) + `],"next_hops":` + string(sections[1]) +
-		join(`,"backend_slots":{`, 0) + join(`},"rules":[`, 1) + "]}"
+	doc := string(head[:len(head)-1]) + join(`,"rule_slots":{`, 0) + join(`},"probes":[`, 3) + `],"next_hops":` + string(sections[1]) +
+		join(`,"backend_slots":{`, 1) + join(`},"rules":[`, 2) + "]}"
 	fd, err := unix.MemfdCreate("state", unix.MFD_CLOEXEC)
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,8 @@ import (
 )
 
 // The state document in parts (docs/design.md#the-state-document-in-parts).
-// Its rules' sections (backend slots, carried failover states, verdicts)
+// Its rules' sections (rule and backend slots, carried failover states,
+// verdicts)
 // are split in stateBuckets buckets by a hash of the rule name, each
 // encoded anew only when one of its rules or verdicts changed; the head
 // (everything else but the next hops) and the next hops are the two other
@@ -38,12 +39,14 @@ func stateBucket(rule string) int {
 }
 
 // docBucket is one bucket's sections of the state document as last
-// encoded: each a comma-separated list of entries, without the brackets.
+// encoded: each a comma-separated list of entries, without the brackets:
+// its rules' slots, backend slots, runtime states and verdicts.
 type docBucket struct {
 	names   map[string]struct{}   // the registry's rule names in the bucket
 	probes  map[probeKey]struct{} // the verdicts' keys whose rule is in the bucket
 	dirty   bool                  // something changed since the sections were encoded
 	version uint64                // encodings so far: the fd store compares it
+	ruleIDs []byte                // "rule":slot
 	slots   []byte                // "rule":{"addr":slot,…}
 	rules   []byte                // {"name":…,"slot":…,…}
 	verdict []byte                // probeState objects
@@ -120,13 +123,20 @@ func (d *daemon) encodeBucket(b *docBucket) error {
 	// carry is its part of rules, so the section is written into a new
 	// buffer (the old one holds the carries copied in) and the old one
 	// goes once every carry points into the new.
-	slots, rules := b.slots[:0], make([]byte, 0, cap(b.rules))
+	ids, slots, rules := b.ruleIDs[:0], b.slots[:0], make([]byte, 0, cap(b.rules))
 	type carrySpan struct {
 		rt         *ruleRuntime
 		start, end int
 	}
 	var carries []carrySpan
 	for name := range b.names {
+		if s, ok := d.reg.rules[name]; ok {
+			if len(ids) > 0 {
+				ids = append(ids, ',')
+			}
+			ids = append(strconv.AppendQuote(ids, name), ':')
+			ids = strconv.AppendUint(ids, uint64(s), 10)
+		}
 		if m, ok := d.reg.backends[name]; ok {
 			if len(slots) > 0 {
 				slots = append(slots, ',')
@@ -196,7 +206,7 @@ func (d *daemon) encodeBucket(b *docBucket) error {
 	for _, c := range carries {
 		c.rt.carry = rules[c.start:c.end:c.end]
 	}
-	b.slots, b.rules, b.verdict = slots, rules, verdict
+	b.ruleIDs, b.slots, b.rules, b.verdict = ids, slots, rules, verdict
 	b.dirty = false
 	b.version++
 	return nil
@@ -205,10 +215,15 @@ func (d *daemon) encodeBucket(b *docBucket) error {
 // docSections are a bucket's sections, as a bucket or a stored part
 // carries them.
 type docSections struct {
-	slots, rules, verdict []byte
+	ruleIDs, slots, rules, verdict []byte
 }
 
-func (b *docBucket) sections() docSections { return docSections{b.slots, b.rules, b.verdict} }
+// docSectionCount is how many sections a bucket has.
+const docSectionCount = 4
+
+func (b *docBucket) sections() docSections {
+	return docSections{b.ruleIDs, b.slots, b.rules, b.verdict}
+}
 
 // assembleDoc writes a state document from its head (a stateDoc encoded
 // without the sections below), its next hops and the buckets' sections:
@@ -235,7 +250,8 @@ func assembleDoc(w io.Writer, head, nexthops []byte, buckets []docSections) erro
 		}
 	}
 	w.Write(head[:len(head)-1]) // without its closing brace
-	join(`,"probes":[`, func(s docSections) []byte { return s.verdict })
+	join(`,"rule_slots":{`, func(s docSections) []byte { return s.ruleIDs })
+	join(`},"probes":[`, func(s docSections) []byte { return s.verdict })
 	io.WriteString(w, `],"next_hops":`)
 	w.Write(nexthops)
 	join(`,"backend_slots":{`, func(s docSections) []byte { return s.slots })
@@ -245,11 +261,11 @@ func assembleDoc(w io.Writer, head, nexthops []byte, buckets []docSections) erro
 }
 
 // stateHead encodes the state document's head: everything but the
-// sections of the next hops and the buckets (omitempty leaves them out).
+// sections of the next hops and the buckets (omitempty leaves them out),
+// a few hundred bytes whatever the number of rules.
 func (d *daemon) stateHead(stop *storedStop) ([]byte, error) {
 	doc := stateDoc{Stopped: stop,
 		Version: stateVersion, Build: buildID(), ClockBase: d.clock.Base(), Seed: d.seed,
-		Rules:   d.reg.rules,
 		Reloads: [2]uint64{d.reloadsOK.Load(), d.reloadsRejected.Load()},
 	}
 	if d.engine != nil { // nil in the tests of the control plane alone

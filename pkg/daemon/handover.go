@@ -45,7 +45,7 @@ type stateDoc struct {
 	ClockBase int64                        `json:"clock_base"` // CLOCK_MONOTONIC ns of conntrack time 0
 	Seed      uint64                       `json:"conntrack_seed"`
 	Engine    engine.State                 `json:"engine"`
-	Rules     map[string]uint16            `json:"rule_slots"`
+	Rules     map[string]uint16            `json:"rule_slots,omitempty"`    // always written (assembleDoc)
 	Backends  map[string]map[string]uint32 `json:"backend_slots,omitempty"` // rule → address → slot
 	Runtime   []ruleState                  `json:"rules,omitempty"`
 	Probes    []probeState                 `json:"probes,omitempty"`

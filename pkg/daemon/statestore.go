@@ -49,8 +49,8 @@ type stateManifest struct {
 type manifestPart struct {
 	Name string `json:"name"`
 	// Sizes are the lengths of the part's sections, in order: the head
-	// and the next hops have one; a bucket three (backend slots, rules,
-	// verdicts).
+	// and the next hops have one; a bucket four (rule slots, backend
+	// slots, rules, verdicts: docSections).
 	Sizes []int `json:"sizes"`
 }
 
@@ -170,8 +170,8 @@ func (d *daemon) storeParts(fs fdStore, stop *storedStop) (written int, err erro
 		if !first && b.version == s.versions[i] {
 			continue
 		}
-		next[partBuckets+i] = manifestPart{Name: fmt.Sprintf("state-b%02d-%d", i, gen), Sizes: []int{len(b.slots), len(b.rules), len(b.verdict)}}
-		if err := put(next[partBuckets+i].Name, b.slots, b.rules, b.verdict); err != nil {
+		next[partBuckets+i] = manifestPart{Name: fmt.Sprintf("state-b%02d-%d", i, gen), Sizes: []int{len(b.ruleIDs), len(b.slots), len(b.rules), len(b.verdict)}}
+		if err := put(next[partBuckets+i].Name, b.ruleIDs, b.slots, b.rules, b.verdict); err != nil {
 			return written, err
 		}
 	}
@@ -292,9 +292,9 @@ func assembleStored(files map[string]int, manifestFD int) ([]byte, error) {
 	if m.Version != stateManifestVersion || len(m.Parts) < partBuckets {
 		return nil, fmt.Errorf("manifest of version %d with %d parts", m.Version, len(m.Parts))
 	}
-	sections := make([][]byte, 0, 3*len(m.Parts))
+	sections := make([][]byte, 0, docSectionCount*len(m.Parts))
 	for i, p := range m.Parts {
-		want := 3
+		want := docSectionCount
 		if i < partBuckets {
 			want = 1
 		}
@@ -320,8 +320,8 @@ func assembleStored(files map[string]int, manifestFD int) ([]byte, error) {
 		}
 	}
 	buckets := make([]docSections, 0, len(m.Parts)-partBuckets)
-	for i := 2; i+2 < len(sections); i += 3 {
-		buckets = append(buckets, docSections{sections[i], sections[i+1], sections[i+2]})
+	for i := partBuckets; i+docSectionCount <= len(sections); i += docSectionCount {
+		buckets = append(buckets, docSections{sections[i], sections[i+1], sections[i+2], sections[i+3]})
 	}
 	var out bytes.Buffer
 	if err := assembleDoc(&out, sections[0], sections[1], buckets); err != nil {

@@ -321,7 +321,7 @@ func TestOneRuleStoresItsBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	manifestSize = int(st.Size)
-	if bucketSize := b.Sizes[0] + b.Sizes[1] + b.Sizes[2]; written != bucketSize+manifestSize {
+	if bucketSize := b.Sizes[0] + b.Sizes[1] + b.Sizes[2] + b.Sizes[3]; written != bucketSize+manifestSize {
 		t.Errorf("wrote %d bytes, want the bucket's %d and the manifest's %d", written, bucketSize, manifestSize)
 	}
 	if written*2 > total {
@@ -434,14 +434,15 @@ func BenchmarkStateStore(b *testing.B) {
 			if err := do(d, func() error { _, err := d.storeParts(discardStore{}, nil); return err }); err != nil {
 				b.Fatal(err) // every part encoded and stored once, as the first publication does
 			}
-			var sizes [3]int
+			var sizes [4]int
 			for i := range d.docBuckets {
 				bk := &d.docBuckets[i]
-				sizes[0] += len(bk.slots)
-				sizes[1] += len(bk.rules)
-				sizes[2] += len(bk.verdict)
+				sizes[0] += len(bk.ruleIDs)
+				sizes[1] += len(bk.slots)
+				sizes[2] += len(bk.rules)
+				sizes[3] += len(bk.verdict)
 			}
-			b.Logf("the buckets: backend slots %d bytes, rules %d, verdicts %d; next hops %d", sizes[0], sizes[1], sizes[2], len(d.docNextHops))
+			b.Logf("the buckets: rule slots %d bytes, backend slots %d, rules %d, verdicts %d; next hops %d", sizes[0], sizes[1], sizes[2], sizes[3], len(d.docNextHops))
 			// The change: rule r00007's failover state computed anew.
 			const rule = "r00007"
 			change := func() {
