@@ -87,13 +87,11 @@ type daemon struct {
 	loopDone chan struct{}
 	// restart is the restart under way, or nil (handover.go).
 	restart *restartUnderWay
-	// docBuckets are the state document's rules and verdicts in buckets,
-	// as last encoded (docparts.go); docNextHops its next hops, nil once
-	// d.nexthops changed; stateWriter is the buffer they are written
-	// through, kept (writeState); stateStore is what systemd's fd store
-	// holds of the document (systemd.go).
+	// docBuckets are the state document's rules, verdicts and next hops
+	// in buckets, as last encoded (docparts.go); stateWriter is the
+	// buffer they are written through, kept (writeState); stateStore is
+	// what systemd's fd store holds of the document (statestore.go).
 	docBuckets  docBuckets
-	docNextHops []byte
 	stateWriter *bufio.Writer
 	stateStore  storedParts
 

@@ -48,9 +48,9 @@
 //	exclusive.go one daemon per interface and control socket (claim)
 //	handover.go  restart and upgrade, the running daemon's side: the state
 //	             document, handing the files over, the cut-over
-//	docparts.go  the state document's parts: the head, the next hops and 64
-//	             buckets of rules and verdicts, each encoded again only when
-//	             it changed, and the one assembly of a document from them
+//	docparts.go  the state document's parts: the head and 64 buckets of
+//	             rules, verdicts and next hops, each section encoded again
+//	             only when it changed, and the one assembly of a document
 //	successor.go restart and upgrade, the new process's side: prepare, take over
 //	lifecycle.go POST /v1/restart and /v1/stop, SIGUSR2
 //	systemd.go   under systemd: readiness, MAINPID, the fd store (a restart

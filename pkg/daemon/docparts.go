@@ -7,26 +7,24 @@ import (
 	"hash/fnv"
 	"io"
 	"strconv"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
 // The state document in parts (docs/design.md#the-state-document-in-parts).
 // Its rules' sections (rule and backend slots, carried failover states,
-// verdicts)
-// are split in stateBuckets buckets by a hash of the rule name, each
-// encoded anew only when one of its rules or verdicts changed; the head
-// (everything else but the next hops) and the next hops are the two other
-// parts. A document, for a restart's offer as for systemd's fd store, is
+// verdicts) are split in stateBuckets buckets by a hash of the rule name,
+// and its next hops by a hash of the backend's address, each bucket
+// encoded anew only when one of its rules, verdicts or next hops changed;
+// the head (everything else) is the other part. A document, for a restart's offer as for systemd's fd store, is
 // assembled from them (assembleDoc); the fd store keeps the parts
 // themselves, each in its own memfd, so that a publication stores only
 // the parts that changed (systemd.go).
 
 // stateBuckets is how many buckets the rules are split in: a one-rule
-// change stores about 1/64 of the rules' sections, and a publication
-// holds at most 2×(64+2)+2 of the fd store's fds for the document while
-// it replaces its parts (FileDescriptorStoreMax=1024; the engine's arenas
+// change stores about 1/64 of the rules' sections, and the document holds
+// 64+2 of the fd store's fds (the head and the manifest), twice that
+// while a first store replaces another process's (FileDescriptorStoreMax=1024; the engine's arenas
 // and sockets take 3 a queue).
 const stateBuckets = 64
 
@@ -38,19 +36,39 @@ func stateBucket(rule string) int {
 	return int(h.Sum32() % stateBuckets)
 }
 
+// hopBucket is the bucket of a backend's next hop: FNV-1a of its address.
+func hopBucket(k nhKey) int {
+	a := k.addr.As16()
+	h := fnv.New32a()
+	h.Write(a[:])
+	return int(h.Sum32() % stateBuckets)
+}
+
 // docBucket is one bucket's sections of the state document as last
 // encoded: each a comma-separated list of entries, without the brackets:
 // its rules' slots, backend slots, runtime states and verdicts.
 type docBucket struct {
 	names   map[string]struct{}   // the registry's rule names in the bucket
 	probes  map[probeKey]struct{} // the verdicts' keys whose rule is in the bucket
-	dirty   bool                  // something changed since the sections were encoded
+	hops    map[nhKey]struct{}    // the next hops' keys whose address is in the bucket
+	dirty   docDirty              // the sections that changed since they were encoded
 	version uint64                // encodings so far: the fd store compares it
 	ruleIDs []byte                // "rule":slot
 	slots   []byte                // "rule":{"addr":slot,…}
 	rules   []byte                // {"name":…,"slot":…,…}
 	verdict []byte                // probeState objects
+	hop     []byte                // nexthopState objects
 }
+
+// docDirty says which of a bucket's sections changed.
+type docDirty uint8
+
+const (
+	dirtyRules    docDirty = 1 << iota // rule and backend slots, runtime states
+	dirtyVerdicts                      // verdicts
+	dirtyHops                          // next hops
+	dirtyAll      = dirtyRules | dirtyVerdicts | dirtyHops
+)
 
 // docBuckets are the buckets of the rules' sections; the zero value has
 // nothing encoded and nothing to encode.
@@ -65,7 +83,7 @@ func (d *daemon) ruleChanged(name string) {
 		b.names = map[string]struct{}{}
 	}
 	b.names[name] = struct{}{}
-	b.dirty = true
+	b.dirty |= dirtyRules
 }
 
 // setProbe records a verdict, and that its bucket changed.
@@ -76,7 +94,7 @@ func (d *daemon) setProbe(k probeKey, p probe) {
 		b.probes = map[probeKey]struct{}{}
 	}
 	b.probes[k] = struct{}{}
-	b.dirty = true
+	b.dirty |= dirtyVerdicts
 }
 
 // forgetProbe drops a verdict, and records that its bucket changed.
@@ -87,7 +105,35 @@ func (d *daemon) forgetProbe(k probeKey) {
 	delete(d.probes, k)
 	b := &d.docBuckets[stateBucket(k.rule)]
 	delete(b.probes, k)
-	b.dirty = true
+	b.dirty |= dirtyVerdicts
+}
+
+// setNextHop records a backend's next hop, and that its bucket changed
+// when changed says so (a new key always is).
+func (d *daemon) setNextHop(k nhKey, nh nexthop, changed bool) {
+	d.nexthops[k] = nh
+	b := &d.docBuckets[hopBucket(k)]
+	if b.hops == nil {
+		b.hops = map[nhKey]struct{}{}
+	}
+	if _, ok := b.hops[k]; !ok {
+		b.hops[k] = struct{}{}
+		changed = true
+	}
+	if changed {
+		b.dirty |= dirtyHops
+	}
+}
+
+// forgetNextHop drops a backend's next hop, and records that its bucket
+// changed.
+func (d *daemon) forgetNextHop(k nhKey) {
+	delete(d.nexthops, k)
+	b := &d.docBuckets[hopBucket(k)]
+	if _, ok := b.hops[k]; ok {
+		delete(b.hops, k)
+		b.dirty |= dirtyHops
+	}
 }
 
 // resetDocBuckets forgets every bucket's content (the registry, rules
@@ -95,7 +141,7 @@ func (d *daemon) forgetProbe(k probeKey) {
 func (d *daemon) resetDocBuckets() {
 	for i := range d.docBuckets {
 		v := d.docBuckets[i].version
-		d.docBuckets[i] = docBucket{dirty: true, version: v + 1}
+		d.docBuckets[i] = docBucket{dirty: dirtyAll, version: v + 1}
 	}
 	for name := range d.reg.backends {
 		d.ruleChanged(name)
@@ -103,13 +149,16 @@ func (d *daemon) resetDocBuckets() {
 	for k, p := range d.probes {
 		d.setProbe(k, p)
 	}
+	for k, nh := range d.nexthops {
+		d.setNextHop(k, nh, true)
+	}
 }
 
 // encodeBuckets encodes again the buckets that changed (control
 // goroutine); every other bucket costs a flag's test.
 func (d *daemon) encodeBuckets() error {
 	for i := range d.docBuckets {
-		if b := &d.docBuckets[i]; b.dirty {
+		if b := &d.docBuckets[i]; b.dirty != 0 {
 			if err := d.encodeBucket(b); err != nil {
 				return err
 			}
@@ -119,6 +168,28 @@ func (d *daemon) encodeBuckets() error {
 }
 
 func (d *daemon) encodeBucket(b *docBucket) error {
+	if b.dirty&dirtyRules != 0 {
+		if err := d.encodeRules(b); err != nil {
+			return err
+		}
+	}
+	if b.dirty&dirtyVerdicts != 0 {
+		if err := d.encodeVerdicts(b); err != nil {
+			return err
+		}
+	}
+	if b.dirty&dirtyHops != 0 {
+		if err := d.encodeHops(b); err != nil {
+			return err
+		}
+	}
+	b.dirty = 0
+	b.version++
+	return nil
+}
+
+// encodeRules encodes a bucket's rule slots, backend slots and rules.
+func (d *daemon) encodeRules(b *docBucket) error {
 	// The rules' carried states are kept once, in the bucket: each rule's
 	// carry is its part of rules, so the section is written into a new
 	// buffer (the old one holds the carries copied in) and the old one
@@ -189,6 +260,15 @@ func (d *daemon) encodeBucket(b *docBucket) error {
 		}
 		rules = append(rules, '}')
 	}
+	for _, c := range carries {
+		c.rt.carry = rules[c.start:c.end:c.end]
+	}
+	b.ruleIDs, b.slots, b.rules = ids, slots, rules
+	return nil
+}
+
+// encodeVerdicts encodes a bucket's verdicts.
+func (d *daemon) encodeVerdicts(b *docBucket) error {
 	ps := make([]probeState, 0, len(b.probes))
 	for k := range b.probes {
 		if p, ok := d.probes[k]; ok {
@@ -203,38 +283,56 @@ func (d *daemon) encodeBucket(b *docBucket) error {
 		}
 		verdict = append(verdict, c[1:len(c)-1]...) // without the brackets
 	}
-	for _, c := range carries {
-		c.rt.carry = rules[c.start:c.end:c.end]
+	b.verdict = verdict
+	return nil
+}
+
+// encodeHops encodes a bucket's next hops.
+func (d *daemon) encodeHops(b *docBucket) error {
+	ns := make([]nexthopState, 0, len(b.hops))
+	for k := range b.hops {
+		nh, ok := d.nexthops[k]
+		if !ok {
+			continue
+		}
+		s := nexthopState{Addr: k.addr, Direct: k.direct, NH: nh.nh}
+		if nh.err != nil {
+			s.Err = nh.err.Error()
+		}
+		ns = append(ns, s)
 	}
-	b.ruleIDs, b.slots, b.rules, b.verdict = ids, slots, rules, verdict
-	b.dirty = false
-	b.version++
+	hop := b.hop[:0]
+	if len(ns) > 0 {
+		c, err := json.Marshal(ns)
+		if err != nil {
+			return err
+		}
+		hop = append(hop, c[1:len(c)-1]...)
+	}
+	b.hop = hop
 	return nil
 }
 
 // docSections are a bucket's sections, as a bucket or a stored part
 // carries them.
 type docSections struct {
-	ruleIDs, slots, rules, verdict []byte
+	ruleIDs, slots, rules, verdict, hop []byte
 }
 
 // docSectionCount is how many sections a bucket has.
-const docSectionCount = 4
+const docSectionCount = 5
 
 func (b *docBucket) sections() docSections {
-	return docSections{b.ruleIDs, b.slots, b.rules, b.verdict}
+	return docSections{b.ruleIDs, b.slots, b.rules, b.verdict, b.hop}
 }
 
 // assembleDoc writes a state document from its head (a stateDoc encoded
-// without the sections below), its next hops and the buckets' sections:
-// the one way a document is made, for an offer as for a restore from the
-// fd store's parts.
-func assembleDoc(w io.Writer, head, nexthops []byte, buckets []docSections) error {
+// without the sections below) and the buckets' sections: the one way a
+// document is made, for an offer as for a restore from the fd store's
+// parts.
+func assembleDoc(w io.Writer, head []byte, buckets []docSections) error {
 	if len(head) < 2 || head[len(head)-1] != '}' {
 		return fmt.Errorf("state document: a head of %d bytes is no JSON object", len(head))
-	}
-	if len(nexthops) == 0 {
-		nexthops = []byte("null")
 	}
 	join := func(open string, section func(docSections) []byte) {
 		io.WriteString(w, open)
@@ -252,16 +350,15 @@ func assembleDoc(w io.Writer, head, nexthops []byte, buckets []docSections) erro
 	w.Write(head[:len(head)-1]) // without its closing brace
 	join(`,"rule_slots":{`, func(s docSections) []byte { return s.ruleIDs })
 	join(`},"probes":[`, func(s docSections) []byte { return s.verdict })
-	io.WriteString(w, `],"next_hops":`)
-	w.Write(nexthops)
-	join(`,"backend_slots":{`, func(s docSections) []byte { return s.slots })
+	join(`],"next_hops":[`, func(s docSections) []byte { return s.hop })
+	join(`],"backend_slots":{`, func(s docSections) []byte { return s.slots })
 	join(`},"rules":[`, func(s docSections) []byte { return s.rules })
 	_, err := io.WriteString(w, "]}")
 	return err
 }
 
 // stateHead encodes the state document's head: everything but the
-// sections of the next hops and the buckets (omitempty leaves them out),
+// buckets' sections (omitempty leaves them out),
 // a few hundred bytes whatever the number of rules.
 func (d *daemon) stateHead(stop *storedStop) ([]byte, error) {
 	doc := stateDoc{Stopped: stop,
@@ -275,32 +372,6 @@ func (d *daemon) stateHead(stop *storedStop) ([]byte, error) {
 		doc.BFD = b.speaker.BFDExport()
 	}
 	return json.Marshal(doc)
-}
-
-// nextHopsSection is the next hops encoded, kept until they change
-// (docNextHops: nil again wherever d.nexthops changes).
-func (d *daemon) nextHopsSection() ([]byte, error) {
-	if d.docNextHops == nil {
-		ns := make([]nexthopState, 0, len(d.nexthops))
-		for k, nh := range d.nexthops {
-			s := nexthopState{Addr: k.addr, Direct: k.direct, NH: nh.nh}
-			if nh.err != nil {
-				s.Err = nh.err.Error()
-			}
-			ns = append(ns, s)
-		}
-		b, err := json.Marshal(ns)
-		if err != nil {
-			return nil, err
-		}
-		d.docNextHops = b
-	}
-	return d.docNextHops, nil
-}
-
-// sameBytes says whether a and b are the same slice (not only equal).
-func sameBytes(a, b []byte) bool {
-	return len(a) == len(b) && unsafe.SliceData(a) == unsafe.SliceData(b)
 }
 
 // sealedMemfd writes what write writes into a new memfd through buf and

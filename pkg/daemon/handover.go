@@ -115,8 +115,8 @@ const (
 // are kept encoded in parts (docparts.go), a bucket of rules encoded
 // again only when one of its rules or verdicts changed (a rule's carried
 // state once per computation of the rule; a restart encodes the missing
-// ones off the control goroutine first), the next hops when they change
-// (docNextHops), and copied in as they are through a small buffer,
+// ones off the control goroutine first), a bucket of next hops when one
+// of them changes, and copied in as they are through a small buffer,
 // straight into the memfd: a document costs about the kernel's copy of
 // its bytes, not their encoding, and no buffer of its size in this
 // process (BenchmarkStateDocument, TestStateDocumentFollowsChanges).
@@ -159,10 +159,6 @@ func (d *daemon) stateDocument(w *bufio.Writer, stop *storedStop) error {
 	if err != nil {
 		return err
 	}
-	nexthops, err := d.nextHopsSection()
-	if err != nil {
-		return err
-	}
 	if err := d.encodeBuckets(); err != nil {
 		return err
 	}
@@ -170,7 +166,7 @@ func (d *daemon) stateDocument(w *bufio.Writer, stop *storedStop) error {
 	for i := range d.docBuckets {
 		sections[i] = d.docBuckets[i].sections()
 	}
-	return assembleDoc(w, head, nexthops, sections[:])
+	return assembleDoc(w, head, sections[:])
 }
 
 // restoreState takes the control plane's state from a predecessor's
@@ -216,7 +212,6 @@ func (d *daemon) restoreState(doc *stateDoc) error {
 	for _, p := range doc.Probes {
 		d.probes[probeKey{p.Rule, p.Addr}] = p.probe()
 	}
-	d.docNextHops = nil
 	for _, s := range doc.NextHops {
 		nh := nexthop{nh: s.NH}
 		if s.Err != "" {

@@ -89,8 +89,7 @@ func (d *daemon) resolve(ctx context.Context, only map[string]bool) map[netip.Ad
 	if only == nil {
 		for k := range d.nexthops {
 			if !want[k] {
-				delete(d.nexthops, k)
-				d.docNextHops = nil
+				d.forgetNextHop(k) // and from the state document (docparts.go)
 			}
 		}
 	}
@@ -148,7 +147,6 @@ func (d *daemon) resolvePass(ctx context.Context, want map[nhKey]bool, changed m
 	var news nextHopLog
 	if len(d.nexthops) == 0 { // the start: every backend is new, grow the map once
 		d.nexthops = make(map[nhKey]nexthop, len(keys))
-		d.docNextHops = nil
 	}
 	for i, k := range keys {
 		nh, err := found[i].nh, found[i].err
@@ -168,9 +166,7 @@ func (d *daemon) resolvePass(ctx context.Context, want map[nhKey]bool, changed m
 			nh.Src, err = s.nh.Src, s.err
 		}
 		old, had := d.nexthops[k]
-		if !had || !sameNextHop(old.nh, nh) || errText(old.err) != errText(err) {
-			d.docNextHops = nil // the state document's next hops (stateDocument)
-		}
+		docChanged := !had || !sameNextHop(old.nh, nh) || errText(old.err) != errText(err)
 		if !had || (old.err == nil) != (err == nil) || (err == nil && !sameNextHop(old.nh, nh)) {
 			changed[k.addr] = true
 			if err != nil {
@@ -179,7 +175,7 @@ func (d *daemon) resolvePass(ctx context.Context, want map[nhKey]bool, changed m
 				news.add(nh)
 			}
 		}
-		d.nexthops[k] = nexthop{nh: nh, err: err}
+		d.setNextHop(k, nexthop{nh: nh, err: err}, docChanged) // and its state document's bucket (docparts.go)
 	}
 	news.write(d.log)
 }

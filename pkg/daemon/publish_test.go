@@ -83,8 +83,8 @@ func testDaemon(tb testing.TB, files map[string]string, addrs []netip.Addr) (*da
 	tb.Cleanup(d.checker.Stop)
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 1}
 	for _, a := range addrs {
-		d.nexthops[nhKey{a, false}] = nexthop{nh: neigh.NextHop{Backend: a, Gateway: netip.MustParseAddr("192.0.2.1"), Ifindex: 1,
-			Src: netip.MustParseAddr("192.0.2.2"), SrcMAC: mac, DstMAC: mac, MTU: 1500}}
+		d.setNextHop(nhKey{a, false}, nexthop{nh: neigh.NextHop{Backend: a, Gateway: netip.MustParseAddr("192.0.2.1"), Ifindex: 1,
+			Src: netip.MustParseAddr("192.0.2.2"), SrcMAC: mac, DstMAC: mac, MTU: 1500}}, true)
 	}
 	if err := d.publish(); err != nil {
 		tb.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"reflect"
@@ -67,7 +68,8 @@ func BenchmarkStateDocument(b *testing.B) {
 // buckets of rules and verdicts), says what one encoded afresh says after
 // each kind of change that reaches them: a health verdict, a CLI drain, a
 // reload that adds a backend and a rule sharing the first rule's probe,
-// and one that removes a backend and a rule. So does the document
+// a next hop changed and one forgotten, and a reload that removes a
+// backend and a rule. So does the document
 // assembled from the parts in the fd store, stored after each change
 // (storeParts: only the parts that changed). Without the invalidation of
 // a kind, its document keeps the old state and differs.
@@ -110,6 +112,17 @@ func TestStateDocumentFollowsChanges(t *testing.T) {
 				"rules.d/c.toml": vipRule("203.0.113.12", "", healthGroup("198.51.100.10")),
 			})
 			return nil
+		}},
+		{"a next hop changed and one forgotten", func() error {
+			// As resolvePass and the periodic resolution record them.
+			return do(d, func() error {
+				k := nhKey{addr("198.51.100.11"), false}
+				nh := d.nexthops[k]
+				nh.err = errors.New("no route to host")
+				d.setNextHop(k, nh, true)
+				d.forgetNextHop(nhKey{addr("198.51.100.20"), false})
+				return nil
+			})
 		}},
 		{"a reload removing", func() error {
 			reloadWith(t, d, dir, map[string]string{
@@ -183,10 +196,9 @@ func splicedAndFresh(t *testing.T, d *daemon) (spliced, fresh stateDoc) {
 }
 
 // forgetEncoded drops every part of the state document kept encoded, and
-// files the buckets' rules and verdicts again from the registry and
-// d.probes: the next document is encoded afresh.
+// files the buckets' rules, verdicts and next hops again from the
+// registry, d.probes and d.nexthops: the next document is encoded afresh.
 func (d *daemon) forgetEncoded() {
-	d.docNextHops = nil
 	d.resetDocBuckets()
 	for _, rt := range d.rules {
 		rt.carryOf = nil

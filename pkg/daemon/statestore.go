@@ -16,10 +16,10 @@ import (
 )
 
 // The state document in systemd's fd store, in parts
-// (docs/design.md#the-state-document-in-parts): the head, the next hops
-// and the stateBuckets buckets of rules (docparts.go), each a sealed
-// memfd named after the generation that wrote it (state-h-<gen>,
-// state-n-<gen>, state-b<NN>-<gen>), and a manifest (state-m-<gen>)
+// (docs/design.md#the-state-document-in-parts): the head and the
+// stateBuckets buckets (docparts.go), each a sealed memfd named after the
+// generation that wrote it (state-h-<gen>, state-b<NN>-<gen>), and a
+// manifest (state-m-<gen>)
 // naming the parts that make up the document of generation gen. A
 // publication stores new memfds for the parts that changed only, then
 // the manifest, then removes the manifest and the parts it replaced: a
@@ -29,17 +29,16 @@ import (
 
 // Part indices in storedParts and in a manifest.
 const (
-	partHead     = 0
-	partNextHops = 1
-	partBuckets  = 2
-	stateParts   = partBuckets + stateBuckets
+	partHead    = 0
+	partBuckets = 1
+	stateParts  = partBuckets + stateBuckets
 )
 
 // stateManifestVersion is the version of the manifest's format.
 const stateManifestVersion = 1
 
 // stateManifest names the parts of one generation's document, in order:
-// the head, the next hops, the buckets.
+// the head, then the buckets.
 type stateManifest struct {
 	Version int            `json:"version"`
 	Gen     uint64         `json:"gen"`
@@ -49,8 +48,8 @@ type stateManifest struct {
 type manifestPart struct {
 	Name string `json:"name"`
 	// Sizes are the lengths of the part's sections, in order: the head
-	// and the next hops have one; a bucket four (rule slots, backend
-	// slots, rules, verdicts: docSections).
+	// has one; a bucket five (rule slots, backend slots, rules, verdicts,
+	// next hops: docSections).
 	Sizes []int `json:"sizes"`
 }
 
@@ -62,7 +61,6 @@ type storedParts struct {
 	parts    [stateParts]manifestPart
 	versions [stateBuckets]uint64 // each bucket's version stored (docBucket.version)
 	head     []byte               // the head stored
-	nexthops []byte               // the next hops stored (the same slice: sameBytes)
 	// stale are the names of documents this process did not store (a
 	// process before a crash, a predecessor, a build before the parts):
 	// removed once its own first manifest is stored.
@@ -112,10 +110,6 @@ func (d *daemon) storeParts(fs fdStore, stop *storedStop) (written int, err erro
 	if err != nil {
 		return 0, err
 	}
-	nexthops, err := d.nextHopsSection()
-	if err != nil {
-		return 0, err
-	}
 	if err := d.encodeBuckets(); err != nil {
 		return 0, err
 	}
@@ -157,12 +151,6 @@ func (d *daemon) storeParts(fs fdStore, stop *storedStop) (written int, err erro
 			return written, err
 		}
 	}
-	if first || !sameBytes(nexthops, s.nexthops) {
-		next[partNextHops] = manifestPart{Name: "state-n-" + strconv.FormatUint(gen, 10), Sizes: []int{len(nexthops)}}
-		if err := put(next[partNextHops].Name, nexthops); err != nil {
-			return written, err
-		}
-	}
 	var versions [stateBuckets]uint64
 	for i := range d.docBuckets {
 		b := &d.docBuckets[i]
@@ -170,8 +158,8 @@ func (d *daemon) storeParts(fs fdStore, stop *storedStop) (written int, err erro
 		if !first && b.version == s.versions[i] {
 			continue
 		}
-		next[partBuckets+i] = manifestPart{Name: fmt.Sprintf("state-b%02d-%d", i, gen), Sizes: []int{len(b.ruleIDs), len(b.slots), len(b.rules), len(b.verdict)}}
-		if err := put(next[partBuckets+i].Name, b.ruleIDs, b.slots, b.rules, b.verdict); err != nil {
+		next[partBuckets+i] = manifestPart{Name: fmt.Sprintf("state-b%02d-%d", i, gen), Sizes: []int{len(b.ruleIDs), len(b.slots), len(b.rules), len(b.verdict), len(b.hop)}}
+		if err := put(next[partBuckets+i].Name, b.ruleIDs, b.slots, b.rules, b.verdict, b.hop); err != nil {
 			return written, err
 		}
 	}
@@ -196,7 +184,7 @@ func (d *daemon) storeParts(fs fdStore, stop *storedStop) (written int, err erro
 			}
 		}
 	}
-	s.gen, s.manifest, s.parts, s.versions, s.head, s.nexthops, s.stale = gen, manifest, next, versions, head, nexthops, nil
+	s.gen, s.manifest, s.parts, s.versions, s.head, s.stale = gen, manifest, next, versions, head, nil
 	var errs []error
 	for _, name := range gone {
 		if err := fs.Remove(name); err != nil {
@@ -321,10 +309,10 @@ func assembleStored(files map[string]int, manifestFD int) ([]byte, error) {
 	}
 	buckets := make([]docSections, 0, len(m.Parts)-partBuckets)
 	for i := partBuckets; i+docSectionCount <= len(sections); i += docSectionCount {
-		buckets = append(buckets, docSections{sections[i], sections[i+1], sections[i+2], sections[i+3]})
+		buckets = append(buckets, docSections{sections[i], sections[i+1], sections[i+2], sections[i+3], sections[i+4]})
 	}
 	var out bytes.Buffer
-	if err := assembleDoc(&out, sections[0], sections[1], buckets); err != nil {
+	if err := assembleDoc(&out, sections[0], buckets); err != nil {
 		return nil, err
 	}
 	return out.Bytes(), nil

@@ -321,7 +321,7 @@ func TestOneRuleStoresItsBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	manifestSize = int(st.Size)
-	if bucketSize := b.Sizes[0] + b.Sizes[1] + b.Sizes[2] + b.Sizes[3]; written != bucketSize+manifestSize {
+	if bucketSize := b.Sizes[0] + b.Sizes[1] + b.Sizes[2] + b.Sizes[3] + b.Sizes[4]; written != bucketSize+manifestSize {
 		t.Errorf("wrote %d bytes, want the bucket's %d and the manifest's %d", written, bucketSize, manifestSize)
 	}
 	if written*2 > total {
@@ -423,8 +423,9 @@ func (discardStore) Remove(string) error     { return nil }
 
 // BenchmarkStateStore: what storing the state document in systemd's fd
 // store costs after a one-backend change of one rule (its failover state
-// computed anew), at 100 backends a rule: in parts (storeParts: the
-// rule's bucket, the manifest) against the whole document in one memfd
+// computed anew, a backend's next hop recorded), at 100 backends a rule:
+// in parts (storeParts: the rule's bucket, the next hop's, the manifest)
+// against the whole document in one memfd
 // (writeState, as every store did before the parts). It reports the bytes
 // written into memfds per store.
 func BenchmarkStateStore(b *testing.B) {
@@ -434,20 +435,26 @@ func BenchmarkStateStore(b *testing.B) {
 			if err := do(d, func() error { _, err := d.storeParts(discardStore{}, nil); return err }); err != nil {
 				b.Fatal(err) // every part encoded and stored once, as the first publication does
 			}
-			var sizes [4]int
+			var sizes [docSectionCount]int
 			for i := range d.docBuckets {
 				bk := &d.docBuckets[i]
 				sizes[0] += len(bk.ruleIDs)
 				sizes[1] += len(bk.slots)
 				sizes[2] += len(bk.rules)
 				sizes[3] += len(bk.verdict)
+				sizes[4] += len(bk.hop)
 			}
-			b.Logf("the buckets: rule slots %d bytes, backend slots %d, rules %d, verdicts %d; next hops %d", sizes[0], sizes[1], sizes[2], sizes[3], len(d.docNextHops))
-			// The change: rule r00007's failover state computed anew.
+			b.Logf("the buckets: rule slots %d bytes, backend slots %d, rules %d, verdicts %d, next hops %d", sizes[0], sizes[1], sizes[2], sizes[3], sizes[4])
+			// The change, as a reload adding a backend to a rule makes it:
+			// rule r00007's failover state computed anew, and a next hop
+			// recorded.
 			const rule = "r00007"
+			hop := nhKey{scaleBackend(7, 100), false}
 			change := func() {
 				d.ruleChanged(rule)
 				d.rules[rule].carryOf = nil
+				d.forgetNextHop(hop)
+				d.setNextHop(hop, d.nexthops[nhKey{scaleBackend(7, 0), false}], true)
 			}
 			for _, whole := range []bool{false, true} {
 				name := "parts"

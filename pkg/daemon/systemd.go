@@ -222,7 +222,6 @@ func (d *daemon) startFromStore() error {
 		d.log.Warn("fd store: state not restored; starting cold", "err", err)
 		d.reg, d.rules = newRegistry(), map[string]*ruleRuntime{}
 		d.probes, d.nexthops = map[probeKey]probe{}, map[nhKey]nexthop{}
-		d.docNextHops = nil
 		d.resetDocBuckets()
 		d.clock, d.seed = newClock(), randomSeed()
 		d.store.close()
