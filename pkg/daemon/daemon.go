@@ -92,6 +92,7 @@ type daemon struct {
 	// buffer they are written through, kept (writeState); stateStore is
 	// what systemd's fd store holds of the document (statestore.go).
 	docBuckets  docBuckets
+	docScratch  []byte // writeBucketRules's
 	stateWriter *bufio.Writer
 	stateStore  storedParts
 

@@ -46,7 +46,8 @@ func hopBucket(k nhKey) int {
 
 // docBucket is one bucket's sections of the state document as last
 // encoded: each a comma-separated list of entries, without the brackets:
-// its rules' slots, backend slots, runtime states and verdicts.
+// its rules' slots, backend slots, verdicts and next hops (its rules'
+// runtime states are written from the rules: writeBucketRules).
 type docBucket struct {
 	names   map[string]struct{}   // the registry's rule names in the bucket
 	probes  map[probeKey]struct{} // the verdicts' keys whose rule is in the bucket
@@ -55,7 +56,6 @@ type docBucket struct {
 	version uint64                // encodings so far: the fd store compares it
 	ruleIDs []byte                // "rule":slot
 	slots   []byte                // "rule":{"addr":slot,…}
-	rules   []byte                // {"name":…,"slot":…,…}
 	verdict []byte                // probeState objects
 	hop     []byte                // nexthopState objects
 }
@@ -188,18 +188,13 @@ func (d *daemon) encodeBucket(b *docBucket) error {
 	return nil
 }
 
-// encodeRules encodes a bucket's rule slots, backend slots and rules.
+// encodeRules encodes a bucket's rule slots and backend slots, and each
+// of its rules' carried failover state not encoded yet (once per
+// computation of the rule: ruleRuntime.carry). The rules' section itself
+// is not kept: it is written from the carries where it goes
+// (writeBucketRules), so they are held once.
 func (d *daemon) encodeRules(b *docBucket) error {
-	// The rules' carried states are kept once, in the bucket: each rule's
-	// carry is its part of rules, so the section is written into a new
-	// buffer (the old one holds the carries copied in) and the old one
-	// goes once every carry points into the new.
-	ids, slots, rules := b.ruleIDs[:0], b.slots[:0], make([]byte, 0, cap(b.rules))
-	type carrySpan struct {
-		rt         *ruleRuntime
-		start, end int
-	}
-	var carries []carrySpan
+	ids, slots := b.ruleIDs[:0], b.slots[:0]
 	for name := range b.names {
 		if s, ok := d.reg.rules[name]; ok {
 			if len(ids) > 0 {
@@ -225,27 +220,53 @@ func (d *daemon) encodeRules(b *docBucket) error {
 			}
 			slots = append(slots, '}')
 		}
+		if rt := d.rules[name]; rt != nil && rt.prev != nil && rt.carryOf != rt.prev {
+			c, err := rt.prev.MarshalCarry()
+			if err != nil {
+				return fmt.Errorf("rule %s: %w", name, err)
+			}
+			rt.carry, rt.carryOf = c, rt.prev
+		}
+	}
+	b.ruleIDs, b.slots = ids, slots
+	return nil
+}
+
+// writeBucketRules writes a bucket's rules, each preceded by a comma
+// unless first, and returns whether it wrote none (first still) and the
+// bytes written.
+func (d *daemon) writeBucketRules(w io.Writer, b *docBucket, first bool) (bool, int, error) {
+	n := 0
+	write := func(p []byte) {
+		m, _ := w.Write(p)
+		n += m
+	}
+	scratch := d.docScratch[:0]
+	for name := range b.names {
 		rt := d.rules[name]
 		if rt == nil {
 			continue
 		}
-		if len(rules) > 0 {
-			rules = append(rules, ',')
-		}
-		rules = strconv.AppendQuote(append(rules, `{"name":`...), name)
-		rules = strconv.AppendUint(append(rules, `,"slot":`...), uint64(rt.slot), 10)
-		rules = strconv.AppendBool(append(rules, `,"warm":`...), rt.warm.warm)
-		if rt.prev != nil {
-			if rt.carryOf != rt.prev {
-				c, err := rt.prev.MarshalCarry()
-				if err != nil {
-					return err
-				}
-				rt.carry, rt.carryOf = c, rt.prev
+		if rt.prev != nil && rt.carryOf != rt.prev { // not since encodeRules; a safeguard
+			c, err := rt.prev.MarshalCarry()
+			if err != nil {
+				return first, n, fmt.Errorf("rule %s: %w", name, err)
 			}
-			rules = append(rules, `,"failover":`...)
-			carries = append(carries, carrySpan{rt, len(rules), len(rules) + len(rt.carry)})
-			rules = append(rules, rt.carry...)
+			rt.carry, rt.carryOf = c, rt.prev
+		}
+		scratch = scratch[:0]
+		if !first {
+			scratch = append(scratch, ',')
+		}
+		first = false
+		scratch = strconv.AppendQuote(append(scratch, `{"name":`...), name)
+		scratch = strconv.AppendUint(append(scratch, `,"slot":`...), uint64(rt.slot), 10)
+		scratch = strconv.AppendBool(append(scratch, `,"warm":`...), rt.warm.warm)
+		if rt.prev != nil {
+			scratch = append(scratch, `,"failover":`...)
+			write(scratch)
+			write(rt.carry)
+			scratch = scratch[:0]
 		}
 		if len(rt.removed) > 0 {
 			rs := make([]removedState, 0, len(rt.removed))
@@ -254,17 +275,15 @@ func (d *daemon) encodeRules(b *docBucket) error {
 			}
 			c, err := json.Marshal(rs)
 			if err != nil {
-				return err
+				return first, n, err
 			}
-			rules = append(append(rules, `,"removed":`...), c...)
+			scratch = append(append(scratch, `,"removed":`...), c...)
 		}
-		rules = append(rules, '}')
+		scratch = append(scratch, '}')
+		write(scratch)
 	}
-	for _, c := range carries {
-		c.rt.carry = rules[c.start:c.end:c.end]
-	}
-	b.ruleIDs, b.slots, b.rules = ids, slots, rules
-	return nil
+	d.docScratch = scratch
+	return first, n, nil
 }
 
 // encodeVerdicts encodes a bucket's verdicts.
@@ -317,13 +336,18 @@ func (d *daemon) encodeHops(b *docBucket) error {
 // carries them.
 type docSections struct {
 	ruleIDs, slots, rules, verdict, hop []byte
+	// rulesTo writes the rules' section instead of rules, as
+	// writeBucketRules does (a bucket in memory).
+	rulesTo func(w io.Writer, first bool) (bool, int, error)
 }
 
 // docSectionCount is how many sections a bucket has.
 const docSectionCount = 5
 
-func (b *docBucket) sections() docSections {
-	return docSections{b.ruleIDs, b.slots, b.rules, b.verdict, b.hop}
+// bucketSections are a bucket's sections in memory.
+func (d *daemon) bucketSections(b *docBucket) docSections {
+	return docSections{ruleIDs: b.ruleIDs, slots: b.slots, verdict: b.verdict, hop: b.hop,
+		rulesTo: func(w io.Writer, first bool) (bool, int, error) { return d.writeBucketRules(w, b, first) }}
 }
 
 // assembleDoc writes a state document from its head (a stateDoc encoded
@@ -352,7 +376,23 @@ func assembleDoc(w io.Writer, head []byte, buckets []docSections) error {
 	join(`},"probes":[`, func(s docSections) []byte { return s.verdict })
 	join(`],"next_hops":[`, func(s docSections) []byte { return s.hop })
 	join(`],"backend_slots":{`, func(s docSections) []byte { return s.slots })
-	join(`},"rules":[`, func(s docSections) []byte { return s.rules })
+	io.WriteString(w, `},"rules":[`)
+	first := true
+	for _, s := range buckets {
+		switch {
+		case s.rulesTo != nil:
+			var err error
+			if first, _, err = s.rulesTo(w, first); err != nil {
+				return err
+			}
+		case len(s.rules) > 0:
+			if !first {
+				io.WriteString(w, ",")
+			}
+			first = false
+			w.Write(s.rules)
+		}
+	}
 	_, err := io.WriteString(w, "]}")
 	return err
 }

@@ -164,7 +164,7 @@ func (d *daemon) stateDocument(w *bufio.Writer, stop *storedStop) error {
 	}
 	var sections [stateBuckets]docSections
 	for i := range d.docBuckets {
-		sections[i] = d.docBuckets[i].sections()
+		sections[i] = d.bucketSections(&d.docBuckets[i])
 	}
 	return assembleDoc(w, head, sections[:])
 }

@@ -120,13 +120,8 @@ func (d *daemon) storeParts(fs fdStore, stop *storedStop) (written int, err erro
 	first := s.manifest == ""
 	next := s.parts
 	var added []string
-	put := func(name string, chunks ...[]byte) error {
-		fd, n, err := sealedMemfd(name, d.stateWriter, func(w *bufio.Writer) error {
-			for _, c := range chunks {
-				w.Write(c)
-			}
-			return nil
-		})
+	put := func(name string, write func(w *bufio.Writer) error) error {
+		fd, n, err := sealedMemfd(name, d.stateWriter, write)
 		if err != nil {
 			return err
 		}
@@ -147,7 +142,7 @@ func (d *daemon) storeParts(fs fdStore, stop *storedStop) (written int, err erro
 	}()
 	if first || !bytes.Equal(head, s.head) {
 		next[partHead] = manifestPart{Name: "state-h-" + strconv.FormatUint(gen, 10), Sizes: []int{len(head)}}
-		if err := put(next[partHead].Name, head); err != nil {
+		if err := put(next[partHead].Name, writeBytes(head)); err != nil {
 			return written, err
 		}
 	}
@@ -158,10 +153,20 @@ func (d *daemon) storeParts(fs fdStore, stop *storedStop) (written int, err erro
 		if !first && b.version == s.versions[i] {
 			continue
 		}
-		next[partBuckets+i] = manifestPart{Name: fmt.Sprintf("state-b%02d-%d", i, gen), Sizes: []int{len(b.ruleIDs), len(b.slots), len(b.rules), len(b.verdict), len(b.hop)}}
-		if err := put(next[partBuckets+i].Name, b.ruleIDs, b.slots, b.rules, b.verdict, b.hop); err != nil {
+		part := manifestPart{Name: fmt.Sprintf("state-b%02d-%d", i, gen)}
+		err := put(part.Name, func(w *bufio.Writer) error {
+			w.Write(b.ruleIDs)
+			w.Write(b.slots)
+			_, n, err := d.writeBucketRules(w, b, true)
+			w.Write(b.verdict)
+			w.Write(b.hop)
+			part.Sizes = []int{len(b.ruleIDs), len(b.slots), n, len(b.verdict), len(b.hop)}
+			return err
+		})
+		if err != nil {
 			return written, err
 		}
+		next[partBuckets+i] = part
 	}
 	if len(added) == 0 {
 		return 0, nil // nothing changed
@@ -171,7 +176,7 @@ func (d *daemon) storeParts(fs fdStore, stop *storedStop) (written int, err erro
 		return written, err
 	}
 	manifest := "state-m-" + strconv.FormatUint(gen, 10)
-	if err := put(manifest, m); err != nil {
+	if err := put(manifest, writeBytes(m)); err != nil {
 		return written, err
 	}
 	// The new document stands: what it replaced goes.
@@ -193,6 +198,14 @@ func (d *daemon) storeParts(fs fdStore, stop *storedStop) (written int, err erro
 		}
 	}
 	return written, errors.Join(errs...)
+}
+
+// writeBytes is a part's writer of b.
+func writeBytes(b []byte) func(w *bufio.Writer) error {
+	return func(w *bufio.Writer) error {
+		_, err := w.Write(b)
+		return err
+	}
 }
 
 // isStateFile says whether an fd store name is one of the state
@@ -309,7 +322,7 @@ func assembleStored(files map[string]int, manifestFD int) ([]byte, error) {
 	}
 	buckets := make([]docSections, 0, len(m.Parts)-partBuckets)
 	for i := partBuckets; i+docSectionCount <= len(sections); i += docSectionCount {
-		buckets = append(buckets, docSections{sections[i], sections[i+1], sections[i+2], sections[i+3], sections[i+4]})
+		buckets = append(buckets, docSections{ruleIDs: sections[i], slots: sections[i+1], rules: sections[i+2], verdict: sections[i+3], hop: sections[i+4]})
 	}
 	var out bytes.Buffer
 	if err := assembleDoc(&out, sections[0], buckets); err != nil {

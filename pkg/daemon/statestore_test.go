@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/netip"
 	"reflect"
@@ -436,14 +437,18 @@ func BenchmarkStateStore(b *testing.B) {
 				b.Fatal(err) // every part encoded and stored once, as the first publication does
 			}
 			var sizes [docSectionCount]int
-			for i := range d.docBuckets {
-				bk := &d.docBuckets[i]
-				sizes[0] += len(bk.ruleIDs)
-				sizes[1] += len(bk.slots)
-				sizes[2] += len(bk.rules)
-				sizes[3] += len(bk.verdict)
-				sizes[4] += len(bk.hop)
-			}
+			do(d, func() error {
+				for i := range d.docBuckets {
+					bk := &d.docBuckets[i]
+					sizes[0] += len(bk.ruleIDs)
+					sizes[1] += len(bk.slots)
+					_, n, _ := d.writeBucketRules(io.Discard, bk, true)
+					sizes[2] += n
+					sizes[3] += len(bk.verdict)
+					sizes[4] += len(bk.hop)
+				}
+				return nil
+			})
 			b.Logf("the buckets: rule slots %d bytes, backend slots %d, rules %d, verdicts %d, next hops %d", sizes[0], sizes[1], sizes[2], sizes[3], sizes[4])
 			// The change, as a reload adding a backend to a rule makes it:
 			// rule r00007's failover state computed anew, and a next hop
