@@ -67,15 +67,19 @@ type scaleOptions struct {
 	scrapes          []string      // metrics queries to scrape ("": the whole endpoint)
 	scrapeCPU        time.Duration // profile the daemon over this long of full scrapes
 	scrapeSave       string        // a directory for each query's first scrape
+	systemd          bool          // --systemd: a stand-in for systemd's fd store (scale_systemd.go)
 }
 
 // ScaleResults is the JSON file of one scale run (bench/results/<date>-scale.json).
 type ScaleResults struct {
-	Date             string  `json:"date"`
-	Kernel           string  `json:"kernel"`
-	LoadAvg          string  `json:"loadavg_before"`
-	LoadAvgAfter     string  `json:"loadavg_after"`
-	Revision         string  `json:"xlb_version"`
+	Date         string `json:"date"`
+	Kernel       string `json:"kernel"`
+	LoadAvg      string `json:"loadavg_before"`
+	LoadAvgAfter string `json:"loadavg_after"`
+	Revision     string `json:"xlb_version"`
+	// Systemd says what the stand-in for systemd's fd store held at the
+	// end (--systemd; empty without).
+	Systemd          string  `json:"systemd,omitempty"`
 	Rules            int     `json:"rules"`
 	Backends         int     `json:"backends_per_rule"`
 	DistinctBackends int     `json:"distinct_backends"`
@@ -219,6 +223,7 @@ func scaleMain(args []string) int {
 	})
 	fs.StringVar(&o.scrapeSave, "scrape-save", "", "write each --scrape query's first scrape (its text) into this directory as scrapeN.txt")
 	fs.DurationVar(&o.scrapeCPU, "scrape-cpu", 0, "profile the daemon's CPU and allocations over this long of back-to-back full scrapes (needs --heap's profile endpoint; 0: none)")
+	fs.BoolVar(&o.systemd, "systemd", false, "run xlb with NOTIFY_SOCKET set to a stand-in for systemd's notification socket and fd store: every publication stores the state document there, as under deploy/systemd/xlb.service")
 	fs.DurationVar(&o.servingTimeout, "serving-timeout", 5*time.Minute, "how long `xlb run` may take to serve")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -647,8 +652,17 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 	}
 
 	cmd := exec.Command("ip", "netns", "exec", app, o.xlb, "run", "-c", cfg)
+	cmd.Env = os.Environ()
 	if o.heap {
-		cmd.Env = append(os.Environ(), "XLB_PPROF_LISTEN="+scalePprof)
+		cmd.Env = append(cmd.Env, "XLB_PPROF_LISTEN="+scalePprof)
+	}
+	var store *fdStore
+	if o.systemd {
+		if store, err = newFDStore(); err != nil {
+			return err
+		}
+		defer store.close()
+		cmd.Env = append(cmd.Env, "NOTIFY_SOCKET="+store.path)
 	}
 	progress("xlb run (start → serving)")
 	t0 := time.Now()
@@ -671,6 +685,16 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 		return err
 	}
 	defer fw.Stop("xlb")
+	if store != nil {
+		// Under a service manager SIGTERM stops for a restart, keeping
+		// the program attached and pinned: `xlb stop` detaches and unpins
+		// (and empties the store) before fw.Stop's SIGTERM.
+		defer func() {
+			if out, err := exec.Command("ip", "netns", "exec", app, o.xlb, "stop", "-c", cfg).CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "xlb stop: %v %s\n", err, out)
+			}
+		}()
+	}
 	res.StartSec = time.Since(t0).Seconds()
 	fdsPeak := watchFDs(ctx, fw.pid)
 	defer func() { _ = fdsPeak() }()
@@ -840,6 +864,10 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 		if err := measureRestart(ctx, o, cfg, filepath.Join(dir, "xlb.sock"), fw, &res, progress); err != nil {
 			return err
 		}
+	}
+	if store != nil {
+		res.Systemd = store.summary()
+		progress("systemd's fd store: %s", res.Systemd)
 	}
 	res.LoadAvgAfter = readTrim("/proc/loadavg")
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
@@ -1128,6 +1156,9 @@ func printScale(w io.Writer, r *ScaleResults) {
 		r.Rules, r.Backends, r.DistinctBackends, r.Queues, r.Health, r.Revision, r.LoadAvg, r.LoadAvgAfter)
 	fmt.Fprintf(w, "| what | measured |\n|---|---|\n")
 	fmt.Fprintf(w, "| `xlb validate` | %.2f s |\n", r.ValidateSec)
+	if r.Systemd != "" {
+		fmt.Fprintf(w, "| systemd's fd store (a stand-in) at the end | %s |\n", r.Systemd)
+	}
 	fmt.Fprintf(w, "| start → serving | %.2f s %v, %.2f s of CPU |\n", r.StartSec, r.StartPhases, r.StartCPUSec)
 	fmt.Fprintf(w, "| daemon RSS after start | %.0f MiB |\n", r.RSSStartMiB)
 	if len(r.MemStart) > 0 {
