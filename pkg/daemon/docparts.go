@@ -14,18 +14,19 @@ import (
 // The state document in parts (docs/design.md#the-state-document-in-parts).
 // Its rules' sections (rule and backend slots, carried failover states,
 // verdicts) are split in stateBuckets buckets by a hash of the rule name,
-// and its next hops by a hash of the backend's address, each bucket
-// encoded anew only when one of its rules, verdicts or next hops changed;
-// the head (everything else) is the other part. A document, for a restart's offer as for systemd's fd store, is
-// assembled from them (assembleDoc); the fd store keeps the parts
-// themselves, each in its own memfd, so that a publication stores only
-// the parts that changed (systemd.go).
+// and its next hops by a hash of the backend's address, each bucket's
+// section encoded anew only when something in it changed; the head
+// (everything else) is the other part. A document, for a restart's offer
+// as for systemd's fd store, is assembled from them (assembleDoc); the fd
+// store keeps the parts themselves, each in its own memfd, so that a
+// publication stores only the parts that changed (statestore.go).
 
-// stateBuckets is how many buckets the rules are split in: a one-rule
-// change stores about 1/64 of the rules' sections, and the document holds
-// 64+2 of the fd store's fds (the head and the manifest), twice that
-// while a first store replaces another process's (FileDescriptorStoreMax=1024; the engine's arenas
-// and sockets take 3 a queue).
+// stateBuckets is how many buckets the rules and next hops are split in:
+// a one-rule change stores about 1/64 of the document, and the document
+// holds 66 of the fd store's fds (the buckets, the head, the manifest),
+// twice that while a first store replaces another process's
+// (FileDescriptorStoreMax=1024; the engine's arenas and sockets take 3 a
+// queue).
 const stateBuckets = 64
 
 // stateBucket is the bucket of a rule: FNV-1a of its name, so that a rule
@@ -136,8 +137,8 @@ func (d *daemon) forgetNextHop(k nhKey) {
 	}
 }
 
-// resetDocBuckets forgets every bucket's content (the registry, rules
-// and verdicts were replaced) and files what is there now.
+// resetDocBuckets forgets every bucket's content (the registry, rules,
+// verdicts or next hops were replaced) and files what is there now.
 func (d *daemon) resetDocBuckets() {
 	for i := range d.docBuckets {
 		v := d.docBuckets[i].version
