@@ -1151,15 +1151,7 @@ func TestStopAbandonsRestart(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("xlb restart did not answer within 20 s of xlb stop")
 	}
-	testutil.WaitFor(t, 10*time.Second, "the successor killed", func() (bool, string) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", succ))
-		if err != nil {
-			return true, ""
-		}
-		// The stopped daemon's child until it exits: a zombie then.
-		i := strings.LastIndexByte(string(b), ')')
-		return i > 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X'), string(b)
-	})
+	waitExited(t, succ, 10*time.Second, "the successor killed") // the stopped daemon's child: a zombie then
 	if xdpAttached(t, l) {
 		t.Errorf("the program is still attached after xlb stop during a restart")
 	}

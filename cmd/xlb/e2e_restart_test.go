@@ -444,6 +444,32 @@ func restartXLB(t *testing.T, x *labXLB, args ...string) (*control.RestartResult
 	return &res, nil
 }
 
+// waitExited waits until process pid has exited: gone, or a zombie (its
+// parent, the predecessor that started it, may be gone too) whose every
+// thread has exited. A killed daemon holds its sockets until its last
+// thread is gone: its TUN went first, and its control socket still
+// accepted while the main thread was a zombie and another thread was still
+// exiting. It returns how long it waited.
+func waitExited(t *testing.T, pid int, within time.Duration, what string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	testutil.WaitFor(t, within, what, func() (bool, string) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return true, ""
+		}
+		// After the command's closing parenthesis: state, then 16 more
+		// fields up to num_threads.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			return false, string(b)
+		}
+		f := strings.Fields(string(b[i+1:]))
+		return len(f) > 17 && (f[0] == "Z" || f[0] == "X") && f[17] == "1", string(b)
+	})
+	return time.Since(start)
+}
+
 // buildUpgrade builds this package into a new executable that differs
 // from the test binary (stripped, another link), with more linker flags.
 // It builds with the test's own environment, so every package comes from
