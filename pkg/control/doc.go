@@ -18,7 +18,13 @@
 // stale socket left by a daemon that died (a path some process still
 // answers on is refused: "is xlb already running?"; a path that is not a
 // socket is never removed), makes the socket 0600 so only root can drive
-// the appliance, and removes it when it returns.
+// the appliance, and removes it when it returns. The refusal names the
+// process that holds the socket (holders.go: its inode in /proc/net/unix,
+// then the holders' descriptors), not the one the kernel's peer
+// credentials name: that is the listener's maker, which after xlb
+// restart's hand-over has exited. Where no holder is found (a socket of
+// another network namespace, or not root) it names the maker and says
+// whether it has exited.
 //
 // # Access levels (peer.go)
 //

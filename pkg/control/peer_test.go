@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 	if v := os.Getenv(peerClientEnv); v != "" {
 		os.Exit(peerClient(v))
 	}
+	if v := os.Getenv(listenChildEnv); v != "" {
+		os.Exit(listenChild(v))
+	}
 	os.Exit(m.Run())
 }
 

@@ -425,10 +425,7 @@ func Listen(path string) (net.Listener, error) {
 			return nil, fmt.Errorf("control socket %s: exists and is not a socket", path)
 		}
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			who := "another process"
-			if p := peerOf(c); p.PID > 0 {
-				who = fmt.Sprintf("another process (pid %d)", p.PID)
-			}
+			who := servingWho(path, peerOf(c).PID)
 			c.Close()
 			return nil, fmt.Errorf("control socket %s: %s is serving it (is xlb already running?)", path, who)
 		}
