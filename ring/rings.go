@@ -98,6 +98,17 @@ func (r *Rings) KickRX() error {
 	return r.waker.wakeRX()
 }
 
+// Settled reports whether the rings need nothing of their owner until a
+// packet arrives: the kernel has taken everything submitted to TX (no kick
+// is owed; in copy mode it takes 32 descriptors per kick) and the fill
+// ring holds at least min chunks to receive into, so the first packet
+// makes the socket readable and wakes a poll. Frames the kernel has yet
+// to complete are taken back at the next loop. An idle owner that is
+// settled may sleep longer between loops.
+func (r *Rings) Settled(min int) bool {
+	return !r.TX.pending() && r.Fill.cachedProd-r.Fill.consumer.Load() >= uint32(min)
+}
+
 // BusyPoll runs the queue's NAPI poll on the caller's thread (recvfrom,
 // MSG_DONTWAIT: net/xdp/xsk.c busy-loops once with the socket's budget)
 // when the socket prefers busy polling, and does nothing otherwise. The

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	"github.com/xlbnet/xlb/conntrack"
 	"github.com/xlbnet/xlb/hash"
@@ -23,16 +24,16 @@ const Batch = 64
 // fragmentation (a 9000-byte inner packet over a 1500-byte path needs 7).
 const maxFragments = 8
 
-// A worker sweeps sweepIdleBuckets conntrack buckets for idle entries in
-// a loop that received nothing, and one bucket per packetsPerSweptBucket
-// packets in a busy one: one header line (8 slots) per 4 packets, in
-// arena order. At 1 Mpps on one queue that is a full pass over a 1 Mi-slot
-// table every half second. serveBudget is how many slots a pending CLI
-// request walks per busy loop, idleServeBudget per loop that received
-// nothing: an idle worker sleeps up to 1 ms between loops, so at 256 slots
-// a walk of a 512 Ki-slot table took two seconds, too slow for a read
-// command that should answer at once; at
-// 16 Ki it takes 32 idle loops, each scanning ~2 Ki header lines.
+// A worker sweeps sweepIdleBuckets conntrack buckets for idle entries per
+// millisecond of a queue's idleness (idleSweep), and one bucket per
+// packetsPerSweptBucket packets in a busy loop: one header line (8 slots)
+// per 4 packets, in arena order. At 1 Mpps on one queue that is a full
+// pass over a 1 Mi-slot table every half second. serveBudget is how many
+// slots a pending CLI request walks per busy loop, idleServeBudget per
+// loop that received nothing (an idle worker does not sleep while a
+// request is pending, but at 256 slots a walk of a 512 Ki-slot table took
+// two seconds when it slept 1 ms between loops; at 16 Ki it takes 32 idle
+// loops, each scanning ~2 Ki header lines).
 const (
 	sweepIdleBuckets      = 32
 	packetsPerSweptBucket = 4
@@ -115,6 +116,8 @@ type Worker struct {
 
 	scan *exceptionScan // exceptions.go: nil unless the fleet shares flows
 
+	loopAt int64 // the clock's nanoseconds at the last loop
+
 	ipID   uint16
 	counts batchCounts
 	rx     [Batch]ring.Desc
@@ -190,13 +193,15 @@ func (w *Worker) Step() int {
 		}
 	}
 	n := r.RX.Peek(w.rx[:])
-	now := conntrack.Now(w.clock)
+	nanos := w.clock.Nanotime()
+	now := conntrack.TimeOf(nanos)
 	if n == 0 {
 		if err := r.KickTX(); err != nil {
 			w.Counters.KickErrors.Add(1)
 		}
 		w.tables.Conntrack.Serve(now, idleServeBudget)
-		w.tables.Conntrack.Sweep(now, sweepIdleBuckets)
+		w.tables.Conntrack.Sweep(now, w.idleSweep(nanos))
+		w.loopAt = nanos
 		if w.scan != nil {
 			if snap := w.snapshot.Load(); snap != nil {
 				w.scan.step(w.tables.Conntrack, snap, now, idleScanBudget)
@@ -205,6 +210,7 @@ func (w *Worker) Step() int {
 		return 0
 	}
 	r.RX.Release(n)
+	w.loopAt = nanos
 	ntx, ndrop := 0, 0
 	snap := w.snapshot.Load()
 	if snap != nil {
@@ -238,6 +244,29 @@ func (w *Worker) Step() int {
 		w.scan.step(w.tables.Conntrack, snap, now, scanBudget)
 	}
 	return n
+}
+
+// idleSweep is the sweep budget of a loop that received nothing:
+// sweepIdleBuckets per millisecond since the loop before (at least one
+// loop's, at most 16 ms'), so an idle table is swept at one pace whether
+// its worker sleeps 1 ms between loops or longer (Settled). Since the
+// loop before, not the idle loop before: on a busy queue an idle loop
+// between two bursts sweeps one loop's worth, not the burst's duration.
+func (w *Worker) idleSweep(nanos int64) int {
+	ms := (nanos - w.loopAt) / int64(time.Millisecond)
+	return sweepIdleBuckets * int(min(max(ms, 1), 16))
+}
+
+// Settled reports whether the worker has nothing to finish between
+// batches: its rings owe the kernel no TX kick and hold a batch of chunks
+// to receive into (ring.Rings.Settled), and no exception scan is under
+// way. Its idle wait may then sleep longer than between the loops of
+// unfinished work: a packet or a request's doorbell wakes it. Worker only.
+func (w *Worker) Settled() bool {
+	if s := w.scan; s != nil && (s.running || s.endPending) {
+		return false
+	}
+	return w.rings.Settled(Batch)
 }
 
 // batch runs stages S1-S6 over the n received descriptors in w.rx and

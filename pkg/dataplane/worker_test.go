@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"fmt"
 	"net/netip"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/xlbnet/xlb/pkg/encap"
 	"github.com/xlbnet/xlb/pkg/packet"
 	"github.com/xlbnet/xlb/pkg/packettest"
+	"github.com/xlbnet/xlb/pkg/spsc"
 	"github.com/xlbnet/xlb/ring"
 )
 
@@ -198,23 +200,107 @@ func stepAllocs(fw *fakeWorker) float64 {
 }
 
 // The worker reclaims idle entries between batches, without a lookup of
-// them: the table's count falls back once the flows went quiet.
+// them: the table's count falls back once the flows went quiet, at one
+// pace per millisecond whether the idle loops come every millisecond or
+// every 8 (a settled worker's sleep): in an eighth of the loops then.
 func TestWorkerSweepsIdleEntries(t *testing.T) {
+	for _, sleep := range []time.Duration{0, time.Millisecond, 8 * time.Millisecond} {
+		t.Run(fmt.Sprint("loops every ", sleep), func(t *testing.T) {
+			fw := newFakeWorker(t, ruleSpec{protocol: RuleTCP, backends: names(3)}, encap.IPIP, 1500)
+			// A table of 8 Ki buckets: more than the first idle loop's
+			// catch-up after the clock's jump (16 ms' worth) sweeps.
+			ct, err := conntrack.New(1<<16, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fw.w.q.Conntrack = ct
+			fw.wk = NewWorker(fw.fake.Rings(), &fw.snap, *fw.w.q, fw.clock, nil)
+			var frames [][]byte
+			for i := range 40 {
+				frames = append(frames, tcpFrame("198.51.100.40", uint16(1000+i), true))
+			}
+			fw.run(frames...)
+			if ct.Len() != 40 {
+				t.Fatalf("%d entries after 40 SYNs", ct.Len())
+			}
+			fw.clock.Advance(61 * time.Second)
+			fw.wk.Step() // the first idle loop after the batch
+			perLoop := sweepIdleBuckets * int(max(sleep/time.Millisecond, 1))
+			for range ct.Cap() / conntrack.Ways / perLoop {
+				fw.clock.Advance(sleep)
+				fw.wk.Step()
+			}
+			if ct.Len() != 0 {
+				t.Errorf("%d entries left after every slot was swept past their idle timeout", ct.Len())
+			}
+		})
+	}
+}
+
+// TestWorkerSettled: an idle worker is settled (its wait may sleep longer)
+// only when it owes the kernel no TX kick, has chunks on the fill ring and
+// no exception scan is under way or has its pass's end to hand over.
+func TestWorkerSettled(t *testing.T) {
 	fw := newFakeWorker(t, ruleSpec{protocol: RuleTCP, backends: names(3)}, encap.IPIP, 1500)
-	var frames [][]byte
-	for i := range 40 {
-		frames = append(frames, tcpFrame("198.51.100.40", uint16(1000+i), true))
+	if !fw.wk.Settled() {
+		t.Fatal("a fresh worker with a full fill ring is not settled")
 	}
-	fw.run(frames...)
-	ct := fw.w.q.Conntrack
-	if ct.Len() != 40 {
-		t.Fatalf("%d entries after 40 SYNs", ct.Len())
+	fw.fake.Deliver(tcpFrame("198.51.100.30", 40000, true))
+	fw.wk.Step()
+	if fw.wk.Settled() {
+		t.Error("settled with a packet on TX the kernel has not taken")
 	}
-	fw.clock.Advance(61 * time.Second)
-	for range ct.Cap()/conntrack.Ways/sweepIdleBuckets + 1 {
+	fw.fake.Transmit(64, nil)
+	if !fw.wk.Settled() {
+		t.Error("not settled once the kernel took the packet (its completion still pending)")
+	}
+
+	// An exception scan whose ring is full: the pass ends but its end
+	// cannot be handed over, so the worker has work to finish.
+	out, err := spsc.New[Sighting](1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Push(&Sighting{})
+	fw.wk.ShareExceptions(out, conntrack.TicksPerSecond)
+	for range 4 {
 		fw.wk.Step()
 	}
-	if ct.Len() != 0 {
-		t.Errorf("%d entries left after every slot was swept past their idle timeout", ct.Len())
+	if fw.wk.Settled() {
+		t.Error("settled with a scan's end not handed over")
+	}
+	out.Pop(make([]Sighting, 1))
+	fw.wk.Step()
+	if !fw.wk.Settled() {
+		t.Error("not settled once the scan's end was handed over")
+	}
+}
+
+// TestIdleSweepBudget: an idle loop sweeps for the time since the loop
+// before, of any kind: after a long busy stretch one loop's worth, not
+// the stretch's.
+func TestIdleSweepBudget(t *testing.T) {
+	ms := int64(time.Millisecond)
+	for _, c := range []struct {
+		name        string
+		since       int64 // nanoseconds since the loop before
+		wantBuckets int
+	}{
+		{"right after a loop", 0, sweepIdleBuckets},
+		{"after 100 µs", ms / 10, sweepIdleBuckets},
+		{"after a settled sleep of 8 ms", 8 * ms, 8 * sweepIdleBuckets},
+		{"after a minute", 60000 * ms, 16 * sweepIdleBuckets},
+	} {
+		w := &Worker{loopAt: 5 * ms}
+		if got := w.idleSweep(5*ms + c.since); got != c.wantBuckets {
+			t.Errorf("%s: %d buckets, want %d", c.name, got, c.wantBuckets)
+		}
+	}
+	fw := newFakeWorker(t, ruleSpec{protocol: RuleTCP, backends: names(3)}, encap.IPIP, 1500)
+	fw.clock.Advance(time.Minute)
+	fw.run(tcpFrame("198.51.100.41", 1000, true)) // a busy loop a minute after the last idle one
+	fw.clock.Advance(100 * time.Microsecond)
+	if got := fw.wk.idleSweep(fw.clock.Nanotime()); got != sweepIdleBuckets {
+		t.Errorf("the idle loop right after a busy one would sweep %d buckets, want %d", got, sweepIdleBuckets)
 	}
 }

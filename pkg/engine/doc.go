@@ -53,12 +53,20 @@
 //     the published snapshot once per batch and never waits for anything
 //     else; requests for its conntrack table (conntrack.Control: count,
 //     list, flush, tally, get) wait in a mailbox it serves between
-//     batches. An idle worker sleeps in the socket's poll (up to 1 ms),
-//     which also waits on the socket's doorbell (an eventfd) that every
-//     such request rings once posted, and does not sleep while one is
-//     pending: a request is answered at once, not up to 1 ms later per
-//     queue, and a walk over many loops runs them back to back (a lookup
-//     over the control socket 1.1 → 0.3 ms). Each running worker adds a P
+//     batches. An idle worker sleeps in the socket's poll, which also
+//     waits on the socket's doorbell (an eventfd) that every such request
+//     rings once posted, and does not sleep while one is pending: a
+//     request is answered at once, not at the end of a sleep per queue,
+//     and a walk over many loops runs them back to back (a lookup over
+//     the control socket 1.1 → 0.3 ms). The sleep is up to 1 ms while the
+//     worker has work to finish between batches (TX the kernel has not
+//     taken, which copy mode sends 32 descriptors per kick; an exception
+//     scan), else up to settledPollMs (8 ms: dataplane.Worker.Settled),
+//     and always 1 ms with busy_poll; the idle sweep of the conntrack
+//     table keeps its pace per millisecond. A packet wakes the poll
+//     either way, and stopping the workers rings every doorbell, so only
+//     the idle loop's rate changes: 125 a second per idle queue instead of
+//     1000. Each running worker adds a P
 //     to GOMAXPROCS (procs.go): a goroutine locked to its thread holds its
 //     P while it runs and while it sleeps in the socket's poll, which on
 //     a 2-CPU appliance left the control plane (the start's table

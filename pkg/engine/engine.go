@@ -336,16 +336,25 @@ func (e *Engine) newWorker(q *queue) error {
 	// A request to the worker (a lookup's key, a tally, a scrape's
 	// counters) rings the socket's doorbell, which its idle Poll waits on
 	// too; while one is pending (a walk over many loops) the idle worker
-	// does not sleep.
+	// does not sleep. A settled worker sleeps up to settledPollMs, one
+	// with work to finish (TX to kick, a scan) 1 ms; one that busy-polls
+	// always 1 ms (the kernel leaves the queue's receive work to it).
 	if err := sock.EnableDoorbell(); err != nil {
 		return err
 	}
 	table.SetDoorbell(sock.Ring)
-	q.worker = dataplane.NewWorker(sock.Rings(), &e.snapshot, tables, e.cfg.Clock, idleWait(func() {
-		if !table.Pending() {
+	longSleeps := e.cfg.BusyPoll == 0
+	var w *dataplane.Worker
+	w = dataplane.NewWorker(sock.Rings(), &e.snapshot, tables, e.cfg.Clock, idleWait(func() {
+		switch {
+		case table.Pending():
+		case longSleeps && w.Settled():
+			sock.Poll(settledPollMs)
+		default:
 			sock.Poll(1)
 		}
 	}))
+	q.worker = w
 	e.shareExceptions(q)
 	return nil
 }
@@ -389,10 +398,18 @@ func (e *Engine) startWorkers() {
 }
 
 // stopWorkers stops every worker at its next batch boundary and waits.
+// Each socket's doorbell is rung: a settled idle worker would otherwise
+// notice only at the end of its sleep (settledPollMs), and a hand-over's
+// pause would include it.
 func (e *Engine) stopWorkers() {
 	if e.cancel != nil {
 		e.cancel()
 		e.cancel = nil
+		for _, q := range e.queues {
+			if q.sock != nil {
+				q.sock.Ring()
+			}
+		}
 	}
 	e.wg.Wait()
 	removeProcs(e.procs)

@@ -67,8 +67,21 @@ func ControlProcs() int {
 // two thread switches) lets the monitor see the worker rescheduled.
 const yieldEvery = 4 * time.Millisecond
 
+// settledPollMs is the longest an idle worker that is settled
+// (dataplane.Worker.Settled: no TX kick owed, chunks to receive into, no
+// scan under way) sleeps in its socket's poll, against 1 ms while it has
+// such work to finish. A packet or a request's doorbell ends the sleep at
+// once either way, so the bound only sets how often an idle queue's loop
+// runs: 125 times a second instead of 1000. It stays under the 10 ms
+// after which Go's monitor retakes the P of a thread in a system call
+// (and wakes every 20 µs itself for a while after): BenchmarkIdleWorkers
+// measures 20 ms polls costing three times 8 ms ones (bench/README.md
+// §6, "An idle worker's sleep").
+const settledPollMs = 8
+
 // idleWait is a worker's sleep on an idle queue: poll (its socket's, up
-// to 1 ms), and every yieldEvery a pass through the scheduler.
+// to 1 ms or settledPollMs), and every yieldEvery a pass through the
+// scheduler.
 func idleWait(poll func()) func() {
 	last := time.Now()
 	return func() {

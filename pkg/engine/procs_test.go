@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -66,7 +67,7 @@ func BenchmarkControlBesideIdleWorkers(b *testing.B) {
 				addProcs(workers)
 				defer removeProcs(workers)
 			}
-			defer idleWorkers(b, workers, false)()
+			defer idleWorkers(b, workers, false, 1)()
 			var r0, r1 unix.Rusage
 			unix.Getrusage(unix.RUSAGE_SELF, &r0)
 			b.ResetTimer()
@@ -112,24 +113,31 @@ func spin(d time.Duration) {
 var spinSink uint64
 
 // BenchmarkIdleWorkers: the process's CPU while two idle workers (locked
-// goroutines asleep in 1-ms ppolls, each with a P of its own) wait, with
-// and without the pass through the scheduler every yieldEvery (idleWait):
-// without it Go's monitor takes them for goroutines running for over
-// 10 ms, preempts them and retakes their P at every poll, waking every
-// 20 µs itself. cpu-%/op is the process's CPU over the round, in percent
-// of one CPU; compare the two in the same run.
+// goroutines asleep in ppolls, each with a P of its own) wait, with and
+// without the pass through the scheduler every yieldEvery (idleWait), and
+// by the poll's timeout: 1 ms (a worker with work to finish), 4,
+// settledPollMs and 20 ms. Without the pass Go's monitor takes them for
+// goroutines running for over 10 ms, preempts them and retakes their P at
+// every poll, waking every 20 µs itself; a poll of over 10 ms has its P
+// retaken in the system call, with the same effect on the monitor.
+// cpu-%/op is the process's CPU over the round, in percent of one CPU;
+// compare them in the same run.
 func BenchmarkIdleWorkers(b *testing.B) {
-	for _, yield := range []bool{false, true} {
-		name := "poll"
-		if yield {
-			name = "poll-and-yield"
+	for _, c := range []struct {
+		yield bool
+		ms    int
+	}{{false, 1}, {true, 1}, {true, 4}, {true, settledPollMs}, {true, 20}} {
+		name := fmt.Sprintf("poll-%dms", c.ms)
+		if c.yield {
+			name += "-and-yield"
 		}
+		yield, ms := c.yield, c.ms
 		b.Run(name, func(b *testing.B) {
 			const workers = 2
 			addProcs(workers)
 			defer removeProcs(workers)
 			for b.Loop() {
-				stop := idleWorkers(b, workers, yield)
+				stop := idleWorkers(b, workers, yield, ms)
 				var r0, r1 unix.Rusage
 				unix.Getrusage(unix.RUSAGE_SELF, &r0)
 				const window = 500 * time.Millisecond
@@ -144,9 +152,9 @@ func BenchmarkIdleWorkers(b *testing.B) {
 }
 
 // idleWorkers starts n idle workers: goroutines locked to their threads,
-// asleep in 1-ms ppolls of an eventfd that is never readable, through
-// idleWait when yield is set. stop ends them and waits.
-func idleWorkers(b *testing.B, n int, yield bool) (stop func()) {
+// asleep in ppolls of ms milliseconds of an eventfd that is never
+// readable, through idleWait when yield is set. stop ends them and waits.
+func idleWorkers(b *testing.B, n int, yield bool, ms int) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for range n {
@@ -162,7 +170,7 @@ func idleWorkers(b *testing.B, n int, yield bool) (stop func()) {
 			}
 			defer unix.Close(fd)
 			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			idle := func() { unix.Poll(fds, 1) }
+			idle := func() { unix.Poll(fds, ms) }
 			if yield {
 				idle = idleWait(idle)
 			}
