@@ -73,7 +73,10 @@
 // most 32 descriptors per sendto (TX_BATCH_SIZE in net/xdp/xsk.c), so the
 // worker calls KickTX once per loop while TX is not drained; EAGAIN and
 // EBUSY are expected there and not reported. Kick errors are bare
-// syscall.Errno values: no allocation on the packet path.
+// syscall.Errno values: no allocation on the packet path. [Rings.Settled]
+// says when an idle owner owes the kernel nothing (TX all taken, a batch
+// of chunks on the fill ring): it may then sleep longer in [Socket.Poll],
+// which the first packet ends.
 //
 // # Headroom
 //
