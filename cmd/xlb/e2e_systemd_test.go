@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,111 +18,28 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xlbnet/xlb/pkg/lab"
+	"github.com/xlbnet/xlb/pkg/sdnotify/sdnotifytest"
 	"github.com/xlbnet/xlb/pkg/testutil"
 )
 
 // fakeSystemd plays the parts of systemd the daemon talks to: the
 // notification socket (READY, MAINPID, STOPPING) with its file descriptor
-// store (FDSTORE, FDSTOREREMOVE), and a start that passes the store's fds
-// as LISTEN_FDS with their names. (A real systemd cannot run as PID 1 in
-// this test environment; the unit itself is checked by
-// TestSystemdUnitCommands.)
+// store (FDSTORE, FDSTOREREMOVE: pkg/sdnotify/sdnotifytest), and a start
+// that passes the store's fds as LISTEN_FDS with their names. (A real
+// systemd cannot run as PID 1 in this test environment; the unit itself
+// is checked by TestSystemdUnitCommands.)
 type fakeSystemd struct {
-	path string
-	fd   int
-
-	mu      sync.Mutex
-	store   []storedFD
-	mainPID int
-	ready   map[int]bool // pids that said READY=1
-	log     []string
-}
-
-type storedFD struct {
-	name string
-	fd   int
+	*sdnotifytest.Manager
 }
 
 func newFakeSystemd(t *testing.T) *fakeSystemd {
 	t.Helper()
-	s := &fakeSystemd{path: filepath.Join(t.TempDir(), "notify"), ready: map[int]bool{}}
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	m, err := sdnotifytest.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: s.path}); err != nil {
-		t.Fatal(err)
-	}
-	// Like systemd: know who sent each message.
-	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PASSCRED, 1)
-	s.fd = fd
-	done := make(chan struct{})
-	go s.serve(done)
-	t.Cleanup(func() {
-		unix.Shutdown(fd, unix.SHUT_RDWR)
-		unix.Close(fd)
-		<-done
-		s.mu.Lock()
-		for _, f := range s.store {
-			unix.Close(f.fd)
-		}
-		s.mu.Unlock()
-	})
-	return s
-}
-
-func (s *fakeSystemd) serve(done chan struct{}) {
-	defer close(done)
-	buf, oob := make([]byte, 4096), make([]byte, 4096)
-	for {
-		n, oobn, _, _, err := unix.Recvmsg(s.fd, buf, oob, 0)
-		if err != nil || n == 0 && oobn == 0 {
-			return
-		}
-		var fds []int
-		pid := 0
-		cms, _ := unix.ParseSocketControlMessage(oob[:oobn])
-		for _, cm := range cms {
-			if r, err := unix.ParseUnixRights(&cm); err == nil {
-				fds = append(fds, r...)
-			} else if cred, err := unix.ParseUnixCredentials(&cm); err == nil {
-				pid = int(cred.Pid)
-			}
-		}
-		vars := map[string]string{}
-		for _, line := range strings.Split(string(buf[:n]), "\n") {
-			if k, v, ok := strings.Cut(line, "="); ok {
-				vars[k] = v
-			}
-		}
-		s.mu.Lock()
-		s.log = append(s.log, fmt.Sprintf("%d: %q (%d fds)", pid, buf[:n], len(fds)))
-		switch {
-		case vars["FDSTORE"] == "1":
-			for _, fd := range fds {
-				s.store = append(s.store, storedFD{vars["FDNAME"], fd})
-			}
-			fds = nil
-		case vars["FDSTOREREMOVE"] == "1":
-			s.store = slices.DeleteFunc(s.store, func(f storedFD) bool {
-				if f.name == vars["FDNAME"] {
-					unix.Close(f.fd)
-					return true
-				}
-				return false
-			})
-		}
-		if p, ok := vars["MAINPID"]; ok {
-			s.mainPID, _ = strconv.Atoi(p)
-		}
-		if vars["READY"] == "1" {
-			s.ready[pid] = true
-		}
-		s.mu.Unlock()
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}
+	t.Cleanup(m.Close)
+	return &fakeSystemd{m}
 }
 
 // names lists the store's content, the state document's files as one
@@ -131,19 +47,27 @@ func (s *fakeSystemd) serve(done chan struct{}) {
 // the parts it names, each there once; otherwise "state?" and what is
 // wrong.
 func (s *fakeSystemd) names() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	var out []string
+	s.With(func(store []sdnotifytest.Stored) []sdnotifytest.Stored {
+		out = storeNames(store)
+		return store
+	})
+	return out
+}
+
+// storeNames is names of a store's content (under the manager's lock).
+func storeNames(store []sdnotifytest.Stored) []string {
 	var out []string
 	parts := map[string]int{}
 	var manifests []int
-	for _, f := range s.store {
+	for _, f := range store {
 		switch {
-		case strings.HasPrefix(f.name, "state-m-"):
-			manifests = append(manifests, f.fd)
-		case strings.HasPrefix(f.name, "state-"):
-			parts[f.name]++
+		case strings.HasPrefix(f.Name, "state-m-"):
+			manifests = append(manifests, f.FD)
+		case strings.HasPrefix(f.Name, "state-"):
+			parts[f.Name]++
 		default:
-			out = append(out, f.name)
+			out = append(out, f.Name)
 		}
 	}
 	switch {
@@ -183,8 +107,14 @@ func (s *fakeSystemd) names() []string {
 // backend slots and rules, each list joined by commas.
 func (s *fakeSystemd) toWholeDocument(t *testing.T) {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.With(func(store []sdnotifytest.Stored) []sdnotifytest.Stored {
+		return wholeDocument(t, store)
+	})
+}
+
+// wholeDocument is toWholeDocument's work on the store (under the
+// manager's lock).
+func wholeDocument(t *testing.T, store []sdnotifytest.Stored) []sdnotifytest.Stored {
 	read := func(fd int) []byte {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
@@ -198,10 +128,10 @@ func (s *fakeSystemd) toWholeDocument(t *testing.T) {
 	}
 	files := map[string]int{}
 	var manifest []byte
-	for _, f := range s.store {
-		files[f.name] = f.fd
-		if strings.HasPrefix(f.name, "state-m-") {
-			manifest = read(f.fd)
+	for _, f := range store {
+		files[f.Name] = f.FD
+		if strings.HasPrefix(f.Name, "state-m-") {
+			manifest = read(f.FD)
 		}
 	}
 	var m struct {
@@ -243,32 +173,38 @@ func (s *fakeSystemd) toWholeDocument(t *testing.T) {
 	if _, err := unix.Write(fd, []byte(doc)); err != nil {
 		t.Fatal(err)
 	}
-	s.store = slices.DeleteFunc(s.store, func(f storedFD) bool {
-		if strings.HasPrefix(f.name, "state-") {
-			unix.Close(f.fd)
+	store = slices.DeleteFunc(store, func(f sdnotifytest.Stored) bool {
+		if strings.HasPrefix(f.Name, "state-") {
+			unix.Close(f.FD)
 			return true
 		}
 		return false
 	})
-	s.store = append(s.store, storedFD{"state", fd})
+	return append(store, sdnotifytest.Stored{Name: "state", FD: fd})
 }
 
 // start runs xlb as the unit would, with the store's fds.
 func (s *fakeSystemd) start(t *testing.T, l *lab.Lab, dir string, rules []lab.Rule) *labXLB {
 	t.Helper()
-	s.mu.Lock()
 	var files []*os.File
 	var names []string
-	for _, f := range s.store {
-		d, err := unix.Dup(f.fd)
-		if err != nil {
-			t.Fatal(err)
+	var dupErr error
+	s.With(func(store []sdnotifytest.Stored) []sdnotifytest.Stored {
+		for _, f := range store {
+			d, err := unix.Dup(f.FD)
+			if err != nil {
+				dupErr = err
+				break
+			}
+			files = append(files, os.NewFile(uintptr(d), f.Name))
+			names = append(names, f.Name)
 		}
-		files = append(files, os.NewFile(uintptr(d), f.name))
-		names = append(names, f.name)
+		return store
+	})
+	if dupErr != nil {
+		t.Fatal(dupErr)
 	}
-	s.mu.Unlock()
-	env := []string{"NOTIFY_SOCKET=" + s.path}
+	env := []string{"NOTIFY_SOCKET=" + s.Path}
 	if len(files) > 0 {
 		env = append(env, fmt.Sprintf("LISTEN_FDS=%d", len(files)), "LISTEN_FDNAMES="+strings.Join(names, ":"))
 	}
@@ -286,9 +222,7 @@ func (s *fakeSystemd) start(t *testing.T, l *lab.Lab, dir string, rules []lab.Ru
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, 10*time.Second, "READY=1 from the daemon", func() (bool, string) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.ready[x.cmd.Process.Pid], strings.Join(s.log, "; ")
+		return s.Ready(x.cmd.Process.Pid), strings.Join(s.Log(), "; ")
 	})
 	return x
 }
@@ -387,9 +321,7 @@ func TestEndToEndSystemd(t *testing.T) {
 		t.Fatalf("xlb restart: %v", err)
 	}
 	testutil.WaitFor(t, 5*time.Second, "MAINPID of the successor", func() (bool, string) {
-		sd.mu.Lock()
-		defer sd.mu.Unlock()
-		return sd.mainPID == res.PID && sd.ready[res.PID], fmt.Sprintf("main pid %d", sd.mainPID)
+		return sd.MainPID() == res.PID && sd.Ready(res.PID), fmt.Sprintf("main pid %d", sd.MainPID())
 	})
 	testutil.WaitFor(t, 5*time.Second, "the predecessor's state document out of the store", func() (bool, string) {
 		got := sd.names()

@@ -662,7 +662,7 @@ func scale(ctx context.Context, o scaleOptions) (err error) {
 			return err
 		}
 		defer store.close()
-		cmd.Env = append(cmd.Env, "NOTIFY_SOCKET="+store.path)
+		cmd.Env = append(cmd.Env, "NOTIFY_SOCKET="+store.Path)
 	}
 	progress("xlb run (start → serving)")
 	t0 := time.Now()
