@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/xlbnet/xlb/pkg/procfd"
 )
 
 // socketHolders returns the processes that hold the listening unix socket
@@ -28,30 +30,7 @@ func socketHolders(path string) []int {
 	if len(inodes) == 0 {
 		return nil
 	}
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		fds, err := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
-		if err != nil {
-			continue // gone, or not ours to read
-		}
-		for _, fd := range fds {
-			link, err := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name()))
-			if err == nil && inodes[link] {
-				pids = append(pids, pid)
-				break
-			}
-		}
-	}
-	slices.Sort(pids)
-	return pids
+	return procfd.Holders(func(_ int, _, target string) bool { return inodes[target] })
 }
 
 // listeningInodes reads /proc/net/unix for the listening sockets bound at

@@ -1,16 +1,15 @@
 package daemon
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 
 	"github.com/xlbnet/xlb/pkg/control"
+	"github.com/xlbnet/xlb/pkg/procfd"
 )
 
 // One daemon per interface and per control socket
@@ -72,40 +71,11 @@ func xdpFree(ifname string) error {
 func bpfProgHolders(id uint32) []string {
 	want := "prog_id:\t" + strconv.FormatUint(uint64(id), 10)
 	self := os.Getpid()
-	procs, _ := os.ReadDir("/proc")
 	var out []string
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		fds, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
-		for _, fd := range fds {
-			target, err := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name()))
-			if err != nil || (target != "anon_inode:bpf-prog" && target != "anon_inode:bpf_link") {
-				continue
-			}
-			if fdinfoHas(filepath.Join("/proc", p.Name(), "fdinfo", fd.Name()), want) {
-				comm, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "comm"))
-				out = append(out, fmt.Sprintf("pid %d (%s)", pid, strings.TrimSpace(string(comm))))
-				break
-			}
-		}
+	for _, pid := range procfd.Holders(func(pid int, fd, target string) bool {
+		return pid != self && (target == "anon_inode:bpf-prog" || target == "anon_inode:bpf_link") && procfd.InfoHas(pid, fd, want)
+	}) {
+		out = append(out, fmt.Sprintf("pid %d (%s)", pid, procfd.Comm(pid)))
 	}
 	return out
-}
-
-func fdinfoHas(path, line string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if sc.Text() == line {
-			return true
-		}
-	}
-	return false
 }
