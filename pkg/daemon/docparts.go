@@ -221,15 +221,28 @@ func (d *daemon) encodeRules(b *docBucket) error {
 			}
 			slots = append(slots, '}')
 		}
-		if rt := d.rules[name]; rt != nil && rt.prev != nil && rt.carryOf != rt.prev {
-			c, err := rt.prev.MarshalCarry()
-			if err != nil {
+		if rt := d.rules[name]; rt != nil {
+			if err := rt.encodeCarry(); err != nil {
 				return fmt.Errorf("rule %s: %w", name, err)
 			}
-			rt.carry, rt.carryOf = c, rt.prev
 		}
 	}
 	b.ruleIDs, b.slots = ids, slots
+	return nil
+}
+
+// encodeCarry encodes the rule's failover state as the state document
+// carries it, unless carry holds it already: once per computation of the
+// rule (a State is never changed once computed).
+func (rt *ruleRuntime) encodeCarry() error {
+	if rt.prev == nil || rt.carryOf == rt.prev {
+		return nil
+	}
+	c, err := rt.prev.MarshalCarry()
+	if err != nil {
+		return err
+	}
+	rt.carry, rt.carryOf = c, rt.prev
 	return nil
 }
 
@@ -248,12 +261,8 @@ func (d *daemon) writeBucketRules(w io.Writer, b *docBucket, first bool) (bool, 
 		if rt == nil {
 			continue
 		}
-		if rt.prev != nil && rt.carryOf != rt.prev { // not since encodeRules; a safeguard
-			c, err := rt.prev.MarshalCarry()
-			if err != nil {
-				return first, n, fmt.Errorf("rule %s: %w", name, err)
-			}
-			rt.carry, rt.carryOf = c, rt.prev
+		if err := rt.encodeCarry(); err != nil { // done by encodeRules unless computed since
+			return first, n, fmt.Errorf("rule %s: %w", name, err)
 		}
 		scratch = scratch[:0]
 		if !first {

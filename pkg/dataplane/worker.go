@@ -194,14 +194,14 @@ func (w *Worker) Step() int {
 	}
 	n := r.RX.Peek(w.rx[:])
 	nanos := w.clock.Nanotime()
-	now := conntrack.TimeOf(nanos)
+	now, since := conntrack.TimeOf(nanos), nanos-w.loopAt
+	w.loopAt = nanos
 	if n == 0 {
 		if err := r.KickTX(); err != nil {
 			w.Counters.KickErrors.Add(1)
 		}
 		w.tables.Conntrack.Serve(now, idleServeBudget)
-		w.tables.Conntrack.Sweep(now, w.idleSweep(nanos))
-		w.loopAt = nanos
+		w.tables.Conntrack.Sweep(now, idleSweep(since))
 		if w.scan != nil {
 			if snap := w.snapshot.Load(); snap != nil {
 				w.scan.step(w.tables.Conntrack, snap, now, idleScanBudget)
@@ -210,7 +210,6 @@ func (w *Worker) Step() int {
 		return 0
 	}
 	r.RX.Release(n)
-	w.loopAt = nanos
 	ntx, ndrop := 0, 0
 	snap := w.snapshot.Load()
 	if snap != nil {
@@ -246,14 +245,15 @@ func (w *Worker) Step() int {
 	return n
 }
 
-// idleSweep is the sweep budget of a loop that received nothing:
-// sweepIdleBuckets per millisecond since the loop before (at least one
-// loop's, at most 16 ms'), so an idle table is swept at one pace whether
-// its worker sleeps 1 ms between loops or longer (Settled). Since the
-// loop before, not the idle loop before: on a busy queue an idle loop
-// between two bursts sweeps one loop's worth, not the burst's duration.
-func (w *Worker) idleSweep(nanos int64) int {
-	ms := (nanos - w.loopAt) / int64(time.Millisecond)
+// idleSweep is the sweep budget of a loop that received nothing, since
+// nanoseconds after the loop before: sweepIdleBuckets per millisecond (at
+// least one loop's, at most 16 ms'), so an idle table is swept at one
+// pace whether its worker sleeps 1 ms between loops or longer (Settled).
+// Since the loop before, not the idle loop before: on a busy queue an
+// idle loop between two bursts sweeps one loop's worth, not the burst's
+// duration.
+func idleSweep(since int64) int {
+	ms := since / int64(time.Millisecond)
 	return sweepIdleBuckets * int(min(max(ms, 1), 16))
 }
 
