@@ -67,12 +67,11 @@ func gone(pid int) bool {
 	if err != nil {
 		return true
 	}
-	// The state follows the command's name, which may hold ")" itself.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 || i+2 >= len(b) {
+	f, err := procStatFields(string(b))
+	if err != nil || len(f) == 0 {
 		return false
 	}
-	return b[i+2] == 'Z' || b[i+2] == 'X'
+	return f[0] == "Z" || f[0] == "X"
 }
 
 // healthChecks returns xlb's "health checks" line ("" before it came).

@@ -121,15 +121,24 @@ func procCPU(pid int) (time.Duration, error) {
 	return parseProcStat(string(b))
 }
 
-// parseProcStat reads utime + stime from the text of /proc/PID/stat. The
-// command name (field 2) is in parentheses and may hold spaces, so the
-// fields are counted from the last ')'.
-func parseProcStat(s string) (time.Duration, error) {
+// procStatFields returns the fields of the text of /proc/PID/stat from
+// field 3 (the state) on. The command name (field 2) is in parentheses
+// and may hold spaces and parentheses, so they are counted from the last
+// ')'.
+func procStatFields(s string) ([]string, error) {
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("proc stat: no command name in %q", s)
+		return nil, fmt.Errorf("proc stat: no command name in %q", s)
 	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state)
+	return strings.Fields(s[i+1:]), nil
+}
+
+// parseProcStat reads utime + stime from the text of /proc/PID/stat.
+func parseProcStat(s string) (time.Duration, error) {
+	f, err := procStatFields(s) // f[0] is field 3 (state)
+	if err != nil {
+		return 0, err
+	}
 	if len(f) < 13 {
 		return 0, fmt.Errorf("proc stat: %d fields after the command name", len(f))
 	}
